@@ -1,0 +1,221 @@
+"""Load and save presets, reporting every problem as ``file:line:col field.path: message``.
+
+YAML is composed into nodes first so each pydantic error location can be traced back to the
+line and column where the user wrote it; unknown keys get a "did you mean" from the schema's
+own field names. Saving writes only what the preset sets, atomically, and reloads equal.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from backend.errors import BadInput
+from backend.preset.schema import Preset
+
+SHIPPED_DIR = Path(__file__).resolve().parents[2] / "presets"
+
+
+def _node_at(root: yaml.Node | None, loc: tuple[int | str, ...]) -> yaml.Node | None:
+    """The deepest YAML node along ``loc`` (keys for mappings, indexes for sequences)."""
+    node = root
+    deepest = root
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = None
+            for key_node, value_node in node.value:
+                if key_node.value == part:
+                    found = value_node
+                    break
+            if found is None:
+                return deepest
+            node = found
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                return deepest
+            node = node.value[part]
+        else:
+            return deepest
+        deepest = node
+    return deepest
+
+
+def _key_node(root: yaml.Node | None, loc: tuple[int | str, ...]) -> yaml.Node | None:
+    """The key node of the last element of ``loc`` (where an unknown key was typed)."""
+    parent = _node_at(root, loc[:-1]) if len(loc) > 1 else root
+    if isinstance(parent, yaml.MappingNode):
+        for key_node, _ in parent.value:
+            if key_node.value == loc[-1]:
+                return key_node
+    return None
+
+
+def _model_for(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The pydantic model class that owns the field at ``loc[:-1]``."""
+    model: type[BaseModel] = Preset
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = _field_by_name(model, str(part))
+        if field is None:
+            return None
+        annotation = field.annotation
+        inner = _first_model(annotation)
+        if inner is None:
+            return None
+        model = inner
+    return model
+
+
+def _field_by_name(model: type[BaseModel], name: str) -> Any:
+    for field_name, field in model.model_fields.items():
+        if name in (field_name, field.alias):
+            return field
+    return None
+
+
+def _first_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _suggest(loc: tuple[int | str, ...]) -> str:
+    model = _model_for(loc)
+    if model is None:
+        return ""
+    names = []
+    for field_name, field in model.model_fields.items():
+        names.append(field.alias or field_name)
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    return f"; known keys: {', '.join(sorted(names))}"
+
+
+def _where(source: str, node: yaml.Node | None) -> str:
+    if node is None:
+        return f"{source}:1:1"
+    mark = node.start_mark
+    return f"{source}:{mark.line + 1}:{mark.column + 1}"
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def format_validation_error(exc: ValidationError, root: yaml.Node | None, source: str) -> list[str]:
+    """One ``file:line:col field: message`` line per pydantic error, in file order."""
+    problems: list[tuple[int, int, str]] = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            node = _key_node(root, loc) or _node_at(root, loc)
+            message = f"unknown key '{loc[-1]}'{_suggest(loc)}"
+        elif kind == "missing":
+            node = _node_at(root, loc[:-1])
+            message = f"required key '{loc[-1]}' is missing"
+        else:
+            node = _node_at(root, loc)
+            message = str(err["msg"]).removeprefix("Value error, ")
+            if "input" in err and kind not in ("model_type",) and not isinstance(err["input"], dict):
+                message += f" (got {err['input']!r})"
+        line = node.start_mark.line if node is not None else 0
+        col = node.start_mark.column if node is not None else 0
+        problems.append((line, col, f"{_where(source, node)} {_dotted(loc)}: {message}"))
+    problems.sort(key=lambda item: (item[0], item[1]))
+    return [text for _, _, text in problems]
+
+
+def parse_preset_text(text: str, source: str = "<preset>") -> Preset:
+    """Parse YAML text into a Preset, raising BadInput listing every problem."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise BadInput(f"{where} (yaml): {problem}: fix the YAML syntax") from exc
+    if not isinstance(data, dict):
+        raise BadInput(f"{source}:1:1 (top level): a preset is a mapping of keys (schema, name, ...)")
+    schema = data.get("schema")
+    if schema is not None and schema != 1:
+        node = _node_at(root, ("schema",))
+        raise BadInput(
+            f"{_where(source, node)} schema: version {schema!r} is not supported; this trainwiz reads schema 1"
+        )
+    try:
+        return Preset.model_validate(data)
+    except ValidationError as exc:
+        raise BadInput(format_validation_error(exc, root, source)) from exc
+
+
+def resolve_preset_path(name_or_path: str) -> Path:
+    """A path as given, or a shipped preset by name (with or without .yaml)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    shipped = SHIPPED_DIR / (name_or_path if name_or_path.endswith(".yaml") else f"{name_or_path}.yaml")
+    if shipped.is_file():
+        return shipped
+    known = ", ".join(p.stem for p in sorted(SHIPPED_DIR.glob("*.yaml")) if p.stem != "images")
+    raise BadInput(f"preset '{name_or_path}': no such file or shipped preset (shipped: {known})")
+
+
+def load_preset(name_or_path: str | Path) -> Preset:
+    path = resolve_preset_path(str(name_or_path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from exc
+    return parse_preset_text(text, source=str(path))
+
+
+def preset_to_yaml(preset: Preset) -> str:
+    """YAML of what the preset sets (defaults left implicit), keys in schema order."""
+    data = preset.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    data = {"schema": 1, **{k: v for k, v in data.items() if k != "schema"}}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def save_preset(preset: Preset, path: str | Path) -> Path:
+    """Write atomically (temp file + rename) so a crash never leaves half a preset."""
+    target = Path(path).expanduser()
+    text = preset_to_yaml(preset)
+    parse_preset_text(text, source=str(target))  # never write what would not load back
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def list_shipped() -> list[tuple[str, str]]:
+    """(name, description) of each shipped preset."""
+    out = []
+    for path in sorted(SHIPPED_DIR.glob("*.yaml")):
+        if path.stem == "images":
+            continue
+        preset = load_preset(path)
+        out.append((preset.name, preset.description.splitlines()[0] if preset.description else ""))
+    return out

@@ -1,0 +1,16 @@
+"""CLI: `trainwiz env` (placeholder until its issue lands: it says so and exits 1)."""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.errors import TrainwizError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("env", help="(env: not built yet)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raise TrainwizError("'trainwiz env' is not built yet")

@@ -1,0 +1,1 @@
+"""trainwiz: widgets."""
