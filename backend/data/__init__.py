@@ -1,0 +1,1 @@
+"""The conversation data FastChat trains on: structural checks and token-length statistics."""
