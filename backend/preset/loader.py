@@ -132,7 +132,11 @@ def format_validation_error(exc: ValidationError, root: yaml.Node | None, source
         else:
             node = _node_at(root, loc)
             message = str(err["msg"]).removeprefix("Value error, ")
-            if "input" in err and kind not in ("model_type",) and not isinstance(err["input"], dict):
+            if (
+                "input" in err
+                and kind not in ("model_type",)
+                and not isinstance(err["input"], dict)
+            ):
                 message += f" (got {err['input']!r})"
         line = node.start_mark.line if node is not None else 0
         col = node.start_mark.column if node is not None else 0
@@ -152,7 +156,9 @@ def parse_preset_text(text: str, source: str = "<preset>") -> Preset:
         problem = getattr(exc, "problem", None) or str(exc)
         raise BadInput(f"{where} (yaml): {problem}: fix the YAML syntax") from exc
     if not isinstance(data, dict):
-        raise BadInput(f"{source}:1:1 (top level): a preset is a mapping of keys (schema, name, ...)")
+        raise BadInput(
+            f"{source}:1:1 (top level): a preset is a mapping of keys (schema, name, ...)"
+        )
     schema = data.get("schema")
     if schema is not None and schema != 1:
         node = _node_at(root, ("schema",))
@@ -170,7 +176,9 @@ def resolve_preset_path(name_or_path: str) -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path
-    shipped = SHIPPED_DIR / (name_or_path if name_or_path.endswith(".yaml") else f"{name_or_path}.yaml")
+    shipped = SHIPPED_DIR / (
+        name_or_path if name_or_path.endswith(".yaml") else f"{name_or_path}.yaml"
+    )
     if shipped.is_file():
         return shipped
     known = ", ".join(p.stem for p in sorted(SHIPPED_DIR.glob("*.yaml")) if p.stem != "images")

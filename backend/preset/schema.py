@@ -47,7 +47,8 @@ class ModelSource(_Strict):
         None, description="Hub endpoint; a mirror such as https://hf-mirror.com for users in China"
     )
     token_env: str = Field(
-        "HF_TOKEN", description="name of the environment variable holding the token (never the token)"
+        "HF_TOKEN",
+        description="name of the environment variable holding the token (never the token)",
     )
     git_url: str | None = Field(None, description="URL for a git-lfs clone (the seed's way)")
     dir: str = Field(..., description="host directory holding (or receiving) the model")

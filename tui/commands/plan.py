@@ -1,16 +1,36 @@
-"""CLI: `trainwiz plan` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz plan PRESET` — every step's exact command, copy-pasteable (or --json)."""
 
 from __future__ import annotations
 
 import argparse
 
-from backend.errors import TrainwizError
+from backend.plan import build_plan
+from backend.preset import load_preset
+from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("plan", help="(plan: not built yet)")
+    parser = subparsers.add_parser(
+        "plan",
+        help="print the exact commands a preset runs (shell-quoted, copy-pasteable)",
+        description="Print every step of a preset as the exact command trainwiz runs: model "
+        "fetch, image pull, environment, docker run, in-container setup, torchrun.",
+    )
+    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
+    parser.add_argument(
+        "--transformers",
+        metavar="VERSION",
+        help="name the training flags for this transformers version (default: the preset's)",
+    )
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz plan' is not built yet")
+    preset = load_preset(args.preset)
+    plan = build_plan(preset, transformers_version=args.transformers, preset_ref=args.preset)
+    if args.json:
+        print_json(plan.to_dict())
+    else:
+        print(plan.as_script(), end="")
+    return 0

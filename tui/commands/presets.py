@@ -1,16 +1,25 @@
-"""CLI: `trainwiz presets` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz presets` — the shipped presets with a one-line description."""
 
 from __future__ import annotations
 
 import argparse
 
-from backend.errors import TrainwizError
+from backend.preset import list_shipped
+from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("presets", help="(presets: not built yet)")
+    parser = subparsers.add_parser("presets", help="list the shipped presets")
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz presets' is not built yet")
+    presets = list_shipped()
+    if args.json:
+        print_json({"presets": [{"name": n, "description": d} for n, d in presets]})
+        return 0
+    width = max(len(n) for n, _ in presets)
+    for name, description in presets:
+        print(f"{name:<{width}}  {description}")
+    return 0

@@ -1,0 +1,123 @@
+"""The container step: the preset's container options as `docker run` flags and SDK kwargs.
+
+One function walks the options once and fills both forms, so the command a user reads is the
+command trainwiz executes through the docker SDK.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backend.preset.schema import Preset
+
+if TYPE_CHECKING:
+    from backend.plan.commands import PlanStep
+
+
+def container_options(preset: Preset, run_dir: Path | None) -> tuple[list[str], dict[str, Any]]:
+    """(docker run flags, docker SDK ``containers.run`` kwargs) for the preset."""
+    c = preset.container
+    flags: list[str] = []
+    sdk: dict[str, Any] = {}
+    mode = "".join(letter for letter, on in (("i", c.interactive), ("t", c.tty), ("d", True)) if on)
+    flags.append(f"-{mode}")
+    sdk.update(detach=True, stdin_open=c.interactive, tty=c.tty)
+    if c.remove:
+        flags.append("--rm")
+        sdk["auto_remove"] = True
+    if c.gpus:
+        flags += ["--gpus", c.gpus]
+        count = -1 if c.gpus == "all" else None
+        request: dict[str, Any] = {"Driver": "", "Capabilities": [["gpu"]]}
+        if count is not None:
+            request["Count"] = count
+        else:
+            ids = c.gpus.removeprefix("device=").strip('"').split(",")
+            if c.gpus.isdigit():
+                request["Count"] = int(c.gpus)
+            else:
+                request["DeviceIDs"] = ids
+        sdk["device_requests"] = [request]
+    if c.privileged:
+        flags.append("--privileged")
+        sdk["privileged"] = True
+    for cap in c.cap_add:
+        flags.append(f"--cap-add={cap}")
+    if c.cap_add:
+        sdk["cap_add"] = list(c.cap_add)
+    for limit in c.ulimits:
+        flags += ["--ulimit", f"{limit.name}={limit.value}"]
+    if c.ulimits:
+        sdk["ulimits"] = [
+            {"Name": u.name, "Soft": u.soft_hard()[0], "Hard": u.soft_hard()[1]} for u in c.ulimits
+        ]
+    volumes = list(c.volumes)
+    binds: list[str] = []
+    for vol in volumes:
+        spec = f"{vol.host}:{vol.container}" + (":ro" if vol.mode == "ro" else "")
+        flags += ["-v", spec]
+        binds.append(f"{vol.host}:{vol.container}:{vol.mode}")
+    if run_dir is not None and preset.launch.entry == "trainwiz":
+        # The run dir (entry, logs, metrics) is mounted at the same path inside the container.
+        flags += ["-v", f"{run_dir}:{run_dir}"]
+        binds.append(f"{run_dir}:{run_dir}:rw")
+    if binds:
+        sdk["volumes"] = binds
+    if c.network:
+        flags.append(f"--net={c.network}")
+        sdk["network_mode"] = c.network
+    if c.ipc:
+        flags.append(f"--ipc={c.ipc}")
+        sdk["ipc_mode"] = c.ipc
+    if c.shm_size:
+        flags.append(f"--shm-size={c.shm_size}")
+        sdk["shm_size"] = c.shm_size
+    env = {**c.env}
+    for key, value in env.items():
+        flags += ["-e", f"{key}={value}"]
+    if env:
+        sdk["environment"] = env
+    workdir = c.workdir
+    if workdir:
+        flags += ["-w", workdir]
+        sdk["working_dir"] = workdir
+    if c.name:
+        flags.append(f"--name={c.name}")
+        sdk["name"] = c.name
+    return flags, sdk
+
+
+def container_step(preset: Preset, run_dir: Path | None, train: PlanStep) -> PlanStep:
+    from backend.plan.commands import PlanStep
+
+    flags, sdk = container_options(preset, run_dir)
+    image = preset.environment.image
+    if preset.environment.mode == "image":
+        image = "<environment image>"
+        try:
+            from backend.images import env_image_tag  # built by the Images step
+
+            image = env_image_tag(preset)
+        except (ImportError, AttributeError):
+            pass
+    argv = ["docker", "run", *flags, image]
+    sdk["image"] = image
+    if preset.environment.mode == "image":
+        # The training is the container's command; -it makes no sense for a batch job.
+        argv = [a for a in argv if a not in ("-itd", "-id", "-td")]
+        argv.insert(2, "-d")
+        sdk.update(stdin_open=False, tty=False)
+        for key, value in train.env.items():
+            sdk.setdefault("environment", {})[key] = value
+        argv += train.argv
+        sdk["command"] = list(train.argv)
+        if preset.launch.workdir:
+            sdk["working_dir"] = preset.launch.workdir
+    return PlanStep(
+        id="container",
+        group="container",
+        title="Start the training container (detached: survives the SSH session)",
+        argv=argv,
+        docker=sdk,
+    )
