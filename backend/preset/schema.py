@@ -248,7 +248,7 @@ class TrainingArgs(_Strict):
 class Preset(_Strict):
     """A whole training job. ``schema`` is the version, so old presets can be migrated."""
 
-    schema_version: Literal[1] = Field(SCHEMA_VERSION, alias="schema")
+    schema_version: Literal[1] = Field(1, alias="schema")
     name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
     model: ModelSource
@@ -259,10 +259,14 @@ class Preset(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Preset:
-        if self.training.eval_strategy != "no" and not self.training.eval_data_path:
-            # FastChat builds no eval dataset without eval_data_path; HF then raises at start.
-            if self.launch.entry == "trainwiz":
-                raise ValueError(
+        # FastChat builds no eval dataset without eval_data_path; HF then raises at start.
+        # (The seed's own command has this mismatch; FastChat's train_mem.py tolerates it.)
+        if (
+            self.training.eval_strategy != "no"
+            and not self.training.eval_data_path
+            and self.launch.entry == "trainwiz"
+        ):
+            raise ValueError(
                     "training.eval_strategy is "
                     f"'{self.training.eval_strategy}' but training.eval_data_path is empty: "
                     "set eval_data_path or eval_strategy: 'no'"
