@@ -1,0 +1,229 @@
+"""Training metrics from metrics.jsonl (the entry's contract) or, failing that, the HF Trainer log.
+
+Both paths produce the same ``StepRecord``/``RunStart``/``RunEnd`` events, so the throughput
+meter and the loss chart do not care where the numbers came from.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunStart:
+    world_size: int | None = None
+    n_params: int | None = None
+    flops_per_token: float | None = None
+    peak_flops: float | None = None
+    gpu_name: str | None = None
+    attn_implementation: str | None = None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int
+    max_steps: int | None = None
+    epoch: float | None = None
+    loss: float | None = None
+    learning_rate: float | None = None
+    grad_norm: float | None = None
+    step_time_s: float | None = None
+    tokens: int | None = None
+    tokens_nonpad: int | None = None
+    samples: int | None = None
+    tokens_per_s: float | None = None
+    tokens_nonpad_per_s: float | None = None
+    samples_per_s: float | None = None
+    mfu: float | None = None
+    peak_mem_gib: tuple[float, ...] | None = None
+    time: float | None = None
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    train_runtime: float | None = None
+    ok: bool | None = None
+    saved_to: str | None = None
+    train_loss: float | None = None
+    samples_per_s: float | None = None
+    steps_per_s: float | None = None
+
+
+MetricsEvent = RunStart | StepRecord | RunEnd
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def event_from_json(obj: dict[str, Any]) -> MetricsEvent | None:
+    kind = obj.get("kind")
+    if kind == "start":
+        return RunStart(
+            _int(obj.get("world_size")),
+            _int(obj.get("n_params")),
+            _num(obj.get("flops_per_token")),
+            _num(obj.get("peak_flops")),
+            obj.get("gpu_name"),
+            obj.get("attn_implementation"),
+        )
+    if kind == "end":
+        return RunEnd(_num(obj.get("train_runtime")), obj.get("ok"), obj.get("saved_to"))
+    if kind == "step" and _int(obj.get("step")) is not None:
+        peak = obj.get("peak_mem_gib")
+        return StepRecord(
+            step=int(obj["step"]),
+            max_steps=_int(obj.get("max_steps")),
+            epoch=_num(obj.get("epoch")),
+            loss=_num(obj.get("loss")),
+            learning_rate=_num(obj.get("learning_rate")),
+            grad_norm=_num(obj.get("grad_norm")),
+            step_time_s=_num(obj.get("step_time_s")),
+            tokens=_int(obj.get("tokens")),
+            tokens_nonpad=_int(obj.get("tokens_nonpad")),
+            samples=_int(obj.get("samples")),
+            tokens_per_s=_num(obj.get("tokens_per_s")),
+            tokens_nonpad_per_s=_num(obj.get("tokens_nonpad_per_s")),
+            samples_per_s=_num(obj.get("samples_per_s")),
+            mfu=_num(obj.get("mfu")),
+            peak_mem_gib=tuple(float(x) for x in peak if _num(x) is not None)
+            if isinstance(peak, list)
+            else None,
+            time=_num(obj.get("time")),
+        )
+    return None
+
+
+@dataclass
+class MetricsFollower:
+    """Reads new complete lines of metrics.jsonl on each ``poll()``.
+
+    A partial last line (the writer is mid-flush) stays buffered until its newline arrives; a file
+    that shrank (a new run reusing the path) is re-read from the start and ``resets`` counts it.
+    """
+
+    path: Path
+    bad_lines: int = 0
+    resets: int = 0
+    _offset: int = 0
+    _partial: bytes = b""
+
+    def poll(self) -> list[MetricsEvent]:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return []
+        if size < self._offset:
+            self._offset, self._partial = 0, b""
+            self.resets += 1
+        if size == self._offset:
+            return []
+        with open(self.path, "rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read(size - self._offset)
+        self._offset += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        events: list[MetricsEvent] = []
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                self.bad_lines += 1
+                continue
+            ev = event_from_json(obj) if isinstance(obj, dict) else None
+            if ev is not None:
+                events.append(ev)
+        return events
+
+
+# tqdm's "12/300 [00:05<01:40,  2.88it/s]" (or "s/it" when slow): progress, not a failure.
+_TQDM = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:,\s*([\d.]+)(it/s|s/it))?\]")
+
+
+@dataclass
+class HfLogParser:
+    """Turns HF Trainer log segments into events when no metrics.jsonl exists.
+
+    Feed it every segment in order (lines split on newline AND carriage return, as the log
+    follower delivers them): tqdm segments give the step and rate, ``{'loss': ...}`` dicts the
+    values, the ``{'train_runtime': ...}`` dict the end.
+    """
+
+    step: int = 0
+    max_steps: int | None = None
+    step_time_s: float | None = None
+    _logged: int = field(default=0)
+
+    def feed(self, segment: str) -> list[MetricsEvent]:
+        out: list[MetricsEvent] = []
+        for m in _TQDM.finditer(segment):
+            self.step, self.max_steps = int(m.group(1)), int(m.group(2))
+            if m.group(3):
+                rate = float(m.group(3))
+                if rate > 0:
+                    self.step_time_s = 1.0 / rate if m.group(4) == "it/s" else rate
+        start = segment.find("{'")
+        if start < 0:
+            return out
+        end = segment.rfind("}")
+        if end <= start:
+            return out
+        try:
+            d = ast.literal_eval(segment[start : end + 1])
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return out
+        if not isinstance(d, dict):
+            return out
+        if "train_runtime" in d:
+            out.append(
+                RunEnd(
+                    _num(d.get("train_runtime")),
+                    True,
+                    None,
+                    _num(d.get("train_loss")),
+                    _num(d.get("train_samples_per_second")),
+                    _num(d.get("train_steps_per_second")),
+                )
+            )
+        elif "loss" in d or "grad_norm" in d:
+            self._logged += 1
+            step = self.step if self.step else self._logged
+            out.append(
+                StepRecord(
+                    step=step,
+                    max_steps=self.max_steps,
+                    epoch=_num(d.get("epoch")),
+                    loss=_num(d.get("loss")),
+                    learning_rate=_num(d.get("learning_rate")),
+                    grad_norm=_num(d.get("grad_norm")),
+                    step_time_s=self.step_time_s,
+                )
+            )
+        return out
+
+    def parse_file(self, path: Path) -> list[MetricsEvent]:
+        from backend.monitor.logfollow import split_segments
+
+        text = path.read_text(encoding="utf-8", errors="replace")
+        events: list[MetricsEvent] = []
+        for seg in split_segments(text):
+            events.extend(self.feed(seg))
+        return events
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

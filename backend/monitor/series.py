@@ -1,0 +1,145 @@
+"""Loss / learning-rate / grad-norm history that stays small and fast however long the run is.
+
+``MinMaxSeries`` keeps at most ``cap`` buckets: when full, neighbouring buckets merge and each
+later bucket covers twice as many steps. Every bucket keeps its min and max (with their steps), so
+a one-step spike survives any amount of downsampling. Appends are O(1) amortised; reading is
+O(cap), independent of the number of points (100k steps cost the same to draw as 1k).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Bucket:
+    x0: float
+    x1: float
+    xmin: float
+    ymin: float
+    xmax: float
+    ymax: float
+    n: int
+
+    def merge(self, other: _Bucket) -> None:
+        self.x1 = other.x1
+        if other.ymin < self.ymin:
+            self.xmin, self.ymin = other.xmin, other.ymin
+        if other.ymax > self.ymax:
+            self.xmax, self.ymax = other.xmax, other.ymax
+        self.n += other.n
+
+
+@dataclass
+class MinMaxSeries:
+    cap: int = 512
+    count: int = 0
+    last: tuple[float, float] | None = None
+    _buckets: list[_Bucket] = field(default_factory=list)
+    _per_bucket: int = 1
+
+    def append(self, x: float, y: float) -> None:
+        if not math.isfinite(y):
+            return
+        self.count += 1
+        self.last = (x, y)
+        tail = self._buckets[-1] if self._buckets else None
+        if tail is not None and tail.n < self._per_bucket:
+            tail.merge(_Bucket(x, x, x, y, x, y, 1))
+            return
+        self._buckets.append(_Bucket(x, x, x, y, x, y, 1))
+        if len(self._buckets) > self.cap:
+            merged = []
+            for i in range(0, len(self._buckets), 2):
+                b = self._buckets[i]
+                if i + 1 < len(self._buckets):
+                    b.merge(self._buckets[i + 1])
+                merged.append(b)
+            self._buckets = merged
+            self._per_bucket *= 2
+
+    def points(self, width: int | None = None) -> tuple[list[float], list[float]]:
+        """(xs, ys) for a line plot: each bucket contributes its min and max in step order."""
+        buckets = self._buckets
+        if width and width > 0 and len(buckets) > width:
+            buckets = _regroup(buckets, width)
+        xs: list[float] = []
+        ys: list[float] = []
+        for b in buckets:
+            if b.xmin == b.xmax:
+                xs.append(b.xmin)
+                ys.append(b.ymin)
+            elif b.xmin < b.xmax:
+                xs += [b.xmin, b.xmax]
+                ys += [b.ymin, b.ymax]
+            else:
+                xs += [b.xmax, b.xmin]
+                ys += [b.ymax, b.ymin]
+        return xs, ys
+
+    @property
+    def ymax(self) -> float | None:
+        return max((b.ymax for b in self._buckets), default=None)
+
+    @property
+    def ymin(self) -> float | None:
+        return min((b.ymin for b in self._buckets), default=None)
+
+
+def _regroup(buckets: list[_Bucket], width: int) -> list[_Bucket]:
+    out: list[_Bucket] = []
+    per = math.ceil(len(buckets) / width)
+    for i in range(0, len(buckets), per):
+        group = buckets[i : i + per]
+        b = _Bucket(**vars(group[0]))
+        for other in group[1:]:
+            b.merge(other)
+        out.append(b)
+    return out
+
+
+@dataclass(frozen=True)
+class Spike:
+    step: int
+    grad_norm: float
+    median: float
+
+
+@dataclass
+class SpikeDetector:
+    """Flags a grad norm far above the recent median (robust to the early, large norms).
+
+    A spike is ``> factor × median`` of the last ``window`` norms, once ``min_history`` norms
+    exist; non-finite norms always count (they precede a NaN loss).
+    """
+
+    window: int = 50
+    factor: float = 5.0
+    min_history: int = 8
+    max_kept: int = 200
+    spikes: deque[Spike] = field(default_factory=lambda: deque(maxlen=200))
+    total: int = 0
+    _recent: deque[float] = field(default_factory=lambda: deque(maxlen=50))
+
+    def __post_init__(self) -> None:
+        self._recent = deque(maxlen=self.window)
+        self.spikes = deque(maxlen=self.max_kept)
+
+    def add(self, step: int, grad_norm: float) -> Spike | None:
+        spike = None
+        if not math.isfinite(grad_norm):
+            med = statistics.median(self._recent) if self._recent else math.nan
+            spike = Spike(step, grad_norm, med)
+        elif len(self._recent) >= self.min_history:
+            med = statistics.median(self._recent)
+            if med > 0 and grad_norm > self.factor * med:
+                spike = Spike(step, grad_norm, med)
+        if spike is not None:
+            self.spikes.append(spike)
+            self.total += 1
+        if math.isfinite(grad_norm):
+            self._recent.append(grad_norm)
+        return spike

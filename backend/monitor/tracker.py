@@ -1,0 +1,195 @@
+"""Folds metric events into what the monitor shows: a throughput summary and chart series.
+
+The monitor's worker thread owns a ``RunTracker``; the UI only receives the immutable
+``MetricsView`` it produces, so nothing is shared between threads.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from backend.monitor.metrics import MetricsEvent, RunEnd, RunStart, StepRecord, finite
+from backend.monitor.series import MinMaxSeries, Spike, SpikeDetector
+
+
+@dataclass(frozen=True)
+class ThroughputSummary:
+    source: Literal["metrics", "log", "none"] = "none"
+    step: int = 0
+    max_steps: int | None = None
+    epoch: float | None = None
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    tokens_nonpad_per_s: float | None = None
+    samples_per_s: float | None = None
+    mfu: float | None = None
+    eta_s: float | None = None
+    elapsed_s: float | None = None
+    last_loss: float | None = None
+    peak_mem_gib: tuple[float, ...] | None = None
+    world_size: int | None = None
+    finished: bool = False
+    ok: bool | None = None
+
+    @property
+    def progress(self) -> float | None:
+        if not self.max_steps:
+            return None
+        return min(1.0, self.step / self.max_steps)
+
+
+@dataclass(frozen=True)
+class MetricsView:
+    summary: ThroughputSummary
+    loss: tuple[list[float], list[float]]
+    lr: tuple[list[float], list[float]]
+    grad_norm: tuple[list[float], list[float]]
+    spikes: tuple[Spike, ...]
+    spike_total: int
+    points: int
+    nonfinite_loss_steps: tuple[int, ...] = ()
+
+
+@dataclass
+class RunTracker:
+    source: Literal["metrics", "log", "none"] = "none"
+    window: int = 20
+    cap: int = 512
+    start: RunStart | None = None
+    end: RunEnd | None = None
+    last: StepRecord | None = None
+    first_time: float | None = None
+    loss: MinMaxSeries = field(default_factory=MinMaxSeries)
+    lr: MinMaxSeries = field(default_factory=MinMaxSeries)
+    grad_norm: MinMaxSeries = field(default_factory=MinMaxSeries)
+    spikes: SpikeDetector = field(default_factory=SpikeDetector)
+    nonfinite_loss: deque[int] = field(default_factory=lambda: deque(maxlen=50))
+    _recent: deque[StepRecord] = field(default_factory=lambda: deque(maxlen=20))
+
+    def __post_init__(self) -> None:
+        self._recent = deque(maxlen=self.window)
+        self.loss = MinMaxSeries(self.cap)
+        self.lr = MinMaxSeries(self.cap)
+        self.grad_norm = MinMaxSeries(self.cap)
+
+    def update(self, events: Iterable[MetricsEvent]) -> int:
+        n = 0
+        for ev in events:
+            n += 1
+            if isinstance(ev, RunStart):
+                self.start = ev
+            elif isinstance(ev, RunEnd):
+                self.end = ev
+            elif isinstance(ev, StepRecord):
+                self._step(ev)
+        return n
+
+    def _step(self, rec: StepRecord) -> None:
+        self.last = rec
+        if rec.time is not None and self.first_time is None:
+            self.first_time = rec.time - (rec.step_time_s or 0.0)
+        self._recent.append(rec)
+        if rec.loss is not None:
+            if math.isfinite(rec.loss):
+                self.loss.append(rec.step, rec.loss)
+            else:
+                self.nonfinite_loss.append(rec.step)
+        if finite(rec.learning_rate):
+            self.lr.append(rec.step, rec.learning_rate)  # type: ignore[arg-type]
+        if rec.grad_norm is not None:
+            self.spikes.add(rec.step, rec.grad_norm)
+            if math.isfinite(rec.grad_norm):
+                self.grad_norm.append(rec.step, rec.grad_norm)
+
+    def summary(self, now: float | None = None) -> ThroughputSummary:
+        last = self.last
+        finished = self.end is not None
+        if last is None:
+            return ThroughputSummary(
+                self.source,
+                finished=finished,
+                ok=self.end.ok if self.end else None,
+                samples_per_s=self.end.samples_per_s if self.end else None,
+                world_size=self.start.world_size if self.start else None,
+            )
+        recent = list(self._recent)
+        # The first optimizer step carries warm-up (allocator, NCCL init): leave it out once
+        # there is anything else to average.
+        steady = [r for r in recent if r.step > 1] or recent
+        times = [r.step_time_s for r in steady if finite(r.step_time_s)]
+        step_time = statistics.median(times) if times else None  # type: ignore[type-var]
+        tokens_per_s = _rate(steady, "tokens") or _median(steady, "tokens_per_s")
+        nonpad = _rate(steady, "tokens_nonpad") or _median(steady, "tokens_nonpad_per_s")
+        samples = _rate(steady, "samples") or _median(steady, "samples_per_s")
+        if samples is None and self.end is not None:
+            samples = self.end.samples_per_s
+        mfu = _median(steady, "mfu")
+        st = self.start
+        if mfu is None and tokens_per_s and st and st.peak_flops and st.flops_per_token:
+            per_gpu = tokens_per_s / (st.world_size or 1)
+            mfu = per_gpu * st.flops_per_token / st.peak_flops
+        eta = None
+        if finished:
+            eta = 0.0
+        elif last.max_steps and step_time:
+            eta = max(0, last.max_steps - last.step) * step_time
+        elapsed = None
+        if self.end is not None and self.end.train_runtime is not None:
+            elapsed = self.end.train_runtime
+        elif self.first_time is not None:
+            end_t = last.time if finished and last.time else (now or time.time())
+            elapsed = max(0.0, end_t - self.first_time)
+        return ThroughputSummary(
+            source=self.source,
+            step=last.step,
+            max_steps=last.max_steps,
+            epoch=last.epoch,
+            step_time_s=step_time,
+            tokens_per_s=tokens_per_s,
+            tokens_nonpad_per_s=nonpad,
+            samples_per_s=samples,
+            mfu=mfu,
+            eta_s=eta,
+            elapsed_s=elapsed,
+            last_loss=self.loss.last[1] if self.loss.last else None,
+            peak_mem_gib=last.peak_mem_gib,
+            world_size=self.start.world_size if self.start else None,
+            finished=finished,
+            ok=self.end.ok if self.end else None,
+        )
+
+    def view(self, width: int | None = None, now: float | None = None) -> MetricsView:
+        return MetricsView(
+            summary=self.summary(now),
+            loss=self.loss.points(width),
+            lr=self.lr.points(width),
+            grad_norm=self.grad_norm.points(width),
+            spikes=tuple(self.spikes.spikes),
+            spike_total=self.spikes.total,
+            points=self.loss.count,
+            nonfinite_loss_steps=tuple(self.nonfinite_loss),
+        )
+
+
+def _rate(recs: list[StepRecord], attr: str) -> float | None:
+    """Sum of a per-step count over the sum of step times: a rate weighted by real time."""
+    total = 0.0
+    secs = 0.0
+    for r in recs:
+        v = getattr(r, attr)
+        if v is None or not finite(r.step_time_s):
+            continue
+        total += v
+        secs += r.step_time_s  # type: ignore[operator]
+    return total / secs if secs > 0 else None
+
+
+def _median(recs: list[StepRecord], attr: str) -> float | None:
+    vals = [getattr(r, attr) for r in recs if finite(getattr(r, attr))]
+    return statistics.median(vals) if vals else None
