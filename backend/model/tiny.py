@@ -1,0 +1,75 @@
+"""The tiny model of the embedded default, made locally so that ``tiny-cpu`` needs no network.
+
+The work runs in a subprocess with the training python (torch, transformers, sentencepiece are
+never imported by the wizard). Idempotent: a directory made from the same spec that validates
+is kept as is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend.errors import TrainwizError
+from backend.model.placeholders import SAMPLE_CONVERSATIONS
+from backend.model.validate import ModelReport, validate_model_dir
+from backend.preset.schema import TinyModelSpec
+
+SCRIPT = Path(__file__).with_name("_make_tiny.py")
+MARKER = "trainwiz-tiny.json"
+
+
+def training_python(explicit: str | None = None) -> str:
+    """The interpreter of the training environment: explicit, $TRAINWIZ_TRAINING_PYTHON, or ours."""
+    return explicit or os.environ.get("TRAINWIZ_TRAINING_PYTHON") or sys.executable
+
+
+@dataclass
+class TinyResult:
+    dir: str
+    created: bool
+    report: ModelReport
+
+
+def tiny_is_current(target: Path, spec: TinyModelSpec) -> bool:
+    """True when ``target`` holds a valid tiny model made from exactly ``spec``."""
+    try:
+        marker = json.loads((target / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return marker.get("spec") == spec.model_dump() and validate_model_dir(target).ok
+
+
+def make_tiny(
+    target: str | Path,
+    spec: TinyModelSpec | None = None,
+    data: str | Path | None = None,
+    python: str | None = None,
+    force: bool = False,
+) -> TinyResult:
+    """Create (or keep) the tiny Llama at ``target``; its tokenizer is trained on ``data``."""
+    spec = spec or TinyModelSpec()
+    path = Path(target).expanduser()
+    if not force and tiny_is_current(path, spec):
+        return TinyResult(str(path), False, validate_model_dir(path))
+    job = {"dir": str(path), "data": str(data or SAMPLE_CONVERSATIONS), "spec": spec.model_dump()}
+    argv = [training_python(python), str(SCRIPT), json.dumps(job)]
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TrainwizError(f"could not run the training python {argv[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+        hint = ""
+        if "ModuleNotFoundError" in proc.stderr:
+            hint = " (the training python lacks torch/transformers/sentencepiece: set up the env)"
+        raise TrainwizError(f"making the tiny model failed{hint}:\n{tail}")
+    report = validate_model_dir(path)
+    if not report.ok:
+        raise TrainwizError("the tiny model was made but does not validate: " + report.problems[0])
+    return TinyResult(str(path), True, report)
