@@ -1,0 +1,94 @@
+"""Dialogs to pick a preset (shipped or by path) and to save the current one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from backend.errors import BadInput
+from backend.preset import Preset, list_shipped, load_preset, save_preset
+
+
+class PresetPicker(ModalScreen[tuple[Preset, str] | None]):
+    """Shipped presets in a list, or a YAML path typed in; errors shown with file:line."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="picker_cancel")
+    ]
+    DEFAULT_CSS = """
+    PresetPicker { align: center middle; }
+    PresetPicker > Vertical { width: 90; height: auto; max-height: 30; border: thick $accent; padding: 1 2; background: $surface; }
+    PresetPicker OptionList { height: auto; max-height: 12; }
+    PresetPicker #picker-error { color: $error; height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Open a preset")
+            yield OptionList(
+                *[Option(f"{name} — {desc}", id=name) for name, desc in list_shipped()],
+                id="picker-list",
+            )
+            yield Input(placeholder="…or a path to a preset YAML, then Enter", id="picker-path")
+            yield Static("", id="picker-error")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self._try(event.option.id)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self._try(event.value.strip())
+
+    def _try(self, ref: str) -> None:
+        try:
+            preset = load_preset(ref)
+        except BadInput as exc:
+            self.query_one("#picker-error", Static).update("\n".join(exc.problems))
+            return
+        self.dismiss((preset, ref))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SavePresetDialog(ModalScreen[Path | None]):
+    """Save the preset being edited as YAML (atomic; nothing half-written on error)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="save_cancel")
+    ]
+    DEFAULT_CSS = """
+    SavePresetDialog { align: center middle; }
+    SavePresetDialog > Vertical { width: 80; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    SavePresetDialog #save-error { color: $error; height: auto; }
+    """
+
+    def __init__(self, preset: Preset) -> None:
+        super().__init__()
+        self.preset = preset
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Save preset '{self.preset.name}' to:")
+            yield Input(value=f"{self.preset.name}.yaml", id="save-path")
+            yield Static("", id="save-error")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        try:
+            path = save_preset(self.preset, event.value.strip())
+        except (BadInput, OSError) as exc:
+            self.query_one("#save-error", Static).update(str(exc))
+            return
+        self.app.notify(f"Saved {path}", title="Preset")
+        self.dismiss(path)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
