@@ -100,6 +100,19 @@ class EnvironmentConfig(_Strict):
     pip_index_url: str | None = None
     pip_extra_index_urls: list[str] = Field(default_factory=list)
     pip_trusted_hosts: list[str] = Field(default_factory=list)
+    pip_cert: str | None = Field(
+        None, description="CA bundle for pip (host path); None: PIP_CERT or the host's pip config"
+    )
+    find_links: list[str] = Field(
+        default_factory=list,
+        description="local wheel directories (pip --find-links); docker builds copy the wheels "
+        "the install needs into the build context",
+    )
+    torch_spec: str | None = Field(
+        None,
+        description="pip requirement for torch when the image has none (e.g. torch==2.13.0); "
+        "None keeps the image's torch",
+    )
     upgrade_pip: bool = False
     apt_packages: list[str] = Field(default_factory=lambda: ["git"])
     fastchat: FastChatInstall = Field(default_factory=FastChatInstall)
