@@ -119,12 +119,15 @@ class LogFollower:
         text = self._pending + text
         parts = re.split(r"[\r\n]", text)
         self._pending = parts.pop()
-        if len(self._pending) > self.max_line:  # a line without end: cut it rather than grow
-            parts.append(self._pending)
-            self._pending = ""
+        # A line without an end (or a huge one) is cut into max_line pieces rather than grown.
+        while len(self._pending) > self.max_line:
+            parts.append(self._pending[: self.max_line])
+            self._pending = self._pending[self.max_line :]
         for seg in parts:
-            if seg.strip():
-                self._emit(seg[: self.max_line])
+            if not seg.strip():
+                continue
+            for i in range(0, len(seg), self.max_line):
+                self._emit(seg[i : i + self.max_line])
 
     def _emit(self, seg: str) -> None:
         if not self._batch:
