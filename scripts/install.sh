@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install trainwiz into ./.venv with what the embedded default trains with (the `train` extra)
+# and, with --dev, the test tools. Safe to re-run. Needs python3 (>= 3.10) and, on Debian/Ubuntu,
+# the venv module (installed here when missing and we are root).
+#
+# torch: TRAINWIZ_TORCH_SPEC (default torch==2.13.0; on a CPU-only machine point pip at a CPU
+# build, e.g. PIP_INDEX_URL/--find-links, before running this).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="train"
+[ "${1:-}" = "--dev" ] && extras="train,dev"
+
+if [ ! -x .venv/bin/python ]; then
+    if ! python3 -m venv .venv 2>/dev/null; then
+        rm -rf .venv
+        if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+            pyver=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+            DEBIAN_FRONTEND=noninteractive apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python${pyver}-venv" || \
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+            python3 -m venv .venv
+        else
+            echo "install.sh: python3 -m venv failed: install python3-venv (sudo apt-get install python3-venv)" >&2
+            exit 2
+        fi
+    fi
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "${TRAINWIZ_TORCH_SPEC:-torch==2.13.0}"
+.venv/bin/python -m pip install -q -e ".[${extras}]"
+echo "install.sh: trainwiz installed in $(pwd)/.venv (extras: ${extras})"
