@@ -1,0 +1,272 @@
+"""The NVIDIA driver and each GPU, read through NVML (never by parsing nvidia-smi's text).
+
+One NVML snapshot per run is shared by the driver and GPU checks. What a GPU implies is spelled
+out against the preset: bf16, tf32 and FlashAttention-2 need compute capability 8.0 (Ampere)
+or newer, MIG slices cannot hold one FSDP job across the card, and memory held by someone
+else's process is memory this run will not get.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from backend.checks.context import CheckContext
+from backend.checks.model import CheckResult, finding
+from backend.checks.sizing import human
+
+
+def _os_tag() -> str:
+    """NVIDIA's repo name for this distribution, e.g. ubuntu2204, debian12."""
+    values: dict[str, str] = {}
+    try:
+        with open("/etc/os-release", encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.strip().partition("=")
+                values[key] = value.strip('"')
+    except OSError:
+        pass
+    distro, version = values.get("ID", "ubuntu"), values.get("VERSION_ID", "22.04")
+    return f"{distro}{version.replace('.', '')}" if distro in ("ubuntu", "debian") else "ubuntu2204"
+
+
+def driver_fix() -> str:
+    tag = _os_tag()
+    return (
+        f"wget https://developer.download.nvidia.com/compute/cuda/repos/{tag}/x86_64/cuda-keyring_1.1-1_all.deb\n"
+        "sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update\n"
+        "sudo apt-get install -y cuda-drivers && sudo reboot\n"
+        "(the driver is all the host needs: the CUDA toolkit comes with the image)"
+    )
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _process_owner(pid: int) -> str:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return f"{proc.name()} ({proc.username()})"
+    except (psutil.Error, KeyError):
+        return "not visible here (another container or PID namespace)"
+
+
+def snapshot() -> dict[str, Any]:
+    """Everything NVML says, as plain data; ``error`` set when NVML cannot start."""
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return {"error": str(exc), "error_type": type(exc).__name__}
+    try:
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        snap: dict[str, Any] = {
+            "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
+            "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}",
+            "gpus": [],
+        }
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            try:
+                mig = bool(pynvml.nvmlDeviceGetMigMode(handle)[0])
+            except pynvml.NVMLError:
+                mig = False
+            try:
+                procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            except pynvml.NVMLError:
+                procs = []
+            snap["gpus"].append(
+                {
+                    "index": index,
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "memory_total": int(mem.total),
+                    "memory_used": int(mem.used),
+                    "compute_capability": f"{major}.{minor}",
+                    "sm": major * 10 + minor,
+                    "mig": mig,
+                    "processes": [
+                        {
+                            "pid": int(p.pid),
+                            "used": int(p.usedGpuMemory or 0),
+                            "owner": _process_owner(int(p.pid)),
+                        }
+                        for p in procs
+                    ],
+                }
+            )
+        return snap
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def nvml(ctx: CheckContext) -> dict[str, Any]:
+    result: dict[str, Any] = ctx.memo("nvml", snapshot)
+    return result
+
+
+def image_cuda(image: str | None) -> tuple[int, int] | None:
+    """CUDA version an image tag names: 'pytorch/pytorch:2.5.1-cuda12.4-...', 'nvidia/cuda:12.4.1-...'."""
+    if not image:
+        return None
+    match = re.search(r"cuda[-_]?(\d+)\.(\d+)", image) or re.search(
+        r"nvidia/cuda:(\d+)\.(\d+)", image
+    )
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    match = re.search(r"cu(\d{2,3})(\d)\b", image)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _needs_gpu(ctx: CheckContext) -> bool:
+    return not ctx.judged or ctx.needs.device == "cuda"
+
+
+def check_driver(ctx: CheckContext) -> CheckResult:
+    snap = nvml(ctx)
+    why = "Every CUDA program talks to the GPU through the driver; it caps the CUDA version an image may use."
+    if "error" in snap:
+        detail = f"NVML: {snap['error']} ({snap['error_type']})"
+        if not _needs_gpu(ctx):
+            return finding(
+                "skip", "no NVIDIA driver; not needed (launch.device: cpu)", detail=detail, why=why
+            )
+        return finding(
+            ctx.severity("fail"),
+            "no NVIDIA driver found",
+            detail=detail,
+            why=why,
+            fix=driver_fix(),
+            blocks=["launch"],
+            data={"error": snap["error"]},
+        )
+    data = {"driver": snap["driver"], "cuda": snap["cuda"], "gpu_count": len(snap["gpus"])}
+    summary = f"driver {snap['driver']}, supports CUDA ≤ {snap['cuda']}"
+    want = image_cuda(ctx.needs.image) if ctx.judged and ctx.needs.runner == "docker" else None
+    if want and _needs_gpu(ctx):
+        have = tuple(int(x) for x in snap["cuda"].split("."))
+        data["image_cuda"] = f"{want[0]}.{want[1]}"
+        fix = (
+            f"choose an image built for CUDA ≤ {snap['cuda']} (environment.image), "
+            "or update the driver:\n" + driver_fix()
+        )
+        if want[0] > have[0]:
+            return finding(
+                "fail",
+                f"{summary}; image needs CUDA {want[0]}.{want[1]}",
+                why=why,
+                fix=fix,
+                blocks=["launch"],
+                data=data,
+            )
+        if want > have:
+            return finding(
+                "warn",
+                f"{summary}; image CUDA {want[0]}.{want[1]} runs only through "
+                "minor-version compatibility (PTX JIT kernels may fail)",
+                why=why,
+                fix=fix,
+                data=data,
+            )
+        summary += f"; image CUDA {want[0]}.{want[1]} fits"
+    return finding("ok", summary, why=why, data=data)
+
+
+def check_gpus(ctx: CheckContext) -> CheckResult:
+    snap = nvml(ctx)
+    why = "bf16, tf32 and FlashAttention-2 need compute capability ≥ 8.0; each process needs its own GPU."
+    if "error" in snap:
+        if not _needs_gpu(ctx):
+            return finding("skip", "no GPUs; not needed (launch.device: cpu)", why=why)
+        return finding(
+            ctx.severity("fail"),
+            "no GPUs visible (no NVIDIA driver: see nvidia_driver)",
+            why=why,
+            fix=driver_fix(),
+            blocks=["launch"],
+        )
+    gpus = snap["gpus"]
+    needs = ctx.needs
+    lines = []
+    for gpu in gpus:
+        lines.append(
+            f"GPU {gpu['index']}: {gpu['name']}, {human(gpu['memory_total'])}, "
+            f"sm{gpu['sm']} (cc {gpu['compute_capability']}), "
+            f"{human(gpu['memory_used'])} used{', MIG on' if gpu['mig'] else ''}"
+        )
+        for proc in gpu["processes"]:
+            lines.append(f"    pid {proc['pid']}: {human(proc['used'])} — {proc['owner']}")
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        lines.append(
+            f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} (NVML lists all GPUs)"
+        )
+    data = {"gpus": gpus}
+    names = sorted({g["name"] for g in gpus})
+    summary = f"{len(gpus)} × {' / '.join(names)}" if gpus else "0 GPUs"
+    if gpus:
+        summary += f", sm{min(g['sm'] for g in gpus)}"
+    detail = "\n".join(lines)
+    if not _needs_gpu(ctx):
+        return finding(
+            "skip", summary + " (not used: launch.device: cpu)", detail=detail, why=why, data=data
+        )
+    problems: list[str] = []
+    fixes: list[str] = []
+    used = gpus[: needs.nproc] if ctx.judged else gpus
+    if not gpus:
+        problems.append("no GPU visible")
+    if ctx.judged and needs.nproc > len(gpus):
+        problems.append(f"launch.nproc_per_node is {needs.nproc} but {len(gpus)} GPU(s)")
+        fixes.append(f"set launch.nproc_per_node: {max(len(gpus), 1)}")
+    old = [g for g in used if g["sm"] < 80]
+    if old and ctx.judged:
+        if needs.bf16:
+            problems.append("bf16 needs sm80+")
+            fixes.append("training.bf16: false and training.fp16: true")
+        if needs.tf32:
+            problems.append("tf32 needs sm80+")
+            fixes.append("training.tf32: false")
+        if needs.flash_attn == "always":
+            problems.append("FlashAttention-2 needs sm80+")
+            fixes.append("environment.flash_attn.install: never (SDPA is used instead)")
+    if problems:
+        return finding(
+            ctx.severity("fail"),
+            f"{summary}: {'; '.join(problems)}",
+            detail=detail,
+            why=why,
+            fix="\n".join(fixes),
+            blocks=["launch"],
+            data=data,
+        )
+    warnings = []
+    if any(g["mig"] for g in used):
+        warnings.append("MIG is on: one FSDP job cannot span MIG slices")
+        fixes.append("sudo nvidia-smi -mig 0 (needs no running jobs; may need a GPU reset)")
+    busy = [g for g in used if g["processes"] or g["memory_used"] > 2 * 1024**3]
+    if busy:
+        warnings.append(f"GPU {', '.join(str(g['index']) for g in busy)} already in use")
+        fixes.append("wait for those jobs, or pick free GPUs with CUDA_VISIBLE_DEVICES")
+    if len(names) > 1:
+        warnings.append("mixed GPU models: the slowest sets the pace")
+    if warnings:
+        return finding(
+            "warn",
+            f"{summary}: {'; '.join(warnings)}",
+            detail=detail,
+            why=why,
+            fix="\n".join(fixes),
+            data=data,
+        )
+    implied = (
+        "bf16, tf32 and FlashAttention-2 available"
+        if gpus and min(g["sm"] for g in gpus) >= 80
+        else "no bf16/tf32/FlashAttention-2 (needs sm80+)"
+    )
+    return finding("ok", f"{summary}: {implied}", detail=detail, why=why, data=data)

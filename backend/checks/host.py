@@ -1,0 +1,392 @@
+"""Host resources: disk, RAM, /dev/shm, memlock, the rendezvous port, git and git-lfs.
+
+Numbers are what the kernel reports now (statvfs, /proc/meminfo, getrlimit, a real bind), set
+against what this preset will ask for, so a user learns of a full disk before a 26 GB download
+or a 150 GB checkpoint, not after.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from backend.checks.context import IMAGE_DISK_ESTIMATE, CheckContext
+from backend.checks.docker_checks import docker_facts
+from backend.checks.model import STEPS, CheckResult, Status, Step, finding
+from backend.checks.sizing import human, parse_size
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """df needs an existing path: the nearest existing parent of one not created yet."""
+    current = path.absolute()
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    return current
+
+
+def _disk_locations(ctx: CheckContext) -> list[tuple[str, Path, int, Step, str]]:
+    """(purpose, path, bytes needed, step blocked, how the need was reckoned)."""
+    needs = ctx.needs
+    p = needs.params
+    out: list[tuple[str, Path, int, Step, str]] = []
+    if needs.model_dir is not None:
+        need, how = 0, "weights already there" if needs.model_bytes_present else "size unknown"
+        if not needs.model_bytes_present and p and needs.model_source in ("hf", "git_lfs"):
+            need = 2 * p
+            how = f"2 bytes × {p / 1e9:.2f} B params (fp16 weights)"
+            if needs.model_source == "git_lfs":
+                need = 4 * p
+                how += ", ×2 because git-lfs keeps a copy in .git/lfs"
+        elif not needs.model_bytes_present and p:
+            need, how = 4 * p, "fp32 weights made locally"
+        out.append(("model", needs.model_dir, need, "model", how))
+    if needs.output_dir is not None:
+        need, how = 0, "size unknown"
+        if p:
+            kept = needs.checkpoints if needs.checkpoints is not None else 1
+            need = kept * 12 * p + 4 * p
+            how = (
+                f"{kept} checkpoint(s) × 12 bytes/param (fp32 weights + Adam state) "
+                f"+ final fp32 model, P={p / 1e9:.2f} B"
+            )
+            if needs.checkpoints is None and ctx.judged and needs.save_strategy != "no":
+                how += "; no save_total_limit, so every checkpoint stays: counted one"
+        out.append(("output", needs.output_dir, need, "launch", how))
+    if needs.runner == "docker":
+        facts = docker_facts(ctx)
+        info = facts.get("info") or {}
+        root = info.get("DockerRootDir")
+        if root:
+            need = 0 if facts.get("image_local") else IMAGE_DISK_ESTIMATE
+            how = "image already local" if need == 0 else "~20 GiB for a CUDA devel image"
+            out.append(("docker data root", Path(root), need, "image", how))
+    return out
+
+
+def check_disk(ctx: CheckContext) -> CheckResult:
+    groups: dict[int, dict[str, Any]] = {}
+    for purpose, path, need, step, how in _disk_locations(ctx):
+        anchor = _existing_ancestor(path)
+        dev = anchor.stat().st_dev
+        usage = shutil.disk_usage(anchor)
+        group = groups.setdefault(
+            dev, {"anchor": str(anchor), "free": usage.free, "total": usage.total, "items": []}
+        )
+        group["items"].append(
+            {"purpose": purpose, "path": str(path), "need": need, "step": step, "how": how}
+        )
+    lines: list[str] = []
+    short: list[str] = []
+    tight: list[str] = []
+    blocks: list[Step] = []
+    locations = []
+    for group in groups.values():
+        need = sum(item["need"] for item in group["items"])
+        free = group["free"]
+        names = " + ".join(item["purpose"] for item in group["items"])
+        lines.append(f"{names}: {human(free)} free of {human(group['total'])}, needs {human(need)}")
+        for item in group["items"]:
+            lines.append(
+                f"  {item['purpose']}: {item['path']} — {human(item['need'])} ({item['how']})"
+            )
+            locations.append({**item, "free": free, "filesystem_of": group["anchor"]})
+        if free < need:
+            short.append(names)
+            # Steps run in order (model, image, launch): a step is held back only when what it
+            # and the steps before it put on this filesystem exceeds the free space.
+            running = 0
+            for item in sorted(group["items"], key=lambda it: STEPS.index(it["step"])):
+                running += item["need"]
+                if item["need"] and running > free:
+                    blocks.append(item["step"])
+        elif free < need * 1.2:
+            tight.append(names)
+    data = {"locations": locations}
+    why = (
+        "A full disk stops a download half way, or kills training at the first checkpoint "
+        "(PytorchStreamWriter failed / No space left on device) after hours of work."
+    )
+    if short:
+        return finding(
+            ctx.severity("fail"),
+            f"not enough disk for {', '.join(short)}",
+            detail="\n".join(lines),
+            why=why,
+            fix="free space (`du -xh --max-depth=1 <dir> | sort -h`), put the directory on a larger "
+            "disk, or lower training.save_total_limit; Docker: `docker system prune` or move "
+            "data-root in /etc/docker/daemon.json",
+            blocks=sorted(set(blocks)),
+            data=data,
+        )
+    status: Status = "warn" if tight else "ok"
+    summary = f"little headroom for {', '.join(tight)}" if tight else "enough disk for this preset"
+    if not ctx.judged:
+        summary = "; ".join(lines[:1]) if lines else "no locations to check"
+    return finding(status, summary, detail="\n".join(lines), why=why, data=data)
+
+
+def read_meminfo(path: str) -> dict[str, int]:
+    """/proc/meminfo in bytes."""
+    values: dict[str, int] = {}
+    with open(path, encoding="ascii") as handle:
+        for line in handle:
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if parts:
+                values[key] = int(parts[0]) * (1024 if parts[-1] == "kB" else 1)
+    return values
+
+
+def check_ram(ctx: CheckContext) -> CheckResult:
+    mem = read_meminfo(ctx.targets.meminfo_path)
+    total, available = mem.get("MemTotal", 0), mem.get("MemAvailable", mem.get("MemFree", 0))
+    data: dict[str, Any] = {"total": total, "available": available}
+    facts = f"{human(total)} total, {human(available)} available"
+    needs, p = ctx.needs, ctx.needs.params
+    why = (
+        "FastChat loads the model in fp32 in every rank before FSDP shards it (4 bytes/param × "
+        "processes), and CPU offload keeps params, grads and Adam state on the host (~16 "
+        "bytes/param): too little RAM ends in a SIGKILL from the OOM killer (exit code -9)."
+    )
+    if not ctx.judged:
+        return finding("ok", facts, why=why, data=data)
+    if not p:
+        return finding(
+            "warn", f"{facts}; model size unknown, cannot estimate need", why=why, data=data
+        )
+    load = 4 * p * needs.nproc
+    extra = 16 * p if (needs.offload or needs.device == "cpu") else 0
+    need = load + extra
+    data["need"] = need
+    detail = f"loading: 4 × {p / 1e9:.2f} B params × {needs.nproc} processes = {human(load)}"
+    if extra:
+        detail += f"\n{'offload' if needs.offload else 'CPU training'}: 16 × P = {human(extra)}"
+    fix = (
+        "lower launch.nproc_per_node, drop 'offload' from training.fsdp, or add RAM/swap "
+        "(`sudo fallocate -l 64G /swapfile && sudo chmod 600 /swapfile && sudo mkswap /swapfile "
+        "&& sudo swapon /swapfile`)"
+    )
+    if total < need:
+        return finding(
+            "fail",
+            f"needs {human(need)}, {facts}",
+            detail=detail,
+            why=why,
+            fix=fix,
+            blocks=["launch"],
+            data=data,
+        )
+    if available < need:
+        return finding(
+            "warn",
+            f"needs {human(need)}, only {human(available)} available now",
+            detail=detail,
+            why=why,
+            fix="stop other memory users (`ps aux --sort=-rss | head`) or " + fix,
+            data=data,
+        )
+    return finding("ok", f"needs {human(need)}, {facts}", detail=detail, why=why, data=data)
+
+
+def check_shm(ctx: CheckContext) -> CheckResult:
+    st = os.statvfs(ctx.targets.shm_path)
+    size, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    data: dict[str, Any] = {"path": ctx.targets.shm_path, "size": size, "free": free}
+    facts = f"{ctx.targets.shm_path}: {human(size)} ({human(free)} free)"
+    needs = ctx.needs
+    why = (
+        "NCCL passes data between GPUs of one node through /dev/shm and DataLoader workers pass "
+        "batches through it; too small ends in 'Bus error' or 'NCCL error: unhandled system error'."
+    )
+    want = 1024**3 if needs.nproc > 1 else 64 * 1024**2
+    if ctx.judged and needs.runner == "docker" and not needs.ipc_host:
+        container = parse_size(needs.shm_size) if needs.shm_size else 64 * 1024**2
+        data["container_shm"] = container
+        where = (
+            f"container --shm-size {needs.shm_size}"
+            if needs.shm_size
+            else "Docker's default 64 MiB"
+        )
+        if container is not None and container < want:
+            return finding(
+                "fail" if needs.nproc > 1 else "warn",
+                f"the container gets {where}; {needs.nproc} processes want ≥ {human(want)}",
+                detail=facts,
+                why=why,
+                fix="set container.ipc: host (as the seed does) or container.shm_size: 16g",
+                blocks=["launch"] if needs.nproc > 1 else [],
+                data=data,
+            )
+        return finding("ok", f"the container gets {where}", detail=facts, why=why, data=data)
+    if size < want:
+        return finding(
+            ctx.severity("fail"),
+            f"{facts}, want ≥ {human(want)}",
+            why=why,
+            fix="sudo mount -o remount,size=16G /dev/shm (persist it in /etc/fstab)",
+            blocks=["launch"],
+            data=data,
+        )
+    if free < want:
+        return finding(
+            "warn",
+            f"{facts}: mostly used",
+            why=why,
+            fix="remove stale files: ls -la /dev/shm",
+            data=data,
+        )
+    return finding("ok", facts, why=why, data=data)
+
+
+def _limit_text(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else human(value)
+
+
+def check_memlock(ctx: CheckContext) -> CheckResult:
+    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    data = {"soft": soft, "hard": hard, "unlimited": soft == resource.RLIM_INFINITY}
+    facts = f"memlock soft {_limit_text(soft)}, hard {_limit_text(hard)}"
+    why = (
+        "InfiniBand/RDMA (multi-node NCCL) pins memory and needs an unlimited memlock; the seed "
+        "passes --ulimit memlock=-1, which a daemon without that hard limit refuses "
+        "('error setting rlimit type 8: operation not permitted')."
+    )
+    needs = ctx.needs
+    if ctx.judged and needs.runner == "docker" and needs.container_memlock:
+        wanted = needs.container_memlock.split(":")[-1]
+        wanted_n = resource.RLIM_INFINITY if wanted == "-1" else int(wanted)
+        if hard != resource.RLIM_INFINITY and (
+            wanted_n == resource.RLIM_INFINITY or wanted_n > hard
+        ):
+            return finding(
+                "warn",
+                f"preset asks --ulimit memlock={needs.container_memlock}; this host's hard limit is "
+                f"{_limit_text(hard)}",
+                detail=facts + "\nA daemon started with this limit refuses a higher one.",
+                why=why,
+                fix="drop the memlock ulimit from container.ulimits (single node: not needed), or "
+                "raise the daemon's: `sudo systemctl edit docker` → [Service] LimitMEMLOCK=infinity",
+                data=data,
+            )
+        return finding(
+            "ok",
+            f"container gets memlock {needs.container_memlock}",
+            detail=facts,
+            why=why,
+            data=data,
+        )
+    if soft != resource.RLIM_INFINITY and needs.nnodes > 1 and ctx.judged:
+        return finding(
+            "warn",
+            f"{facts}; multi-node NCCL over RDMA wants unlimited",
+            why=why,
+            fix="add `* - memlock unlimited` to /etc/security/limits.conf and log in again",
+            data=data,
+        )
+    return finding(
+        "ok", facts + ("" if needs.nnodes > 1 else " (matters only for RDMA)"), why=why, data=data
+    )
+
+
+def port_free(port: int, host: str = "") -> tuple[bool, str]:
+    """Bind the way torchrun's TCPStore will; (free, the error when taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return False, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror}"
+    return True, ""
+
+
+def check_port(ctx: CheckContext) -> CheckResult:
+    needs = ctx.needs
+    port = needs.master_port
+    why = "torchrun's rendezvous binds master_port; a taken port fails with 'EADDRINUSE' at start."
+    if ctx.judged and needs.runner == "docker" and not needs.host_network:
+        return finding(
+            "skip",
+            f"port {port} is inside the container's own network namespace",
+            why=why,
+            data={"port": port},
+        )
+    free, error = port_free(port)
+    if free:
+        return finding(
+            "ok", f"master_port {port} is free", why=why, data={"port": port, "free": True}
+        )
+    return finding(
+        ctx.severity("fail"),
+        f"master_port {port} is taken ({error})",
+        why=why,
+        fix=f"pick another launch.master_port, or see who holds it: sudo ss -ltnp 'sport = :{port}'",
+        blocks=["launch"],
+        data={"port": port, "free": False},
+    )
+
+
+def _version(argv: list[str]) -> str | None:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=3, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else None
+
+
+def check_git(ctx: CheckContext) -> CheckResult:
+    needs = ctx.needs
+    needed = needs.model_source == "git_lfs" or (needs.runner == "host" and needs.fastchat_editable)
+    version = _version(["git", "--version"]) if shutil.which("git") else None
+    why = "git clones the model (git-lfs source) and FastChat (editable install)."
+    if version:
+        return finding("ok", version, why=why, data={"version": version})
+    if ctx.judged and not needed:
+        return finding("skip", "git not found; this preset does not need it on the host", why=why)
+    return finding(
+        ctx.severity("fail"),
+        "git not found",
+        why=why,
+        fix="sudo apt-get install -y git",
+        blocks=["model"] if needs.model_source == "git_lfs" else ["image"],
+    )
+
+
+def check_git_lfs(ctx: CheckContext) -> CheckResult:
+    needs = ctx.needs
+    needed = needs.model_source == "git_lfs"
+    why = (
+        "Without git-lfs (or without `git lfs install`), a clone of a Hub repo holds ~130-byte "
+        "pointer files instead of weights, and loading fails much later."
+    )
+    version = _version(["git", "lfs", "version"]) if shutil.which("git") else None
+    if not version:
+        if ctx.judged and not needed:
+            return finding(
+                "skip",
+                f"git-lfs not found; not needed (model source {needs.model_source})",
+                why=why,
+            )
+        return finding(
+            ctx.severity("fail"),
+            "git-lfs not found",
+            why=why,
+            fix="sudo apt-get install -y git-lfs && git lfs install",
+            blocks=["model"],
+        )
+    hooked = _version(["git", "config", "--get", "filter.lfs.process"])
+    if not hooked:
+        return finding(
+            ctx.severity("fail") if needed else "warn",
+            f"{version}, but `git lfs install` was not run",
+            why=why,
+            fix="git lfs install",
+            blocks=["model"] if needed else [],
+            data={"version": version},
+        )
+    return finding("ok", version, why=why, data={"version": version})

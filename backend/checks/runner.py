@@ -1,0 +1,144 @@
+"""Run every check at once, each under its own deadline, reporting results as they land.
+
+Each check runs in a daemon thread rather than a ThreadPoolExecutor worker: a DNS lookup on a
+dead network can hang past any socket timeout, and an executor's non-daemon threads would hold
+the CLI open at exit. A check past its deadline is reported as timed out and left behind.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from backend.checks import docker_checks, gpu, host, network
+from backend.checks.context import CheckContext, Targets, build_context
+from backend.checks.model import CheckResult, Status, Step
+from backend.preset.schema import Preset
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    title: str
+    func: Callable[[CheckContext], CheckResult]
+    timeout_s: float = 5.0
+    timeout_status: Status = "warn"
+    blocks_on_timeout: list[Step] = field(default_factory=list)
+
+
+CHECKS: list[CheckSpec] = [
+    CheckSpec("nvidia_driver", "NVIDIA driver", gpu.check_driver),
+    CheckSpec("gpus", "GPUs", gpu.check_gpus),
+    CheckSpec(
+        "docker_daemon",
+        "Docker daemon",
+        docker_checks.check_docker_daemon,
+        8.0,
+        "fail",
+        ["image", "launch"],
+    ),
+    CheckSpec("docker_access", "Docker permissions", docker_checks.check_docker_access),
+    CheckSpec(
+        "nvidia_runtime", "NVIDIA container runtime", docker_checks.check_nvidia_runtime, 8.0
+    ),
+    CheckSpec("gpu_probe", "GPU probe container", docker_checks.check_gpu_probe, 30.0),
+    CheckSpec("disk", "Disk space", host.check_disk, 8.0),
+    CheckSpec("ram", "Host RAM", host.check_ram),
+    CheckSpec("shm", "/dev/shm", host.check_shm),
+    CheckSpec("memlock", "memlock limit", host.check_memlock),
+    CheckSpec("master_port", "master_port", host.check_port),
+    CheckSpec("git", "git", host.check_git),
+    CheckSpec("git_lfs", "git-lfs", host.check_git_lfs),
+    CheckSpec("hf_endpoint", "Hugging Face endpoint", network.check_hf, 5.0, "fail", ["model"]),
+    CheckSpec("pip_index", "pip index", network.check_pip, 5.0, "fail", ["image"]),
+    CheckSpec("registry", "Image registry", network.check_registry, 5.0, "fail", ["image"]),
+]
+
+
+def check_ids() -> list[str]:
+    return [spec.id for spec in CHECKS]
+
+
+def _run_one(spec: CheckSpec, ctx: CheckContext) -> CheckResult:
+    started = time.monotonic()
+    try:
+        result = spec.func(ctx)
+    except Exception as exc:  # a broken check reports itself instead of sinking the run
+        result = CheckResult(
+            id=spec.id,
+            status="warn",
+            summary=f"check crashed: {type(exc).__name__}: {exc}",
+            detail=traceback.format_exc(limit=4),
+        )
+    return result.model_copy(
+        update={
+            "id": spec.id,
+            "title": spec.title,
+            "duration_s": round(time.monotonic() - started, 3),
+        }
+    )
+
+
+def run_checks(
+    preset: Preset | None,
+    on_result: Callable[[CheckResult], None] | None = None,
+    cancel: threading.Event | None = None,
+    *,
+    targets: Targets | None = None,
+    only: list[str] | None = None,
+) -> list[CheckResult]:
+    """All checks (or ``only`` those ids) concurrently; results in the fixed order of CHECKS.
+
+    ``on_result`` is called in this thread as each result lands, so a UI worker can forward it.
+    """
+    specs = [s for s in CHECKS if only is None or s.id in only]
+    ctx = build_context(preset, targets)
+    landed: queue.Queue[CheckResult] = queue.Queue()
+    started = time.monotonic()
+    for spec in specs:
+        thread = threading.Thread(
+            target=lambda s=spec: landed.put(_run_one(s, ctx)), name=f"check-{spec.id}", daemon=True
+        )
+        thread.start()
+    done: dict[str, CheckResult] = {}
+
+    def land(result: CheckResult) -> None:
+        if result.id in done:
+            return
+        done[result.id] = result
+        if on_result is not None:
+            on_result(result)
+
+    while len(done) < len(specs):
+        if cancel is not None and cancel.is_set():
+            for spec in specs:
+                if spec.id not in done:
+                    land(
+                        CheckResult(
+                            id=spec.id, title=spec.title, status="skip", summary="cancelled"
+                        )
+                    )
+            break
+        now = time.monotonic() - started
+        for spec in specs:
+            if spec.id not in done and now > spec.timeout_s:
+                land(
+                    CheckResult(
+                        id=spec.id,
+                        title=spec.title,
+                        status=ctx.severity(spec.timeout_status),
+                        summary=f"no answer within {spec.timeout_s:.0f} s",
+                        detail="the check was still waiting (a hung DNS lookup, daemon or network)",
+                        blocks=spec.blocks_on_timeout if ctx.judged else [],
+                        duration_s=round(now, 3),
+                    )
+                )
+        try:
+            land(landed.get(timeout=0.05))
+        except queue.Empty:
+            continue
+    return [done[spec.id] for spec in specs]
