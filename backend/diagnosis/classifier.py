@@ -1,0 +1,278 @@
+"""Streaming log classifier: signatures in, findings out, in bounded memory.
+
+The file is read in fixed-size binary blocks. One regex of literal anchors runs over each whole
+block (in C), so only the rare lines holding an anchor are decoded and matched against the full
+signatures in Python; a 1 GB log costs about one pass of the regex engine. Lines are split on
+``\\n`` and ``\\r`` (tqdm redraws with ``\\r``) but numbered by ``\\n`` as an editor shows them.
+Per category the scanner keeps a count and at most ``MAX_LINES`` line numbers, so memory does
+not grow with the log.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from backend.diagnosis.fixes import explain, fixes_for
+from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
+from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature, all_anchors
+from backend.errors import BadInput
+
+if TYPE_CHECKING:
+    from backend.preset.schema import Preset
+
+BLOCK = 4 << 20
+MAX_CARRY = 16 << 20  # a "line" longer than this is cut rather than buffered
+MAX_LINES = 50
+MAX_SEGMENT = 8192  # bytes of one line looked at around an anchor
+WINDOW_BYTES = 2048
+SAVE_LOOKBACK = 60  # traceback frames of a save precede its OOM message by a few dozen lines
+ESCALATE_MISMATCH = 5  # repeated mismatches mean the template/tokenizer, not one odd sample
+
+_ANCHORS_B = re.compile(b"|".join(re.escape(a.encode()) for a in all_anchors()))
+_ANCHORS_S = re.compile("|".join(re.escape(a) for a in all_anchors()))
+_EOL_B = re.compile(b"[\r\n]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# A tqdm bar glued in front of a message: "train:  2%|##   | 1/46 [00:01<01:10, 1.5s/it, ...]".
+_TQDM_PREFIX = re.compile(r"^.*?\d+%\|[^|]*\|\s*\d+/\d+\s*\[[^\]]*\]")
+
+
+def _clean(text: str) -> str:
+    text = _ANSI.sub("", text).strip()
+    bar = _TQDM_PREFIX.match(text)
+    if bar and bar.end() < len(text):
+        text = text[bar.end() :].strip()
+    return text if len(text) <= 600 else text[:600] + "…"
+
+
+def _match(
+    segment: str, window: str | None, recent: Callable[[str, int], bool] | None
+) -> tuple[Signature, re.Match[str], str] | None:
+    """First signature matching this line (or the wrapped message starting on it)."""
+    for sig in SIGNATURES:
+        if sig.needs is not None:
+            if recent is None or not recent(*sig.needs):
+                continue
+        found = sig.pattern.search(segment)
+        if found:
+            return sig, found, segment
+        if sig.window and window is not None:
+            found = sig.pattern.search(window)
+            if found and found.start() < len(segment):
+                return sig, found, window[: found.end()]
+    return None
+
+
+def classify_line(line: str) -> LineFlag | None:
+    """Classify one line without context (for colouring a live log)."""
+    if not _ANCHORS_S.search(line):
+        return None
+    for segment in reversed(line.split("\r")):
+        if not _ANCHORS_S.search(segment):
+            continue
+        hit = _match(_ANSI.sub("", segment), None, None)
+        if hit is not None:
+            sig = hit[0]
+            return LineFlag(sig.category, sig.severity, sig.title)
+    return None
+
+
+def classify_lines(lines: list[str]) -> list[LineFlag | None]:
+    return [classify_line(line) for line in lines]
+
+
+@dataclass
+class _Acc:
+    category: str
+    severity: Severity
+    line: int
+    text: str
+    title: str
+    groups: dict[str, Any]
+    count: int = 0
+    lines: list[int] = field(default_factory=list)
+
+
+class _Scanner:
+    """Holds the running state of one scan: line number, phase markers, per-category hits."""
+
+    def __init__(self) -> None:
+        self.line = 1  # line number at self.pos of the current block
+        self.pos = 0
+        self.markers: dict[str, int] = {}
+        self.acc: dict[str, _Acc] = {}
+
+    def recent(self, context: str, within: int) -> bool:
+        seen = self.markers.get(context)
+        return seen is not None and self.line - seen <= within
+
+    def _window(self, data: bytes, end: int) -> str:
+        parts: list[bytes] = []
+        pos = end
+        while len(parts) < 3 and pos < len(data) and pos - end < WINDOW_BYTES:
+            nxt = _EOL_B.search(data, pos + 1)
+            stop = nxt.start() if nxt else len(data)
+            chunk = data[pos + 1 : stop].strip()
+            if chunk:
+                parts.append(chunk)
+            pos = stop
+        return b" ".join(parts).decode("utf-8", "replace")
+
+    def scan(self, data: bytes, limit: int) -> None:
+        """Look at every anchor hit starting before ``limit``; data past it is lookahead only."""
+        self.pos = 0
+        search_from = 0
+        while True:
+            hit = _ANCHORS_B.search(data, search_from, limit)
+            if hit is None:
+                break
+            start = max(data.rfind(b"\n", 0, hit.start()), data.rfind(b"\r", 0, hit.start())) + 1
+            eol = _EOL_B.search(data, hit.end())
+            end = eol.start() if eol else len(data)
+            self.line += data.count(b"\n", self.pos, start)
+            self.pos = start
+            lo = max(start, hit.start() - MAX_SEGMENT // 2)
+            hi = min(end, hit.end() + MAX_SEGMENT // 2)
+            segment = _ANSI.sub("", data[lo:hi].decode("utf-8", "replace"))
+            self._line(segment, data, end)
+            search_from = end + 1 if end < limit else limit
+            if search_from >= limit:
+                break
+        self.line += data.count(b"\n", self.pos, limit)
+        self.pos = limit
+
+    def _line(self, segment: str, data: bytes, end: int) -> None:
+        for marker in MARKERS:
+            if marker.pattern.search(segment):
+                self.markers[marker.context] = self.line
+        window = None
+        if any(a in segment for sig in SIGNATURES if sig.window for a in sig.anchors):
+            window = segment + " " + self._window(data, end)
+        hit = _match(segment, window, self.recent)
+        if hit is None:
+            return
+        sig, found, text = hit
+        category = sig.category
+        title = sig.title
+        if category == "cuda_oom" and (
+            self.recent("save", SAVE_LOOKBACK) or "train_done" in self.markers
+        ):
+            category = "fsdp_save_oom"
+            title = "Out of GPU memory while gathering the checkpoint"
+        groups = {k: v for k, v in found.groupdict().items() if v}
+        groups["match"] = text
+        acc = self.acc.get(category)
+        if acc is None:
+            acc = self.acc[category] = _Acc(
+                category, sig.severity, self.line, _clean(text), title, groups
+            )
+        elif SEVERITY_RANK[sig.severity] < SEVERITY_RANK[acc.severity]:
+            acc.severity, acc.line, acc.text, acc.title, acc.groups = (
+                sig.severity,
+                self.line,
+                _clean(text),
+                title,
+                groups,
+            )
+        acc.count += 1
+        if len(acc.lines) < MAX_LINES and (not acc.lines or acc.lines[-1] != self.line):
+            acc.lines.append(self.line)
+
+
+def _sort_key(finding: Finding) -> tuple[int, int, int]:
+    return (SEVERITY_RANK[finding.severity], TIERS.get(finding.category, 0), finding.line)
+
+
+def diagnose_stream(
+    stream: IO[bytes],
+    *,
+    preset: Preset | None = None,
+    total: int | None = None,
+    cancel: threading.Event | None = None,
+    progress: Callable[..., None] | None = None,
+) -> Diagnosis:
+    """Scan a binary stream block by block; ``progress(done_bytes, total_bytes)`` per block."""
+    scanner = _Scanner()
+    carry = b""
+    done = 0
+    while True:
+        if cancel is not None and cancel.is_set():
+            break
+        block = stream.read(BLOCK)
+        done += len(block)
+        data = carry + block
+        if not block:
+            limit = len(data)
+        else:
+            # Hold back the last 3 complete lines (window lookahead) and the unfinished one.
+            cut = len(data)
+            for _ in range(4):
+                idx = max(data.rfind(b"\n", 0, cut), data.rfind(b"\r", 0, cut))
+                if idx < 0:
+                    break
+                cut = idx
+            if cut == len(data) or cut <= 0:
+                if len(data) <= MAX_CARRY:
+                    carry = data
+                    continue
+                limit = len(data)
+            else:
+                limit = cut + 1
+        scanner.scan(data, limit)
+        carry = data[limit:]
+        if progress is not None:
+            progress(done, total)
+        if not block:
+            break
+    findings = []
+    for acc in scanner.acc.values():
+        severity = acc.severity
+        if acc.category == "tokenization_mismatch" and acc.count >= ESCALATE_MISMATCH:
+            severity = "error"
+        findings.append(
+            Finding(
+                category=acc.category,
+                severity=severity,
+                line=acc.line,
+                lines=acc.lines,
+                text=acc.text,
+                title=acc.title,
+                explanation=explain(acc.category, acc.groups, acc.count),
+                fixes=fixes_for(acc.category, acc.groups, preset),
+                count=acc.count,
+            )
+        )
+    findings.sort(key=_sort_key)
+    return Diagnosis(
+        findings=findings, lines_read=scanner.line - 1 + (1 if carry else 0), bytes_read=done
+    )
+
+
+def diagnose_file(
+    path: str | Path,
+    cancel: threading.Event | None = None,
+    progress: Callable[..., None] | None = None,
+    preset: Preset | None = None,
+) -> Diagnosis:
+    """Diagnose a log file of any size."""
+    target = Path(path).expanduser()
+    try:
+        size = target.stat().st_size
+        handle = target.open("rb")
+    except FileNotFoundError as exc:
+        raise BadInput(f"log '{target}': no such file: give a log file path or a run id") from exc
+    except OSError as exc:
+        raise BadInput(f"log '{target}': cannot read: {exc.strerror}") from exc
+    with handle:
+        return diagnose_stream(handle, preset=preset, total=size, cancel=cancel, progress=progress)
+
+
+def diagnose_text(text: str, preset: Preset | None = None) -> Diagnosis:
+    """Diagnose a pasted log."""
+    data = text.encode("utf-8", "replace")
+    return diagnose_stream(io.BytesIO(data), preset=preset, total=len(data))

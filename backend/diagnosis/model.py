@@ -1,0 +1,73 @@
+"""The diagnosis data model: what the classifier finds and what it proposes to change.
+
+Plain dataclasses so that the CLI (JSON), the monitor (line colours) and the troubleshoot screen
+share one shape without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning", "info"]
+
+SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class LineFlag:
+    """What one log line is, for colouring a live log pane (no context, no fixes)."""
+
+    category: str
+    severity: Severity
+    title: str
+
+
+@dataclass
+class PresetChange:
+    """One edit to a preset: a dotted path (``training.per_device_train_batch_size``) and value."""
+
+    path: str
+    value: Any
+    reason: str
+
+
+@dataclass
+class Fix:
+    """One way out of a failure; ``changes`` is empty when the fix is outside the preset."""
+
+    title: str
+    reason: str
+    changes: list[PresetChange] = field(default_factory=list)
+
+
+@dataclass
+class Finding:
+    """One recognised failure: where it was seen, what it means, and how to get past it."""
+
+    category: str
+    severity: Severity
+    line: int
+    lines: list[int]
+    text: str
+    title: str
+    explanation: str
+    fixes: list[Fix] = field(default_factory=list)
+    count: int = 1
+
+
+@dataclass
+class Diagnosis:
+    """All findings of one log, most severe first (root causes before symptoms), then by line."""
+
+    findings: list[Finding] = field(default_factory=list)
+    lines_read: int = 0
+    bytes_read: int = 0
+
+    @property
+    def has_error(self) -> bool:
+        return any(f.severity == "error" for f in self.findings)
+
+    @property
+    def top(self) -> Finding | None:
+        return self.findings[0] if self.findings else None

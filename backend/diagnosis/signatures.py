@@ -1,0 +1,335 @@
+"""Failure signatures, written from the messages the failing component itself prints.
+
+Each pattern quotes a message PyTorch, NCCL, Docker/runc, the NVIDIA container toolkit, pip,
+the kernel or the shell emits for one mechanism, so that logs nobody here has seen are still
+recognised. ``anchors`` are literal substrings, one of which every match contains: the scanner
+looks for anchors first (fast, C speed over big blocks) and runs the patterns only on the few
+lines that hold one. Order matters: within a line the first matching signature wins, so the
+more specific cause (``shm`` before ``disk_full``, ``driver_mismatch`` before ``docker_gpu``)
+comes first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from backend.diagnosis.model import Severity
+
+# Tier: 0 root cause, 1 likely consequence of something else, 2 pure symptom. Sorting puts
+# lower tiers first among findings of equal severity ("root causes win over symptoms").
+TIERS: dict[str, int] = {"host_oom": 1, "nccl": 2}
+
+
+@dataclass(frozen=True)
+class Signature:
+    category: str
+    severity: Severity
+    title: str
+    pattern: re.Pattern[str]
+    anchors: tuple[str, ...]
+    window: int = 0  # following lines joined to this one (hard-wrapped messages)
+    needs: tuple[str, int] | None = None  # (context name, within N lines before)
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A line that is no failure itself but tells the phase (saving, pip building)."""
+
+    context: str
+    pattern: re.Pattern[str]
+    anchors: tuple[str, ...]
+
+
+def _sig(
+    category: str,
+    severity: Severity,
+    title: str,
+    pattern: str,
+    anchors: tuple[str, ...],
+    *,
+    window: int = 0,
+    needs: tuple[str, int] | None = None,
+    flags: int = 0,
+) -> Signature:
+    return Signature(category, severity, title, re.compile(pattern, flags), anchors, window, needs)
+
+
+_EXIT = r"(?:exitcode|exit code|return code|returncode|exit status)\s*[:=]?\s*"
+
+SIGNATURES: tuple[Signature, ...] = (
+    # --- shared memory (before disk_full and nccl: a full /dev/shm is the root cause) ---
+    _sig(
+        "shm",
+        "error",
+        "Shared memory (/dev/shm) too small",
+        r"insufficient shared memory|Unexpected bus error encountered in worker"
+        r"|killed by signal: Bus error|Signal 7 \(SIGBUS\)|" + _EXIT + r"-7\b",
+        ("shared memory", "bus error", "Bus error", "SIGBUS", "-7"),
+    ),
+    _sig(
+        "shm",
+        "error",
+        "NCCL could not create a shared-memory segment",
+        r"NCCL WARN.*(?:shm|shared memory)|Error while creating shared memory segment"
+        r"|posix_fallocate failed|/dev/shm\b.*(?:No space left|Bus error|too small)"
+        r"|(?:No space left on device|Bus error).*/dev/shm",
+        ("shm", "shared memory", "posix_fallocate"),
+    ),
+    # --- ports ---
+    _sig(
+        "port_in_use",
+        "error",
+        "The rendezvous port is already in use",
+        r"Address already in use|EADDRINUSE|\[Errno 98\]|errno:?\s*98\b|port is already allocated"
+        r"|failed to (?:listen|bind)\b.{0,300}?(?:errno:?\s*98|Address\s+already\s+in\s+use)",
+        (
+            "already in use",
+            "EADDRINUSE",
+            "rrno 98",
+            "rrno: 98",
+            "already allocated",
+            "failed to listen",
+            "failed to bind",
+        ),
+        window=3,
+    ),
+    # --- GPU memory ---
+    _sig(
+        "cuda_oom",
+        "error",
+        "CUDA out of memory",
+        r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
+        r"|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|HIP out of memory",
+        ("out of memory", "OutOfMemoryError", "ALLOC_FAILED", "cudaErrorMemoryAllocation"),
+    ),
+    # --- flash-attn at run time ---
+    _sig(
+        "flash_attn_runtime",
+        "error",
+        "flash-attn does not match this torch build",
+        r"flash_attn\S*: undefined symbol|undefined symbol.*flash_attn",
+        ("undefined symbol",),
+    ),
+    _sig(
+        "flash_attn_runtime",
+        "error",
+        "FlashAttention is not supported on this GPU",
+        r"FlashAttention only supports (?:Ampere|Turing)|FlashAttention .{0,40}(?:only supported|"
+        r"requires).{0,40}(?:Ampere|sm_?8|sm8x|compute capability)",
+        ("FlashAttention",),
+    ),
+    _sig(
+        "flash_attn_runtime",
+        "error",
+        "FlashAttention needs a newer CUDA",
+        r"FlashAttention (?:is )?only supported on CUDA \d|flash.attn.{0,40}requires CUDA \d",
+        ("FlashAttention", "flash_attn", "flash-attn"),
+    ),
+    _sig(
+        "flash_attn_runtime",
+        "error",
+        "flash-attn is requested but not installed",
+        r"FlashAttention2 has been toggled on, but it cannot be used|package flash_attn seems to be not"
+        r" installed|No module named '?flash_attn",
+        ("FlashAttention2", "flash_attn"),
+    ),
+    # --- building flash-attn (or any torch CUDA extension) ---
+    _sig(
+        "flash_attn_build",
+        "error",
+        "flash-attn failed to build",
+        r"Failed (?:building wheel for|to build) flash[-_]attn|Could not build wheels for flash[-_]attn",
+        ("Failed building wheel", "Failed to build", "Could not build wheels"),
+    ),
+    _sig(
+        "flash_attn_build",
+        "error",
+        "No CUDA compiler (nvcc) in this image",
+        r"nvcc was not found|nvcc: (?:command )?not found|CUDA_HOME environment variable is not set"
+        r"|No CUDA runtime is found|unable to execute '?nvcc'?",
+        ("nvcc", "CUDA_HOME", "No CUDA runtime"),
+    ),
+    _sig(
+        "flash_attn_build",
+        "error",
+        "The compiler ran out of memory",
+        r"Killed signal terminated program (?:cc1plus|cicc|ptxas)|(?:cc1plus|cicc|ptxas).{0,40}Killed",
+        ("Killed",),
+    ),
+    _sig(
+        "flash_attn_build",
+        "error",
+        "A CUDA extension failed to compile",
+        r"Error compiling objects for extension|ninja: build stopped: subcommand failed"
+        r"|The detected CUDA version \(.*\) mismatches the version that was used to compile PyTorch",
+        ("Error compiling objects", "ninja: build stopped", "mismatches the version"),
+    ),
+    _sig(
+        "flash_attn_build",
+        "error",
+        "pip built flash-attn without torch (build isolation)",
+        r"No module named '?torch'?(?![\w.])",
+        ("No module named",),
+        needs=("pip_build", 120),
+    ),
+    # --- NVIDIA driver and container toolkit ---
+    _sig(
+        "driver_mismatch",
+        "error",
+        "NVIDIA driver and library versions differ",
+        r"(?i)driver/library version mismatch",
+        ("mismatch", "Mismatch"),
+    ),
+    _sig(
+        "driver_mismatch",
+        "error",
+        "The NVIDIA driver is too old for this CUDA",
+        r"NVIDIA driver on your system is too old|CUDA driver version is insufficient for CUDA runtime"
+        r"|cudaErrorInsufficientDriver|unsatisfied condition: cuda\s*>="
+        r"|forward compatibility was attempted on non supported HW"
+        r"|unsupported display driver / cuda driver combination",
+        (
+            "too old",
+            "insufficient",
+            "InsufficientDriver",
+            "unsatisfied condition",
+            "forward compat",
+            "unsupported display driver",
+        ),
+    ),
+    _sig(
+        "docker_gpu",
+        "error",
+        "Docker cannot give GPUs to containers",
+        r'could not select device driver ".*?" with capabilities: \[\[gpu\]\]'
+        r"|unknown or invalid runtime name: nvidia|[Uu]nknown runtime specified nvidia"
+        r"|nvidia-container-cli: (?:initialization|mount|detection) error"
+        r"|Failed to initialize NVML: Unknown Error",
+        (
+            "could not select device driver",
+            "runtime name",
+            "runtime specified",
+            "nvidia-container-cli",
+            "Failed to initialize NVML",
+        ),
+    ),
+    # --- container options the host refuses ---
+    _sig(
+        "container_permission",
+        "error",
+        "The host refused a container option",
+        r"(?i)(?:error setting rlimit|unable to apply caps|apply capabilities|setrlimit).{0,200}"
+        r"(?:operation not permitted|permission denied)"
+        r"|(?:OCI runtime create failed|failed to create shim task).{0,400}operation not permitted",
+        ("rlimit", "caps", "capabilities", "not permitted"),
+    ),
+    _sig(
+        "container_permission",
+        "warning",
+        "A resource limit could not be raised",
+        r"ulimit: .{0,60}cannot modify limit: Operation not permitted",
+        ("cannot modify limit",),
+    ),
+    # --- disk ---
+    _sig(
+        "disk_full",
+        "error",
+        "The disk is full",
+        r"No space left on device|\[Errno 28\]|os error 28|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b"
+        r"|PytorchStreamWriter failed writing file",
+        (
+            "No space left",
+            "rrno 28",
+            "os error 28",
+            "ENOSPC",
+            "quota exceeded",
+            "EDQUOT",
+            "PytorchStreamWriter failed",
+        ),
+    ),
+    # --- arguments the installed transformers no longer (or not yet) accepts ---
+    _sig(
+        "hf_args",
+        "error",
+        "transformers rejected a training argument",
+        r"arguments are not used by the HfArgumentParser: \[(?P<args>[^\]]*)\]"
+        r"|TrainingArguments\.__init__\(\) got an unexpected keyword argument '(?P<kw>\w+)'"
+        r"|error: unrecognized arguments: (?P<unrec>.+)",
+        ("HfArgumentParser", "unexpected keyword argument", "unrecognized arguments"),
+    ),
+    # --- FastChat data ---
+    _sig(
+        "tokenization_mismatch",
+        "warning",
+        "FastChat's masking does not match the tokenizer",
+        r"tokenization mismatch: \d+ vs\. ?\d+",
+        ("tokenization mismatch",),
+    ),
+    # --- host memory: the kernel's OOM killer ---
+    _sig(
+        "host_oom",
+        "error",
+        "A training process was killed (SIGKILL), usually the host out of RAM",
+        _EXIT + r"-9\b|Signal 9 \(SIGKILL\)|Out of memory: Kill(?:ed)? process|invoked oom-killer"
+        r"|oom-kill:|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true|^\s*Killed\s*$",
+        ("-9", "SIGKILL", "Out of memory", "oom-kill", "137", "OOMKilled", "Killed"),
+    ),
+    # --- NCCL (symptom: look for a root cause first) ---
+    _sig(
+        "nccl",
+        "error",
+        "An NCCL collective timed out",
+        r"Watchdog caught collective operation timeout|collective operation timeout"
+        r"|NCCL communicator was aborted|NCCL timeout",
+        ("collective operation timeout", "NCCL communicator", "NCCL timeout"),
+    ),
+    _sig(
+        "nccl",
+        "error",
+        "NCCL failed",
+        r"NCCL error\b|nccl(?:System|Internal|UnhandledCuda|Remote|InvalidUsage|InvalidArgument)Error"
+        r"|DistBackendError",
+        ("NCCL error", "nccl", "DistBackendError"),
+    ),
+    _sig("nccl", "warning", "NCCL warning", r"NCCL WARN\b", ("NCCL WARN",)),
+)
+
+MARKERS: tuple[Marker, ...] = (
+    # Traceback frames and messages of checkpoint saving: an OOM right after them is a save OOM.
+    Marker(
+        "save",
+        re.compile(
+            r"state_dict|_save_checkpoint|save_model|safe_save_model|save_pretrained|"
+            r"_save_to_state_dict|full_state_dict|FULL_STATE_DICT"
+        ),
+        ("state_dict", "_save_checkpoint", "save_model", "save_pretrained", "STATE_DICT"),
+    ),
+    # HF Trainer prints its final metrics after the last step, before saving the model.
+    Marker("train_done", re.compile(r"['\"]train_runtime['\"]\s*:"), ("train_runtime",)),
+    # pip building a package from source.
+    Marker(
+        "pip_build",
+        re.compile(
+            r"Getting requirements to build wheel|Preparing metadata \(|Building wheel for"
+            r"|Running setup\.py|pip-install-|pip-build-env|setup\.py\b.*egg_info|Collecting flash"
+        ),
+        (
+            "requirements to build",
+            "Preparing metadata",
+            "Building wheel",
+            "setup.py",
+            "pip-",
+            "Collecting flash",
+        ),
+    ),
+)
+
+
+def all_anchors() -> list[str]:
+    out: set[str] = set()
+    for sig in SIGNATURES:
+        out.update(sig.anchors)
+    for marker in MARKERS:
+        out.update(marker.anchors)
+    return sorted(out, key=lambda s: (-len(s), s))
