@@ -1,0 +1,192 @@
+"""The Docker runner: the training as a detached container started through the docker SDK.
+
+The container carries labels (``trainwiz.run_id``, ``trainwiz.preset``) so trainwiz can find its
+runs again from the daemon alone; the watcher streams its output into train.log and records the
+exit status. Docker keeps the container running whatever happens to the wizard or the watcher.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from backend.errors import TrainwizError
+from backend.runs.rundir import update_status
+
+LABEL_RUN = "trainwiz.run_id"
+LABEL_PRESET = "trainwiz.preset"
+
+
+def client() -> Any:
+    """A docker client, or a TrainwizError that says how to get the daemon up."""
+    try:
+        import docker
+
+        handle = docker.from_env()
+        handle.ping()
+        return handle
+    except Exception as exc:
+        raise TrainwizError(
+            f"cannot reach the Docker daemon ({type(exc).__name__}: {exc}): start it "
+            "(systemctl start docker, or dockerd &) or use launch.runner: host"
+        ) from exc
+
+
+def sdk_kwargs(raw: dict[str, Any]) -> dict[str, Any]:
+    """Plan JSON (plain dicts) -> docker SDK objects (Ulimit, DeviceRequest)."""
+    import docker
+
+    kwargs = dict(raw)
+    if kwargs.get("ulimits"):
+        kwargs["ulimits"] = [
+            docker.types.Ulimit(name=u["Name"], soft=u["Soft"], hard=u["Hard"])
+            for u in kwargs["ulimits"]
+        ]
+    if kwargs.get("device_requests"):
+        kwargs["device_requests"] = [
+            docker.types.DeviceRequest(
+                driver=r.get("Driver", ""),
+                count=r.get("Count"),
+                device_ids=r.get("DeviceIDs"),
+                capabilities=r.get("Capabilities"),
+            )
+            for r in kwargs["device_requests"]
+        ]
+    return kwargs
+
+
+def _clear_name(handle: Any, name: str | None, log: IO[bytes]) -> None:
+    """A finished container of an earlier trainwiz run may hold the preset's fixed name."""
+    if not name:
+        return
+    import docker
+
+    try:
+        old = handle.containers.get(name)
+    except docker.errors.NotFound:
+        return
+    if old.status == "running" or LABEL_RUN not in (old.labels or {}):
+        raise TrainwizError(
+            f"container.name '{name}' is taken by container {old.short_id} ({old.status}): "
+            f"remove it (docker rm -f {name}) or change container.name"
+        )
+    log.write(
+        f"[trainwiz] removing finished container {name} of run {old.labels[LABEL_RUN]}\n".encode()
+    )
+    old.remove(force=True)
+
+
+def _stream(api: Any, chunks: Any, log: IO[bytes]) -> None:
+    for chunk in chunks:
+        log.write(chunk)
+        log.flush()
+
+
+def run_container(
+    run_dir: Path, spec: dict[str, Any], log: IO[bytes], stop_requested: Callable[[], bool]
+) -> int:
+    """Start the container, stream its log, run in-container steps, return the exit code."""
+    import docker
+
+    handle = client()
+    kwargs = sdk_kwargs(spec["docker"])
+    kwargs["detach"] = True
+    _clear_name(handle, kwargs.get("name"), log)
+    try:
+        container = handle.containers.run(**kwargs)
+    except docker.errors.ImageNotFound as exc:
+        raise TrainwizError(
+            f"image {kwargs.get('image')} not found: build it with 'trainwiz env build' first"
+        ) from exc
+    except docker.errors.APIError as exc:
+        log.write(f"docker: {exc.explanation or exc}\n".encode())
+        raise TrainwizError(
+            f"docker could not start the container: {exc.explanation or exc}"
+        ) from exc
+    execs: list[dict[str, Any]] = spec.get("exec", [])
+    update_status(
+        run_dir,
+        container_id=container.id,
+        state="running" if not execs else "starting",
+        step="container",
+        message=f"container {container.short_id}",
+    )
+    if not execs:
+        _stream(handle.api, container.logs(stream=True, follow=True), log)
+        result = container.wait()
+        return int(result.get("StatusCode", 1))
+    code = 0
+    for step in execs:
+        if stop_requested():
+            break
+        log.write(
+            f"[trainwiz] step {step['id']} (in container): {' '.join(step['argv'])}\n".encode()
+        )
+        if step["id"] == "train":
+            update_status(run_dir, state="running", step="train", message="training")
+        else:
+            update_status(run_dir, step=step["id"], message=f"step {step['id']}")
+        exec_id = handle.api.exec_create(
+            container.id,
+            step["argv"],
+            environment=step.get("env") or None,
+            workdir=step.get("workdir") or None,
+        )["Id"]
+        _stream(handle.api, handle.api.exec_start(exec_id, stream=True), log)
+        code = _exec_exit_code(handle.api, exec_id)
+        if code != 0:
+            break
+    if not spec.get("keep_container"):
+        container.stop(timeout=10)
+    return code
+
+
+def _exec_exit_code(api: Any, exec_id: str) -> int:
+    for _ in range(50):
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            return int(info["ExitCode"])
+        time.sleep(0.1)
+    return 1
+
+
+def container_state(container_id: str) -> tuple[str, int | None]:
+    """(docker status, exit code) of a container: for runs whose watcher is gone."""
+    import docker
+
+    try:
+        container = client().containers.get(container_id)
+    except docker.errors.NotFound:
+        return "gone", None
+    state = container.attrs.get("State", {})
+    return str(container.status), state.get("ExitCode")
+
+
+def stop_container(container_id: str, timeout: float) -> None:
+    """SIGTERM to the container's init, SIGKILL after ``timeout`` (docker's own stop)."""
+    import docker
+
+    try:
+        container = client().containers.get(container_id)
+    except docker.errors.NotFound:
+        return
+    container.stop(timeout=int(timeout))
+
+
+def labelled_containers() -> list[dict[str, Any]]:
+    """Every container trainwiz started on this daemon (running or not)."""
+    handle = client()
+    out = []
+    for container in handle.containers.list(all=True, filters={"label": LABEL_RUN}):
+        out.append(
+            {
+                "id": container.id,
+                "name": container.name,
+                "status": container.status,
+                "run_id": container.labels.get(LABEL_RUN),
+                "preset": container.labels.get(LABEL_PRESET),
+            }
+        )
+    return out

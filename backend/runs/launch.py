@@ -1,0 +1,253 @@
+"""Launch: preset -> checks -> run directory -> plan -> detached watcher -> run id.
+
+Everything that can be refused (a bad preset, no torchrun, no Docker daemon) is refused before
+a run directory exists, so a failed validation starts nothing. After that the launcher only
+writes files and starts the watcher in its own session; the watcher owns the run from there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.entry import copy_entry
+from backend.errors import BadInput, TrainwizError
+from backend.plan import Plan, PlanStep, build_plan
+from backend.plan.resolve import resolve_preset
+from backend.preset.loader import preset_to_yaml
+from backend.preset.schema import Preset
+from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN
+from backend.runs.rundir import (
+    LAUNCH,
+    METRICS,
+    PLAN,
+    PRESET,
+    RunStatus,
+    create_run_dir,
+    read_status,
+    write_json,
+)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class LaunchResult:
+    run_id: str
+    run_dir: Path
+    status: RunStatus
+
+
+def training_bin(preset: Preset, name: str = "torchrun") -> Path:
+    """The host training environment's ``name`` (torchrun): the preset's venv, else ours."""
+    venv = preset.environment.venv
+    if venv:
+        candidate = Path(venv).expanduser() / "bin" / name
+        if candidate.is_file():
+            return candidate
+        raise BadInput(
+            f"environment.venv: {candidate} does not exist: build the environment "
+            f"('trainwiz env build {preset.name}') or point venv at one with torch and fschat"
+        )
+    own = Path(sys.executable).parent / name
+    if own.is_file():
+        return own
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise BadInput(
+        f"environment.venv is empty and no {name} was found: build the training environment "
+        f"('trainwiz env build {preset.name}') or set environment.venv to a venv with torch"
+    )
+
+
+def _trainwiz_argv(argv: list[str]) -> list[str]:
+    """``trainwiz ...`` as the watcher runs it: this interpreter, this checkout."""
+    return [sys.executable, "-m", "tui.cli", *argv[1:]] if argv[:1] == ["trainwiz"] else argv
+
+
+def _project_env() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": f"{PROJECT_ROOT}{os.pathsep}{path}" if path else str(PROJECT_ROOT)}
+
+
+def _model_present(preset: Preset) -> bool:
+    return (Path(preset.model.dir).expanduser() / "config.json").is_file()
+
+
+def prepare_steps(preset: Preset, plan: Plan) -> list[dict[str, Any]]:
+    """Steps to run before training: only those not done yet (model missing, env missing)."""
+    out = []
+    for step in plan.steps:
+        if step.group == "model" and step.argv[:1] == ["trainwiz"] and not _model_present(preset):
+            out.append(_host_step(step))
+        elif step.group == "environment" and not _environment_ready(preset):
+            # Host: preflight already demanded a training env; docker: build the missing image.
+            out.append(_host_step(step))
+    return out
+
+
+def _environment_ready(preset: Preset) -> bool:
+    if preset.launch.runner == "host":
+        try:
+            training_bin(preset)
+        except BadInput:
+            return False
+        return True
+    return _image_exists(_image_for(preset))
+
+
+def _image_for(preset: Preset) -> str:
+    if preset.environment.mode == "image":
+        try:
+            from backend.images import env_image_tag  # type: ignore[attr-defined]
+
+            return str(env_image_tag(preset))
+        except ImportError:
+            return preset.environment.image
+    return preset.environment.image
+
+
+def _image_exists(image: str) -> bool:
+    from backend.runs.docker_runner import client
+
+    try:
+        client().images.get(image)
+    except Exception:
+        return False
+    return True
+
+
+def _host_step(step: PlanStep) -> dict[str, Any]:
+    env = dict(step.env)
+    if step.argv[:1] == ["trainwiz"]:
+        env.update(_project_env())
+    return {
+        "id": step.id,
+        "title": step.title,
+        "argv": _trainwiz_argv(step.argv),
+        "env": env,
+        "display": step.display(),
+    }
+
+
+def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dict[str, Any]:
+    """launch.json: exactly what the watcher will execute (no secrets: env names only)."""
+    train = plan.step("train")
+    run_env = {"TRAINWIZ_METRICS": str(run_dir / METRICS), "PYTHONUNBUFFERED": "1"}
+    spec: dict[str, Any] = {
+        "runner": preset.launch.runner,
+        "prepare": prepare_steps(preset, plan) if prepare else [],
+    }
+    if preset.launch.runner == "host":
+        argv = list(train.argv)
+        if argv[0] == "torchrun":
+            argv[0] = str(training_bin(preset))
+        spec["train"] = {
+            "id": "train",
+            "title": train.title,
+            "argv": argv,
+            "env": {**train.env, **run_env},
+            "cwd": preset.launch.workdir or str(run_dir),
+            "display": train.display(),
+        }
+        return spec
+    container = plan.step("container")
+    kwargs = dict(container.docker or {})
+    if str(kwargs.get("image", "")).startswith("<"):
+        raise BadInput(
+            "environment.mode 'image' needs the environment image: build it with 'trainwiz env build'"
+        )
+    kwargs["labels"] = {LABEL_RUN: run_dir.name, LABEL_PRESET: preset.name}
+    kwargs["environment"] = {**kwargs.get("environment", {}), **run_env}
+    spec["remove_after"] = bool(kwargs.pop("auto_remove", False))
+    spec["docker"] = kwargs
+    if train.exec_prefix:  # in_container mode: setup + train are exec'd into the container
+        workdir = preset.launch.workdir
+        spec["exec"] = [
+            {
+                "id": s.id,
+                "argv": s.argv,
+                "env": {**s.env, **(run_env if s.id == "train" else {})},
+                "workdir": workdir,
+            }
+            for s in plan.steps
+            if s.group in ("setup", "train")
+        ]
+    return spec
+
+
+def preflight(preset: Preset) -> None:
+    """Refuse what cannot start, before any file is written."""
+    if preset.launch.runner == "docker":
+        from backend.runs.docker_runner import client
+
+        client()  # raises with how to start the daemon
+    else:
+        training_bin(preset)  # raises BadInput naming environment.venv
+    if preset.model.source == "local" and not _model_present(preset):
+        raise BadInput(f"model.dir: {preset.model.dir} has no config.json: point it at a model")
+
+
+def start_watcher(run_dir: Path) -> int:
+    """``python -m backend.runs.watch RUN_DIR`` in a new session: immune to SIGHUP and ^C."""
+    env = {**os.environ, **_project_env()}
+    with open(run_dir / "watcher.log", "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "backend.runs.watch", str(run_dir)],
+            cwd=run_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return proc.pid
+
+
+def launch(
+    preset: Preset,
+    *,
+    prepare: bool = True,
+    transformers_version: str | None = None,
+    ack_timeout: float = 15.0,
+) -> LaunchResult:
+    """Start a run; returns once the watcher has taken it over (or the run already ended)."""
+    preflight(resolve_preset(preset, None))
+    run_dir = create_run_dir(preset.name, preset.launch.runner)
+    try:
+        resolved = resolve_preset(preset, run_dir)
+        (run_dir / PRESET).write_text(preset_to_yaml(resolved), encoding="utf-8")
+        plan = build_plan(
+            preset,
+            run_dir=run_dir,
+            transformers_version=transformers_version,
+            preset_ref=str(run_dir / PRESET),
+        )
+        write_json(run_dir / PLAN, plan.to_dict())
+        if preset.launch.entry == "trainwiz":
+            copy_entry(run_dir)
+        write_json(run_dir / LAUNCH, launch_spec(resolved, plan, run_dir, prepare))
+    except (BadInput, TrainwizError):
+        shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: leave no half run behind
+        raise
+    start_watcher(run_dir)
+    deadline = time.monotonic() + ack_timeout
+    status = read_status(run_dir)
+    while time.monotonic() < deadline:
+        status = read_status(run_dir)
+        if status.watcher_pid is not None or status.final:
+            break
+        time.sleep(0.05)
+    else:
+        raise TrainwizError(
+            f"the watcher of run {run_dir.name} did not start within {ack_timeout:.0f} s: "
+            f"see {run_dir / 'watcher.log'}"
+        )
+    return LaunchResult(run_id=run_dir.name, run_dir=run_dir, status=status)
