@@ -1,16 +1,77 @@
-"""CLI: `trainwiz launch` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz launch PRESET [--detach] [--json]`: validate, plan, start a detached run.
+
+Without ``--detach`` the log is followed to the end and the exit code is the training's; the
+run itself is detached either way, so ^C or a dropped SSH session only stops the following.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from backend.errors import TrainwizError
+from backend.preset import load_preset
+from backend.runs import follow_log, launch, refresh
+from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("launch", help="(launch: not built yet)")
+    parser = subparsers.add_parser(
+        "launch",
+        help="start a training run from a preset (detached: it survives the SSH session)",
+        description="Validate the preset, write its run directory and start the training "
+        "through the preset's runner (host process or Docker container).",
+    )
+    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
+    parser.add_argument(
+        "--detach", "-d", action="store_true", help="print the run id and return at once"
+    )
+    parser.add_argument(
+        "--no-prepare",
+        action="store_true",
+        help="skip the model/environment steps even when their result is missing",
+    )
+    parser.add_argument(
+        "--transformers", metavar="VERSION", help="name training flags for this transformers"
+    )
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz launch' is not built yet")
+    preset = load_preset(args.preset)
+    result = launch(preset, prepare=not args.no_prepare, transformers_version=args.transformers)
+    if args.detach:
+        if args.json:
+            print_json(
+                {
+                    "run_id": result.run_id,
+                    "run_dir": str(result.run_dir),
+                    **result.status.model_dump(),
+                }
+            )
+        else:
+            print(result.run_id)
+            print(
+                f"trainwiz: started in {result.run_dir}; follow with 'trainwiz logs -f {result.run_id}'",
+                file=sys.stderr,
+            )
+        return 0
+    print(f"trainwiz: run {result.run_id} ({result.run_dir})", file=sys.stderr)
+    try:
+        for text in follow_log(result.run_dir):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        print(
+            f"\ntrainwiz: stopped following; the run continues (trainwiz stop {result.run_id})",
+            file=sys.stderr,
+        )
+        return 130
+    status = refresh(result.run_dir)
+    if args.json:
+        print_json(status.model_dump())
+    else:
+        print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
+    if status.state == "finished":
+        return 0
+    return status.exit_code if status.exit_code not in (None, 0) and status.exit_code > 0 else 1

@@ -1,16 +1,94 @@
-"""CLI: `trainwiz runs` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz runs`, `attach RUN`, `stop RUN`, `logs RUN [-f]` over run directories."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 
-from backend.errors import TrainwizError
+from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
+from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("runs", help="(runs: not built yet)")
-    parser.set_defaults(func=run)
+    runs = subparsers.add_parser("runs", help="list runs with their state")
+    add_json_flag(runs)
+    runs.set_defaults(func=run_list)
+
+    attach = subparsers.add_parser(
+        "attach", help="open the wizard's monitor on a live or finished run"
+    )
+    attach.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    attach.set_defaults(func=run_attach)
+
+    stop = subparsers.add_parser(
+        "stop", help="stop a run gracefully (SIGTERM / docker stop, then kill)"
+    )
+    stop.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    stop.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL"
+    )
+    add_json_flag(stop)
+    stop.set_defaults(func=run_stop)
+
+    logs = subparsers.add_parser("logs", help="print a run's log (train.log)")
+    logs.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+    logs.set_defaults(func=run_logs)
 
 
-def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz runs' is not built yet")
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    delta = max(0, int(time.time() - seconds))
+    if delta < 3600:
+        return f"{delta // 60}m{delta % 60:02d}s ago"
+    return f"{delta // 3600}h{delta % 3600 // 60:02d}m ago"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    statuses = list_runs()
+    if args.json:
+        print_json([s.model_dump() for s in statuses])
+        return 0
+    if not statuses:
+        print("no runs yet: start one with 'trainwiz launch PRESET'")
+        return 0
+    width = max(len(s.run_id) for s in statuses)
+    print(f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'STARTED':<12} MESSAGE")
+    for s in statuses:
+        print(
+            f"{s.run_id:<{width}}  {s.state:<9} {s.runner:<7} {_age(s.started_at):<12} {s.message}"
+        )
+    return 0
+
+
+def run_attach(args: argparse.Namespace) -> int:
+    run_dir = find_run(args.run)
+    from tui.app import run_wizard
+
+    return run_wizard(attach=run_dir)
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    run_dir = find_run(args.run)
+    status = stop_run(run_dir, timeout=args.timeout)
+    if args.json:
+        print_json(status.model_dump())
+    else:
+        print(f"{status.run_id}: {status.state} ({status.message})")
+    return 0 if status.final else 1
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    run_dir = find_run(args.run)
+    try:
+        for text in follow_log(run_dir, follow=args.follow):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        return 130
+    if args.follow:
+        status = refresh(run_dir)
+        print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
+    return 0
