@@ -9,6 +9,7 @@ Stable API (the monitor, launch and images steps use it)::
     preset_diff(old, new) -> list[str]        # unified diff of the YAML
 """
 
+from backend.diagnosis.apply import apply_fixes, preset_diff
 from backend.diagnosis.classifier import (
     classify_line,
     classify_lines,
@@ -16,7 +17,6 @@ from backend.diagnosis.classifier import (
     diagnose_stream,
     diagnose_text,
 )
-from backend.diagnosis.fixes import apply_fixes, preset_diff
 from backend.diagnosis.model import Diagnosis, Finding, Fix, LineFlag, PresetChange
 
 __all__ = [

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from backend.diagnosis.fixes import explain, fixes_for
+from backend.diagnosis.explain import explain
+from backend.diagnosis.fixes import fixes_for
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature, all_anchors
 from backend.errors import BadInput
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 BLOCK = 4 << 20
 MAX_CARRY = 16 << 20  # a "line" longer than this is cut rather than buffered
 MAX_LINES = 50
+MAX_TEXTS = 8
 MAX_SEGMENT = 8192  # bytes of one line looked at around an anchor
 WINDOW_BYTES = 2048
 SAVE_LOOKBACK = 60  # traceback frames of a save precede its OOM message by a few dozen lines
@@ -55,9 +57,8 @@ def _match(
 ) -> tuple[Signature, re.Match[str], str] | None:
     """First signature matching this line (or the wrapped message starting on it)."""
     for sig in SIGNATURES:
-        if sig.needs is not None:
-            if recent is None or not recent(*sig.needs):
-                continue
+        if sig.needs is not None and (recent is None or not recent(*sig.needs)):
+            continue
         found = sig.pattern.search(segment)
         if found:
             return sig, found, segment
@@ -96,6 +97,7 @@ class _Acc:
     groups: dict[str, Any]
     count: int = 0
     lines: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # distinct matched texts, capped
 
 
 class _Scanner:
@@ -180,6 +182,11 @@ class _Scanner:
                 groups,
             )
         acc.count += 1
+        if len(acc.texts) < MAX_TEXTS and text not in acc.texts:
+            acc.texts.append(text)
+            acc.groups["all"] = "\n".join(acc.texts)
+            for key, value in groups.items():
+                acc.groups.setdefault(key, value)
         if len(acc.lines) < MAX_LINES and (not acc.lines or acc.lines[-1] != self.line):
             acc.lines.append(self.line)
 

@@ -1,16 +1,89 @@
-"""CLI: `trainwiz diagnose` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz diagnose LOGFILE|RUN [--json] [--preset P]`.
+
+Exit 0 when nothing at error level was found, 1 otherwise, 2 for a missing log (BadInput), so
+scripts can gate a relaunch on it. A run id reads ``$TRAINWIZ_HOME/runs/<id>/train.log`` and,
+unless ``--preset`` says otherwise, fixes are computed against that run's ``preset.yaml``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import textwrap
+from pathlib import Path
 
-from backend.errors import TrainwizError
+from backend.diagnosis import Diagnosis, diagnose_file
+from backend.errors import BadInput
+from backend.paths import runs_dir
+from tui.commands._common import add_json_flag, print_json, to_jsonable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("diagnose", help="(diagnose: not built yet)")
+    parser = subparsers.add_parser(
+        "diagnose",
+        help="recognise known failures in a training log and propose preset fixes",
+        description="Read a log (a file, or a run id under $TRAINWIZ_HOME/runs) and report known "
+        "failures, most severe first, each with its cause and fixes. Exit 1 if any is an error.",
+    )
+    parser.add_argument("target", metavar="LOGFILE|RUN", help="a log file path or a run id")
+    parser.add_argument(
+        "--preset",
+        metavar="NAME|PATH",
+        help="compute fixes against this preset (default for a run: its preset.yaml)",
+    )
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
+def resolve_log(target: str) -> tuple[Path, Path | None]:
+    """(log file, the run's preset file or None) for a path, a run directory or a run id."""
+    path = Path(target).expanduser()
+    if path.is_file():
+        return path, None
+    run_dir = path if path.is_dir() else runs_dir() / target
+    log = run_dir / "train.log"
+    if log.is_file():
+        preset = run_dir / "preset.yaml"
+        return log, preset if preset.is_file() else None
+    raise BadInput(
+        f"diagnose: '{target}' is neither a log file nor a run with a train.log "
+        f"(runs live in {runs_dir()}): give a log path or a run id from `trainwiz runs list`"
+    )
+
+
+def _print_human(log: Path, diagnosis: Diagnosis) -> None:
+    if not diagnosis.findings:
+        print(f"{log}: no known failure found ({diagnosis.lines_read} lines read)")
+        return
+    print(f"{log}: {len(diagnosis.findings)} finding(s), most severe first")
+    for finding in diagnosis.findings:
+        more = f" (+{finding.count - 1} more)" if finding.count > 1 else ""
+        print(f"\n{finding.severity.upper():7} {finding.category}  line {finding.line}{more}")
+        print(f"  {finding.title}")
+        print(textwrap.indent(textwrap.fill(finding.text, 96), "  > "))
+        print(textwrap.indent(textwrap.fill(finding.explanation, 96), "  "))
+        for number, fix in enumerate(finding.fixes, 1):
+            print(f"  fix {number}: {fix.title} ({fix.reason})")
+            for change in fix.changes:
+                print(f"      {change.path}: {change.value!r}  # {change.reason}")
+
+
 def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz diagnose' is not built yet")
+    log, run_preset = resolve_log(args.target)
+    preset = None
+    preset_source = args.preset or run_preset
+    if preset_source:
+        from backend.preset.loader import load_preset
+
+        preset = load_preset(preset_source)
+    diagnosis = diagnose_file(log, preset=preset)
+    if args.json:
+        print_json(
+            {
+                "log": str(log),
+                "preset": str(preset_source) if preset_source else None,
+                "findings": [to_jsonable(f) for f in diagnosis.findings],
+            }
+        )
+    else:
+        _print_human(log, diagnosis)
+    return 1 if diagnosis.has_error else 0

@@ -1,0 +1,68 @@
+"""Plain-language causes of each failure category, with figures taken from the matched text."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_EXPLAIN: dict[str, str] = {
+    "cuda_oom": "A GPU ran out of memory: weights, gradients, optimizer state and activations of "
+    "one step did not fit. Activations grow with per-device batch x sequence length.",
+    "fsdp_save_oom": "Training finished (or reached a checkpoint) and FSDP gathered the full "
+    "state dict on the GPU to save it; the gathered copy did not fit. torch 2.0.x clones it on "
+    "the GPU even with offload_to_cpu (the seed patched _state_dict_utils.py with .cpu()).",
+    "flash_attn_build": "pip compiled flash-attn (or another torch CUDA extension) from source and "
+    "the build failed: no nvcc in a -runtime image, no torch inside pip's isolated build "
+    "environment, too many parallel nvcc jobs for the RAM, or CUDA/torch versions that differ.",
+    "flash_attn_runtime": "flash-attn is installed but cannot run here: it was built against "
+    "another torch (undefined symbol), the GPU is older than Ampere (sm80), or CUDA is too old.",
+    "nccl": "An NCCL collective failed or hung. This is usually a symptom: another rank died or "
+    "stalled (OOM, a crash, a full /dev/shm), or the network between GPUs/nodes misbehaves.",
+    "shm": "Shared memory (/dev/shm) is too small: docker gives containers 64 MB by default, and "
+    "DataLoader workers and NCCL's intra-node transport need far more (bus error, SIGBUS, exit -7).",
+    "port_in_use": "torchrun's rendezvous (TCPStore) could not bind its port: another run, a "
+    "stale process or another service holds it.",
+    "host_oom": "A process got SIGKILL (-9 / 137). Unless someone killed it, that is the kernel's "
+    "OOM killer: host RAM ran out (each rank loads the model on CPU; CPU offload and "
+    "DataLoader workers add more).",
+    "docker_gpu": "Docker has no NVIDIA runtime to give GPUs to the container: the NVIDIA "
+    "Container Toolkit is missing or not configured for this daemon.",
+    "driver_mismatch": "The NVIDIA kernel driver and the user-space libraries differ (driver "
+    "upgraded without reboot), or the driver is too old for the CUDA in the image.",
+    "container_permission": "The host refused a docker run option: raising a resource limit "
+    "(e.g. memlock) or granting capabilities/--privileged is not allowed here (rootless docker, "
+    "a sandbox, or a restricted daemon).",
+    "tokenization_mismatch": "FastChat computed a different token count when masking a "
+    "conversation than when tokenizing it, and masked the WHOLE sample: it trains on nothing. "
+    "When every sample mismatches the loss is 0. Cause: the tokenizer differs from what the "
+    "vicuna template masking assumes (Llama-2/3 tokenizers, transformers >= 5 ignoring use_fast).",
+    "disk_full": "A write failed because the disk (or a quota) is full; checkpoints of a 7B model "
+    "with optimizer state take tens of GB each.",
+    "hf_args": "The installed transformers does not accept a training argument in the command: "
+    "the name changed between versions (evaluation_strategy -> eval_strategy, removed in 4.51; "
+    "fsdp_transformer_layer_cls_to_wrap -> fsdp_config in 5.0).",
+}
+
+
+def gib(value: str, unit: str) -> float:
+    return float(value) * {"KiB": 1 / 1048576, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}.get(
+        unit, 1.0
+    )
+
+
+def explain(category: str, groups: dict[str, Any], count: int) -> str:
+    text = _EXPLAIN.get(category, "")
+    match = str(groups.get("match", ""))
+    if category in ("cuda_oom", "fsdp_save_oom"):
+        tried = re.search(r"Tried to allocate ([\d.]+) ([KMGT]iB)", match)
+        total = re.search(r"([\d.]+) ([KMGT]iB) total capacity", match)
+        if tried and total:
+            text += (
+                f" It asked for {gib(*tried.groups()):.2f} GiB more on a "
+                f"{gib(*total.groups()):.1f} GiB GPU."
+            )
+    if category == "tokenization_mismatch":
+        text += f" Seen {count} time(s)."
+    if count > 1 and category not in ("tokenization_mismatch",):
+        text += f" ({count} matching lines.)"
+    return text

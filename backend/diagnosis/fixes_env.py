@@ -1,0 +1,186 @@
+"""Fixes for failures of the environment: flash-attn, container options, argument names.
+
+Split from fixes.py to keep modules small; same conventions (cheapest fix first, concrete
+preset changes only when a preset is given).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from backend.diagnosis.model import Fix, PresetChange
+
+if TYPE_CHECKING:
+    from backend.preset.schema import Preset
+
+_RLIMITS = [
+    "cpu",
+    "fsize",
+    "data",
+    "stack",
+    "core",
+    "rss",
+    "nproc",
+    "nofile",
+    "memlock",
+    "as",
+    "locks",
+    "sigpending",
+    "msgqueue",
+    "nice",
+    "rtprio",
+    "rttime",
+]  # Linux RLIMIT_* numbering
+# (old flag, new flag, first transformers version with the new name, last accepting the old one)
+_RENAMES = [("evaluation_strategy", "eval_strategy", "4.41.0", "4.50.3")]
+
+
+def _change(path: str, value: Any, reason: str) -> PresetChange:
+    return PresetChange(path=path, value=value, reason=reason)
+
+
+def flash_fixes(preset: Preset | None, match: str, runtime: bool) -> list[Fix]:
+    env = preset.environment if preset else None
+    no_iso = Fix(
+        "Build flash-attn with --no-build-isolation",
+        "pip's isolated build environment has no torch ('No module named torch')",
+        [_change("environment.flash_attn.no_build_isolation", True, "build sees the image's torch")]
+        if env
+        else [],
+    )
+    devel = None
+    if env is None or "devel" not in env.image:
+        new_image = (
+            env.image.replace("runtime", "devel") if env and "runtime" in env.image else None
+        )
+        devel = Fix(
+            "Use a -devel image (it has nvcc and CUDA headers)",
+            "-runtime images have no compiler",
+            [_change("environment.image", new_image, "same torch/CUDA, with nvcc")]
+            if new_image
+            else [],
+        )
+    jobs = Fix(
+        "Limit parallel nvcc jobs (MAX_JOBS=2)",
+        "each nvcc job can take several GB of RAM",
+        [_change("environment.flash_attn.max_jobs", 2, "fewer compilers at once")] if env else [],
+    )
+    sdpa = Fix(
+        "Train with PyTorch SDPA attention, without flash-attn",
+        "no compilation; SDPA is fast on recent torch, a little more memory",
+        [
+            _change("training.attn_implementation", "sdpa", "no flash-attn needed"),
+            _change("environment.flash_attn.install", "never", "skip the build"),
+        ]
+        if env
+        else [],
+    )
+    rebuild = Fix(
+        "Rebuild flash-attn against this image's torch",
+        "the wheel was built for another torch ABI",
+        [
+            _change("environment.flash_attn.install", "always", "build here"),
+            _change("environment.flash_attn.no_build_isolation", True, "use the image's torch"),
+        ]
+        if env
+        else [],
+    )
+    if runtime:
+        order = [rebuild, sdpa] if "undefined symbol" in match else [sdpa, rebuild]
+    elif re.search(r"No module named", match):
+        order = [no_iso, sdpa]
+    elif re.search(r"nvcc|CUDA_HOME|No CUDA runtime", match):
+        order = [devel, sdpa] if devel else [sdpa]
+    elif "Killed" in match:
+        order = [jobs, sdpa]
+    else:
+        order = [no_iso, devel, jobs, sdpa] if devel else [no_iso, jobs, sdpa]
+    return [f for f in order if f is not None and (f.changes or preset is None)]
+
+
+def container_fixes(preset: Preset | None, match: str) -> list[Fix]:
+    rlimit = re.search(r"rlimit type (\d+)", match)
+    name = (
+        _RLIMITS[int(rlimit.group(1))] if rlimit and int(rlimit.group(1)) < len(_RLIMITS) else None
+    )
+    fixes: list[Fix] = []
+    if rlimit or "ulimit" in match:
+        keep = (
+            [u.model_dump() for u in preset.container.ulimits if u.name != name]
+            if preset and name
+            else None
+        )
+        changes = (
+            [_change("container.ulimits", keep, f"drop --ulimit {name}")]
+            if keep is not None
+            else []
+        )
+        fixes.append(
+            Fix(
+                f"Drop the {name or 'raised'} ulimit",
+                "this host does not allow raising it",
+                changes,
+            )
+        )
+    if re.search(r"(?i)caps|capabilit|privileged", match) or not fixes:
+        changes = (
+            [
+                _change("container.privileged", False, "no extra capabilities"),
+                _change("container.cap_add", [], "no extra capabilities"),
+            ]
+            if preset
+            else []
+        )
+        fixes.append(
+            Fix(
+                "Run without --privileged / --cap-add",
+                "the host refuses extra capabilities",
+                changes,
+            )
+        )
+    return fixes
+
+
+def hf_fixes(preset: Preset | None, groups: dict[str, Any]) -> list[Fix]:
+    flags = " ".join(str(groups.get(k, "")) for k in ("args", "kw", "unrec"))
+    fixes: list[Fix] = []
+    for old, new, first_new, last_old in _RENAMES:
+        if re.search(rf"\b{old}\b", flags):
+            fixes.append(
+                Fix(
+                    f"Use --{new} (the installed transformers >= {first_new})",
+                    f"--{old} was renamed; trainwiz writes the name of environment.transformers",
+                    [
+                        _change(
+                            "environment.transformers", "4.57.6", f"flags named for >= {first_new}"
+                        )
+                    ]
+                    if preset
+                    else [],
+                )
+            )
+        elif re.search(rf"\b{new}\b", flags):
+            fixes.append(
+                Fix(
+                    f"Use --{old} (the installed transformers is older than {first_new})",
+                    f"--{new} does not exist before {first_new}; set the version the image has",
+                    [
+                        _change(
+                            "environment.transformers",
+                            last_old if last_old < first_new else "4.40.2",
+                            "flags named for the older version",
+                        )
+                    ]
+                    if preset
+                    else [],
+                )
+            )
+    if not fixes:
+        fixes.append(
+            Fix(
+                "Set environment.transformers to the version the image has",
+                "trainwiz names flags for that version",
+            )
+        )
+    return fixes
