@@ -78,7 +78,12 @@ def _project_env() -> dict[str, str]:
 
 
 def _model_present(preset: Preset) -> bool:
-    return (Path(preset.model.dir).expanduser() / "config.json").is_file()
+    target = Path(preset.model.dir).expanduser()
+    if preset.model.source == "tiny" and preset.model.tiny is not None:
+        from backend.model.tiny import tiny_is_current
+
+        return tiny_is_current(target, preset.model.tiny)
+    return (target / "config.json").is_file()
 
 
 def prepare_steps(preset: Preset, plan: Plan) -> list[dict[str, Any]]:
