@@ -188,7 +188,7 @@ def check_gpus(ctx: CheckContext) -> CheckResult:
             ctx.severity("fail"),
             "no GPUs visible (no NVIDIA driver: see nvidia_driver)",
             why=why,
-            fix=driver_fix(),
+            fix="install the driver (see nvidia_driver's fix)",
             blocks=["launch"],
         )
     gpus = snap["gpus"]

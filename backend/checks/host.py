@@ -97,7 +97,7 @@ def check_disk(ctx: CheckContext) -> CheckResult:
             )
             locations.append({**item, "free": free, "filesystem_of": group["anchor"]})
         if free < need:
-            short.append(names)
+            short.append(f"{names} (needs {human(need)}, {human(free)} free)")
             # Steps run in order (model, image, launch): a step is held back only when what it
             # and the steps before it put on this filesystem exceeds the free space.
             running = 0
@@ -106,7 +106,7 @@ def check_disk(ctx: CheckContext) -> CheckResult:
                 if item["need"] and running > free:
                     blocks.append(item["step"])
         elif free < need * 1.2:
-            tight.append(names)
+            tight.append(f"{names} (needs {human(need)}, {human(free)} free)")
     data = {"locations": locations}
     why = (
         "A full disk stops a download half way, or kills training at the first checkpoint "
@@ -305,6 +305,26 @@ def port_free(port: int, host: str = "") -> tuple[bool, str]:
     return True, ""
 
 
+def port_holder(port: int) -> str | None:
+    """Which process listens on the port, where the kernel lets us see it."""
+    import psutil
+
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return None
+    for conn in conns:
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+            if conn.pid is None:
+                return "another user's process"
+            try:
+                proc = psutil.Process(conn.pid)
+                return f"pid {conn.pid} ({proc.name()}, {proc.username()})"
+            except (psutil.Error, KeyError):
+                return f"pid {conn.pid}"
+    return None
+
+
 def check_port(ctx: CheckContext) -> CheckResult:
     needs = ctx.needs
     port = needs.master_port
@@ -321,9 +341,10 @@ def check_port(ctx: CheckContext) -> CheckResult:
         return finding(
             "ok", f"master_port {port} is free", why=why, data={"port": port, "free": True}
         )
+    holder = port_holder(port)
     return finding(
         ctx.severity("fail"),
-        f"master_port {port} is taken ({error})",
+        f"master_port {port} is taken ({error})" + (f" by {holder}" if holder else ""),
         why=why,
         fix=f"pick another launch.master_port, or see who holds it: sudo ss -ltnp 'sport = :{port}'",
         blocks=["launch"],

@@ -1,16 +1,92 @@
-"""CLI: `trainwiz check` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz check [--preset P] [--json] [--only ID ...]` — the Checks step without the UI.
+
+Exit 0 when nothing fails (warnings and skips are fine), 1 otherwise, so a provisioning script
+can gate on it. People get a table and the fixes; scripts get JSON.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from backend.errors import TrainwizError
+from backend.checks import CheckResult, blocked_steps, check_ids, run_checks
+from backend.errors import BadInput
+from backend.preset.loader import load_preset
+from tui.commands._common import add_json_flag, print_json
+
+_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+_MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "–"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("check", help="(check: not built yet)")
+    parser = subparsers.add_parser(
+        "check",
+        help="check this machine against a preset (driver, GPUs, Docker, disk, RAM, network)",
+        description="Run the system checks concurrently; exit 0 when nothing fails.",
+    )
+    parser.add_argument(
+        "--preset", metavar="NAME|PATH", help="judge against this preset (default: a plain survey)"
+    )
+    parser.add_argument(
+        "--only",
+        metavar="ID",
+        action="append",
+        help=f"run only these checks: {', '.join(check_ids())}",
+    )
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz check' is not built yet")
+    if args.only:
+        unknown = [i for i in args.only if i not in check_ids()]
+        if unknown:
+            raise BadInput(
+                f"--only {', '.join(unknown)}: unknown check (known: {', '.join(check_ids())})"
+            )
+    preset = load_preset(args.preset) if args.preset else None
+    results = run_checks(preset, only=args.only)
+    if args.json:
+        print_json(
+            {
+                "preset": preset.name if preset else None,
+                "checks": [r.model_dump(mode="json") for r in results],
+                "blocked_steps": blocked_steps(results),
+            }
+        )
+    else:
+        _print_table(results, preset.name if preset else None)
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    title = (
+        f"trainwiz check — preset {preset_name}" if preset_name else "trainwiz check — no preset"
+    )
+    table = Table(title=title, show_lines=False, expand=False)
+    table.add_column("", width=1)
+    table.add_column("check", style="bold")
+    table.add_column("status")
+    table.add_column("found")
+    for r in results:
+        style = _STYLE[r.status]
+        table.add_row(
+            Text(_MARK[r.status], style=style), r.id, Text(r.status, style=style), r.summary
+        )
+    console.print(table)
+    for r in results:
+        if r.status in ("fail", "warn") and r.fix:
+            console.print(Text(f"{r.id} ({r.status}) — fix:", style=_STYLE[r.status]))
+            console.print(Text("  " + r.fix.replace("\n", "\n  ")), soft_wrap=True)
+    blocked = blocked_steps(results)
+    if blocked:
+        for step, ids in blocked.items():
+            console.print(Text(f"blocks step '{step}': {', '.join(ids)}", style="bold red"))
+    elif not preset_name:
+        console.print(
+            Text("(no preset: missing pieces are warnings; use --preset to judge)", style="dim")
+        )
