@@ -1,0 +1,248 @@
+"""Monitor step: GPUs, throughput, loss and the flagged log of one run, live or finished.
+
+Three thread workers feed it (GPU sampler, log follower, metrics follower); each posts small
+messages and never touches widgets. Snapshot-like messages replace older queued ones, so a
+slow terminal (SSH) drops stale frames instead of falling behind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Static
+
+from backend.monitor import (
+    ClassifiedBatch,
+    GpuSnapshot,
+    GpuSource,
+    HfLogParser,
+    LogBatch,
+    LogFollower,
+    MetricsFollower,
+    MetricsView,
+    NvmlSampler,
+    NvmlSource,
+    RunFiles,
+    RunTracker,
+    classify_batch,
+    owner_for_status,
+)
+from backend.monitor.logmodel import load_classifier
+from backend.monitor.owner import OwnerResolver
+from screens.base import StepScreen
+from widgets.gpu_panel import GpuPanel
+from widgets.log_pane import LogPane
+from widgets.loss_chart import LossChart
+from widgets.throughput import ThroughputMeter
+
+GpuSourceFactory = Callable[[OwnerResolver], GpuSource]
+
+
+class GpuUpdate(Message):
+    def __init__(self, snapshot: GpuSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, GpuUpdate)
+
+
+class MetricsUpdate(Message):
+    def __init__(self, view: MetricsView, source: str) -> None:
+        super().__init__()
+        self.view = view
+        self.source = source
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, MetricsUpdate) and message.source == self.source
+
+
+class StatusUpdate(Message):
+    def __init__(self, status: dict[str, Any]) -> None:
+        super().__init__()
+        self.status = status
+
+
+class LogUpdate(Message):
+    def __init__(self, batch: ClassifiedBatch) -> None:
+        super().__init__()
+        self.batch = batch
+
+
+class MonitorScreen(StepScreen):
+    STEP_ID = "monitor"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("z", "zoom", "Zoom pane", id="monitor.zoom"),
+        Binding("g", "focus_gpus", "GPUs", id="monitor.focus_gpus", show=False),
+        Binding("l", "focus_log", "Log", id="monitor.focus_log", show=False),
+        Binding("c", "focus_chart", "Chart", id="monitor.focus_chart", show=False),
+    ]
+    DEFAULT_CSS = """
+    MonitorScreen #monitor-middle { height: 1fr; min-height: 7; }
+    MonitorScreen #monitor-none { color: $warning; margin: 1 0; }
+    MonitorScreen GpuPanel { border-bottom: none; }
+    """
+
+    def __init__(
+        self,
+        run_dir: Path | None = None,
+        *,
+        gpu_source: GpuSourceFactory | None = None,
+        gpu_interval: float = 1.0,
+        follow: bool = True,
+    ) -> None:
+        super().__init__()
+        self._run_dir = run_dir
+        self._gpu_factory = gpu_source
+        self.gpu_interval = gpu_interval
+        self.follow_files = follow
+        self._cancel = threading.Event()
+        self._metrics_seen = False
+        self.chart_width = 80
+        self.run: RunFiles | None = None
+
+    def _resolve_run(self) -> RunFiles | None:
+        run_dir = self._run_dir or getattr(self.app, "current_run", None)
+        return RunFiles(Path(run_dir)) if run_dir else None
+
+    def compose_body(self) -> ComposeResult:
+        self.run = self._resolve_run()
+        yield GpuPanel(id="gpus")
+        if self.run is None:
+            yield Static(
+                "No run to monitor: launch one in the Launch step, or open a finished one with "
+                "`trainwiz attach <run>`.",
+                id="monitor-none",
+            )
+            return
+        with Horizontal(id="monitor-middle"):
+            yield LossChart(id="loss")
+            yield ThroughputMeter(id="throughput")
+        yield LogPane(run_id=self.run.run_id, log_path=self.run.log, id="log")
+
+    def on_mount(self) -> None:
+        status = self.run.status() if self.run else None
+        self._gpu_worker(owner_for_status(status))
+        if self.run is not None:
+            self._log_worker(self.run)
+            self._metrics_worker(self.run)
+            self.query_one(LogPane).view.focus()
+
+    def on_unmount(self) -> None:
+        self._cancel.set()
+
+    def on_resize(self) -> None:
+        if self.run is not None:
+            self.chart_width = self.query_one(LossChart).plot_width
+
+    # ---- workers (threads: call backend, post messages, never touch widgets) ---------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="monitor-gpu")
+    def _gpu_worker(self, owner: OwnerResolver) -> None:
+        source = self._gpu_factory(owner) if self._gpu_factory else NvmlSource(owner)
+
+        def on_sample(snap: GpuSnapshot) -> None:
+            self.post_message(GpuUpdate(snap))
+
+        sampler = NvmlSampler(source, on_sample, self.gpu_interval)
+        try:
+            sampler.run(self._cancel)
+        finally:
+            source.close()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="monitor-log")
+    def _log_worker(self, run: RunFiles) -> None:
+        classifier = load_classifier()
+        if classifier is None:
+            self.post_message(StatusUpdate({"_classifier_missing": True}))
+        state = {"parser": HfLogParser(), "tracker": RunTracker(source="log")}
+        last_post = 0.0
+
+        def on_batch(batch: LogBatch) -> None:
+            nonlocal last_post
+            self.post_message(LogUpdate(classify_batch(batch, classifier)))
+            if self._metrics_seen:
+                return
+            if batch.reset:  # the log restarted: so does what it told us
+                state.update(parser=HfLogParser(), tracker=RunTracker(source="log"))
+            parser, tracker = state["parser"], state["tracker"]
+            assert isinstance(parser, HfLogParser) and isinstance(tracker, RunTracker)
+            for seg in batch.lines:
+                tracker.update(parser.feed(seg))
+            now = time.monotonic()
+            if tracker.last is not None and (batch.eof or now - last_post > 0.5):
+                last_post = now
+                self.post_message(MetricsUpdate(tracker.view(self.chart_width), "log"))
+
+        LogFollower(run.log, on_batch).run(self._cancel, follow=self.follow_files)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="monitor-metrics")
+    def _metrics_worker(self, run: RunFiles) -> None:
+        follower = MetricsFollower(run.metrics)
+        tracker = RunTracker(source="metrics")
+        last_status: dict[str, Any] | None = None
+        while True:
+            status = run.status()
+            if status is not None and status != last_status:
+                last_status = status
+                self.post_message(StatusUpdate(status))
+            events = follower.poll()
+            if events:
+                tracker.update(events)
+                if tracker.last is not None or tracker.end is not None:
+                    self._metrics_seen = True
+                    self.post_message(MetricsUpdate(tracker.view(self.chart_width), "metrics"))
+            if self._cancel.wait(0.25) or not self.follow_files:
+                return
+
+    # ---- message handlers (UI thread) -----------------------------------------------------
+    def on_gpu_update(self, message: GpuUpdate) -> None:
+        self.query_one(GpuPanel).show(message.snapshot)
+
+    def on_log_update(self, message: LogUpdate) -> None:
+        self.query_one(LogPane).add_batch(message.batch)
+
+    def on_metrics_update(self, message: MetricsUpdate) -> None:
+        if message.source == "log" and self._metrics_seen:
+            return
+        self.query_one(LossChart).show(message.view)
+        self.query_one(ThroughputMeter).show(message.view.summary)
+
+    def on_status_update(self, message: StatusUpdate) -> None:
+        if message.status.get("_classifier_missing"):
+            pane = self.query_one(LogPane)
+            pane.classifier_missing = True
+            return
+        state = str(message.status.get("state") or "")
+        self.query_one(ThroughputMeter).show(None, state)
+
+    # ---- actions ----------------------------------------------------------------------------
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        target: Any = self.focused
+        while target is not None and not isinstance(target, (LogPane, LossChart, GpuPanel)):
+            target = target.parent
+        if target is None:
+            target = self.query_one(LogPane) if self.run is not None else self.query_one(GpuPanel)
+        self.maximize(target, container=False)
+
+    def action_focus_log(self) -> None:
+        if self.run is not None:
+            self.query_one(LogPane).view.focus()
+
+    def action_focus_chart(self) -> None:
+        if self.run is not None:
+            self.query_one(LossChart).focus()
+
+    def action_focus_gpus(self) -> None:
+        self.query_one(GpuPanel).focus()

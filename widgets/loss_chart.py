@@ -1,0 +1,84 @@
+"""Loss against step (downsampled min/max so spikes survive), learning rate on the right axis,
+grad-norm spikes marked with vertical lines and listed in the caption."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+
+from backend.monitor import MetricsView
+
+
+def caption(view: MetricsView | None) -> Text:
+    if view is None or view.points == 0:
+        return Text("loss: no logged steps yet", style="dim")
+    t = Text()
+    loss = view.summary.last_loss
+    t.append("loss ", style="bold")
+    t.append(f"{loss:.4f}" if loss is not None else "–")
+    if view.lr[1]:
+        t.append(f" · lr {view.lr[1][-1]:.2e}", style="magenta")
+    if view.grad_norm[1]:
+        t.append(f" · gnorm {view.grad_norm[1][-1]:.2f}")
+    t.append(f" · {view.points} pts")
+    if view.spike_total:
+        last = view.spikes[-1]
+        t.append(
+            f" · {view.spike_total} grad-norm spike{'s' if view.spike_total > 1 else ''}"
+            f" (step {last.step}: {last.grad_norm:.3g} vs median {last.median:.3g})",
+            style="bold red",
+        )
+    if view.nonfinite_loss_steps:
+        t.append(f" · non-finite loss at step {view.nonfinite_loss_steps[0]}", style="bold red")
+    return t
+
+
+class LossChart(Vertical, can_focus=True):
+    ALLOW_MAXIMIZE = True
+    DEFAULT_CSS = """
+    LossChart { height: 1fr; min-height: 6; }
+    LossChart > #loss-caption { height: 1; }
+    LossChart > PlotextPlot { height: 1fr; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.view: MetricsView | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(caption(None), id="loss-caption")
+        yield PlotextPlot(id="loss-plot")
+
+    def on_mount(self) -> None:
+        self._draw()
+
+    @property
+    def plot_width(self) -> int:
+        return max(20, self.size.width - 12)
+
+    def show(self, view: MetricsView) -> None:
+        self.view = view
+        self.query_one("#loss-caption", Static).update(caption(view))
+        self._draw()
+
+    def _draw(self) -> None:
+        plot = self.query_one(PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        view = self.view
+        if view is None or not view.loss[0]:
+            plt.title("")
+            plot.refresh()
+            return
+        xs, ys = view.loss
+        plt.plot(xs, ys, marker="braille", color="cyan", label="loss")
+        if view.lr[0]:
+            plt.plot(*view.lr, marker="braille", color="magenta", yside="right", label="lr")
+        for spike in view.spikes[-10:]:
+            plt.vertical_line(spike.step, color="red")
+        plt.xlabel("step")
+        plot.refresh()

@@ -1,0 +1,72 @@
+"""Tokens/s (padded and real), samples/s, MFU, step time, progress and ETA for one run."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from backend.monitor import ThroughputSummary
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "–"
+    total = round(s)
+    h, rem = divmod(total, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
+
+
+def _num(v: float | None, fmt: str = ",.0f") -> str:
+    return "n/a" if v is None else format(v, fmt)
+
+
+def render_summary(s: ThroughputSummary | None, state: str = "", width: int = 30) -> Text:
+    head = Text("Throughput", style="bold")
+    if s is not None:
+        head.append(f" ({'metrics.jsonl' if s.source == 'metrics' else 'log'})", style="dim")
+    if state:
+        style = {"running": "green", "finished": "cyan", "failed": "red", "stopped": "yellow"}
+        head.append(f" {state}", style=style.get(state, ""))
+    if s is None or (s.step == 0 and not s.finished):
+        head.append("\nno training steps yet", style="dim")
+        return head
+    out = head
+    bar_w = max(5, min(20, width - 18))
+    if s.max_steps:
+        frac = s.progress or 0.0
+        full = round(frac * bar_w)
+        out.append(f"\nstep {s.step}/{s.max_steps} ")
+        out.append("█" * full, style="green")
+        out.append("░" * (bar_w - full), style="dim")
+        out.append(f" {frac:.0%}")
+    else:
+        out.append(f"\nstep {s.step}")
+    if s.tokens_per_s is None and s.source == "log":
+        out.append("\ntok/s n/a (log only)", style="dim")
+    else:
+        out.append(f"\ntok/s {_num(s.tokens_per_s)} pad")
+        out.append(f"\n      {_num(s.tokens_nonpad_per_s)} non-pad")
+    out.append(f"\nsmp/s {_num(s.samples_per_s, '.2f')}")
+    out.append(f"  step {_num(s.step_time_s, '.3f')}s")
+    mfu = "n/a" if s.mfu is None else f"{s.mfu:.1%}"
+    out.append(f"\nMFU {mfu}  ETA {_dur(s.eta_s)}  ran {_dur(s.elapsed_s)}")
+    return out
+
+
+class ThroughputMeter(Static):
+    DEFAULT_CSS = """
+    ThroughputMeter { width: 34; height: auto; padding: 0 1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(render_summary(None), id=id)
+        self.summary: ThroughputSummary | None = None
+        self.state = ""
+
+    def show(self, summary: ThroughputSummary | None, state: str | None = None) -> None:
+        if summary is not None:
+            self.summary = summary
+        if state is not None:
+            self.state = state
+        self.update(render_summary(self.summary, self.state, self.size.width or 30))
