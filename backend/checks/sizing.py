@@ -23,18 +23,17 @@ def weights_bytes(model_dir: Path | None) -> int:
     Git-LFS pointer files (a clone without ``git lfs install``) are a few hundred bytes and so
     count as nothing, which is what they are.
     """
-    if model_dir is None or not model_dir.is_dir():
+    if model_dir is None:
         return 0
     by_suffix: dict[str, int] = {}
-    try:
-        entries = list(model_dir.iterdir())
+    try:  # an unreadable directory (another user's) counts as empty, it does not crash
+        for entry in model_dir.iterdir():
+            if entry.suffix in _WEIGHT_SUFFIXES and entry.is_file():
+                size = entry.stat().st_size
+                if size > 1024:
+                    by_suffix[entry.suffix] = by_suffix.get(entry.suffix, 0) + size
     except OSError:
         return 0
-    for entry in entries:
-        if entry.suffix in _WEIGHT_SUFFIXES and entry.is_file():
-            size = entry.stat().st_size
-            if size > 1024:
-                by_suffix[entry.suffix] = by_suffix.get(entry.suffix, 0) + size
     if ".safetensors" in by_suffix:
         return by_suffix[".safetensors"]
     return max(by_suffix.values(), default=0)
