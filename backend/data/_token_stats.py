@@ -7,8 +7,11 @@ pad = unk, truncation at model_max_length, the masking walk that yields "tokeniz
 without torch, and prints one JSON object.
 """
 
+from __future__ import annotations
+
 import json
 import sys
+from typing import Any
 
 SYSTEM = (
     "A chat between a curious user and an artificial intelligence assistant. "
@@ -16,7 +19,7 @@ SYSTEM = (
 )
 
 
-def _template():
+def _template() -> tuple[str, Any, str, str, str]:
     """FastChat's own template when installed, else an identical replica of vicuna_v1.1."""
     try:
         from fastchat.model.model_adapter import get_conversation_template
@@ -27,7 +30,7 @@ def _template():
         return SYSTEM, ("USER", "ASSISTANT"), " ", "</s>", "replica"
 
 
-def _prompt(source, system, roles, sep, sep2):
+def _prompt(source: list[dict[str, Any]], system: str, roles: Any, sep: str, sep2: str) -> str:
     names = {"human": roles[0], "gpt": roles[1]}
     if names[source[0]["from"]] != roles[0]:
         source = source[1:]
@@ -38,7 +41,15 @@ def _prompt(source, system, roles, sep, sep2):
     return ret
 
 
-def _mismatch(conversation, ids, tokenizer, max_length, roles, sep, sep2):
+def _mismatch(
+    conversation: str,
+    ids: list[int],
+    tokenizer: Any,
+    max_length: int,
+    roles: Any,
+    sep: str,
+    sep2: str,
+) -> bool:
     """FastChat's masking walk: True when its lengths disagree (the sample then trains on nothing)."""
     truncated = ids[:max_length]
     total_len = sum(1 for t in truncated if t != tokenizer.pad_token_id)
@@ -57,7 +68,7 @@ def _mismatch(conversation, ids, tokenizer, max_length, roles, sep, sep2):
     return cur_len < max_length and cur_len != total_len
 
 
-def main():
+def main() -> None:
     job = json.loads(sys.argv[1])
     from transformers import AutoTokenizer
 
@@ -81,13 +92,17 @@ def main():
             truncated.append(index)
         elif _mismatch(conversation, ids, tokenizer, max_length, roles, sep, sep2):
             mismatched.append(index)
-    print(json.dumps({
-        "template_source": source,
-        "tokenizer_class": type(tokenizer).__name__,
-        "lengths": lengths,
-        "truncated": truncated,
-        "mismatched": mismatched,
-    }))
+    print(
+        json.dumps(
+            {
+                "template_source": source,
+                "tokenizer_class": type(tokenizer).__name__,
+                "lengths": lengths,
+                "truncated": truncated,
+                "mismatched": mismatched,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -5,12 +5,14 @@ with the training environment's interpreter. Usage: python _make_tiny.py SPEC_JS
 where SPEC_JSON = {"dir", "data", "spec": TinyModelSpec fields}. Prints one JSON line at the end.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import shutil
 import sys
 import tempfile
-
+from collections.abc import Iterator
 
 SYSTEM = (
     "A chat between a curious user and an artificial intelligence assistant. "
@@ -18,7 +20,7 @@ SYSTEM = (
 )
 
 
-def _texts(data_path):
+def _texts(data_path: str) -> Iterator[str]:
     """Each conversation as FastChat's vicuna_v1.1 prompt, so the template's words get pieces."""
     with open(data_path, encoding="utf-8") as fh:
         records = json.load(fh)
@@ -32,7 +34,7 @@ def _texts(data_path):
         yield " ".join(parts)
 
 
-def main():
+def main() -> None:
     job = json.loads(sys.argv[1])
     spec, target = job["spec"], job["dir"]
     import sentencepiece as spm

@@ -61,7 +61,9 @@ class ModelReport(BaseModel):
     shards: list[ShardReport] = Field(default_factory=list)
     weights_bytes: int = 0
     n_params: int | None = None
-    n_params_source: str = Field("none", description="safetensors headers, bin size estimate, config")
+    n_params_source: str = Field(
+        "none", description="safetensors headers, bin size estimate, config"
+    )
     n_params_from_config: int | None = None
     dtype: str | None = Field(None, description="torch dtype name of most parameters")
     dtype_counts: dict[str, int] = Field(default_factory=dict)

@@ -1,0 +1,223 @@
+"""Check FastChat conversation data before hours are spent training on it.
+
+Structural checks mirror what FastChat's ``preprocess`` does with each record: a first turn not
+from ``human`` is silently dropped, any role other than human/gpt raises ``KeyError``, roles
+that do not alternate raise ``AssertionError``, and an empty value breaks the masking walk (the
+sample then trains on nothing). Every issue names the record index (and id). Token statistics
+need the tokenizer, so they run in the training python (``_token_stats.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from backend.errors import BadInput, TrainwizError
+
+HELPER = Path(__file__).with_name("_token_stats.py")
+ROLES = ("human", "gpt")
+MAX_LISTED = 200  # issues kept in the report; counts stay exact beyond it
+
+Severity = Literal["error", "warning"]
+
+
+class DataIssue(BaseModel):
+    index: int
+    id: str | None = None
+    kind: str
+    severity: Severity = "error"
+    message: str
+
+    def line(self) -> str:
+        ident = f" (id {self.id})" if self.id is not None else ""
+        return f"record {self.index}{ident}: {self.kind}: {self.message}"
+
+
+class TokenStats(BaseModel):
+    model_max_length: int
+    tokenizer_class: str
+    template_source: str = Field(..., description="fastchat (its own template) or replica")
+    n: int
+    mean: float
+    p50: int
+    p90: int
+    p99: int
+    max: int
+    truncated: int
+    truncated_share: float
+    truncated_indexes: list[int] = Field(default_factory=list)
+    mismatched: int = Field(
+        0, description="records FastChat would mask out (tokenization mismatch)"
+    )
+    mismatched_indexes: list[int] = Field(default_factory=list)
+
+
+class DataReport(BaseModel):
+    path: str
+    n_records: int = 0
+    n_turns: int = 0
+    counts: dict[str, int] = Field(default_factory=dict, description="issues by kind")
+    issues: list[DataIssue] = Field(default_factory=list)
+    tokens: TokenStats | None = None
+    tokens_unavailable: str | None = Field(None, description="why no token statistics")
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for i in self.issues if i.severity == "error")
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+
+def _record_issues(index: int, record: Any, seen_ids: dict[str, int]) -> list[DataIssue]:
+    if not isinstance(record, dict):
+        return [DataIssue(index=index, kind="not_object", message="a record must be an object")]
+    raw_id = record.get("id")
+    rid = None if raw_id is None else str(raw_id)
+    out: list[DataIssue] = []
+
+    def add(kind: str, message: str, severity: Severity = "error") -> None:
+        out.append(DataIssue(index=index, id=rid, kind=kind, severity=severity, message=message))
+
+    if rid is None:
+        add(
+            "missing_id",
+            "no 'id' (FastChat does not need it, but errors cannot cite it)",
+            "warning",
+        )
+    elif rid in seen_ids:
+        add("duplicate_id", f"same id as record {seen_ids[rid]}", "warning")
+    else:
+        seen_ids[rid] = index
+    conv = record.get("conversations")
+    if conv is None:
+        add("no_conversations", "no 'conversations' list (FastChat raises KeyError)")
+        return out
+    if not isinstance(conv, list) or not conv:
+        add("empty_conversations", "'conversations' must be a non-empty list (IndexError)")
+        return out
+    turns = conv
+    for t, turn in enumerate(turns):
+        if not isinstance(turn, dict) or "from" not in turn or "value" not in turn:
+            add("bad_turn", f"turn {t} must be an object with 'from' and 'value'")
+            return out
+        if turn["from"] not in ROLES:
+            add("unknown_role", f"turn {t} is from {turn['from']!r}; only human/gpt (KeyError)")
+            return out
+    if turns[0]["from"] != "human":
+        add("first_not_human", "turn 0 is from 'gpt': FastChat silently drops it")
+        turns = turns[1:]
+        if not turns:
+            return out
+    for t, turn in enumerate(turns):
+        want = ROLES[t % 2]
+        if turn["from"] != want:
+            add("not_alternating", f"turn {t} is from {turn['from']!r}, expected {want!r}")
+            break
+    for t, turn in enumerate(turns):
+        value = turn["value"]
+        if not isinstance(value, str):
+            add("non_string_value", f"turn {t} value is {type(value).__name__}, not text")
+        elif not value.strip():
+            add("empty_value", f"turn {t} is empty (breaks FastChat's masking: trains on nothing)")
+    if turns[-1]["from"] == "human":
+        add("ends_with_human", "last turn is from human: it has no answer to learn", "warning")
+    return out
+
+
+def load_records(path: Path) -> list[Any]:
+    if not path.is_file():
+        raise BadInput(f"data file {path} does not exist: fix training.data_path")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadInput(f"{path} is not valid JSON ({exc}): FastChat needs a JSON list") from exc
+    if not isinstance(data, list):
+        raise BadInput(f"{path}: top level is {type(data).__name__}, FastChat needs a JSON list")
+    return data
+
+
+def check_data(
+    path: str | Path,
+    model_dir: str | Path | None = None,
+    max_length: int = 512,
+    python: str | None = None,
+) -> DataReport:
+    """Check every record; with ``model_dir``, add token statistics from its tokenizer."""
+    file = Path(path).expanduser()
+    records = load_records(file)
+    report = DataReport(path=str(file), n_records=len(records))
+    seen: dict[str, int] = {}
+    bad: set[int] = set()
+    counts: Counter[str] = Counter()
+    for index, record in enumerate(records):
+        if isinstance(record, dict) and isinstance(record.get("conversations"), list):
+            report.n_turns += len(record["conversations"])
+        for issue in _record_issues(index, record, seen):
+            counts[issue.kind] += 1
+            if issue.severity == "error":
+                bad.add(index)
+            if len(report.issues) < MAX_LISTED:
+                report.issues.append(issue)
+    report.counts = dict(counts)
+    if model_dir is not None:
+        try:
+            report.tokens = token_stats(file, Path(model_dir), max_length, sorted(bad), python)
+        except TrainwizError as exc:
+            report.tokens_unavailable = str(exc)
+    return report
+
+
+def token_stats(
+    file: Path, model_dir: Path, max_length: int, skip: list[int], python: str | None = None
+) -> TokenStats:
+    """Run the helper with the training python; a missing transformers is reported, not raised."""
+    from backend.model.tiny import training_python
+
+    if not model_dir.is_dir():
+        raise BadInput(f"model directory {model_dir} does not exist: fix --model")
+    job = {"data": str(file), "model": str(model_dir), "max_length": max_length, "skip": skip}
+    argv = [training_python(python), str(HELPER), json.dumps(job)]
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", TRANSFORMERS_VERBOSITY="error")
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TrainwizError(f"could not run the training python {argv[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        if "No module named 'transformers'" in proc.stderr:
+            raise TrainwizError(
+                f"token statistics need transformers in the training python ({argv[0]})"
+            )
+        tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
+        raise TrainwizError(f"loading the tokenizer from {model_dir} failed:\n{tail}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    lengths = sorted(out["lengths"]) or [0]
+
+    def pct(q: float) -> int:
+        return int(lengths[min(len(lengths) - 1, int(q * len(lengths)))])
+
+    n = len(out["lengths"])
+    return TokenStats(
+        model_max_length=max_length,
+        tokenizer_class=out["tokenizer_class"],
+        template_source=out["template_source"],
+        n=n,
+        mean=round(statistics.fmean(lengths), 1),
+        p50=pct(0.5),
+        p90=pct(0.9),
+        p99=pct(0.99),
+        max=lengths[-1],
+        truncated=len(out["truncated"]),
+        truncated_share=round(len(out["truncated"]) / n, 4) if n else 0.0,
+        truncated_indexes=out["truncated"][:MAX_LISTED],
+        mismatched=len(out["mismatched"]),
+        mismatched_indexes=out["mismatched"][:MAX_LISTED],
+    )

@@ -1,0 +1,407 @@
+"""Hugging Face Hub downloads: preflight against free disk, resumable fetch with progress.
+
+The file list and sizes come from the Hub API (``model_info(files_metadata=True)``) so a download
+that cannot fit is refused before the first byte. Files are fetched by a subprocess
+(``_hf_worker.py``) running huggingface_hub's own ``hf_hub_download``: cancel terminates it, and
+the next fetch resumes from the ``.incomplete`` file it leaves. Progress is measured from the
+sizes on disk, so it is true whatever transport huggingface_hub picks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.errors import BadInput, TrainwizError
+
+WORKER = Path(__file__).with_name("_hf_worker.py")
+DUPLICATE_WEIGHTS = (".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt", ".gguf")
+DEFAULT_ENDPOINT = "https://huggingface.co"
+MIRROR_HINT = "users in China can set model.endpoint (or --endpoint) to https://hf-mirror.com"
+
+
+class Cancelled(TrainwizError):
+    """The user cancelled; partial files stay so that the next fetch resumes."""
+
+
+class NotEnoughDisk(TrainwizError):
+    """Refused up front: the download would not fit."""
+
+
+@dataclass
+class RemoteFile:
+    name: str
+    size: int
+
+
+@dataclass
+class HubPlan:
+    """What a fetch would download, decided before any file transfer."""
+
+    repo: str
+    revision: str
+    commit: str
+    endpoint: str
+    dir: str
+    files: list[RemoteFile]
+    skipped: list[str]
+    total_bytes: int
+    need_bytes: int
+    free_bytes: int
+
+
+@dataclass
+class FetchProgress:
+    """One progress report: the current file and the whole download (bytes, B/s, seconds)."""
+
+    file: str
+    file_bytes: int
+    file_total: int
+    file_speed: float
+    file_eta: float | None
+    bytes: int
+    total: int
+    speed: float
+    eta: float | None
+    files_done: int
+    files_total: int
+    message: str = ""
+
+
+@dataclass
+class FetchResult:
+    dir: str
+    commit: str
+    files: list[str]
+    skipped: list[str]
+    total_bytes: int
+    retries: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+DiskFree = Callable[[Path], int]
+
+
+def disk_free(path: Path) -> int:
+    """Free bytes on the filesystem that will hold ``path`` (its nearest existing parent)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def read_token(token_env: str) -> str | None:
+    """The token from the named env var; None lets huggingface_hub use the cached login."""
+    return os.environ.get(token_env) or None
+
+
+def select_files(
+    sizes: dict[str, int], prefer_safetensors: bool = True
+) -> tuple[list[str], list[str]]:
+    """(files to fetch, files skipped): with safetensors present, other weight formats are dupes."""
+    names = sorted(sizes)
+    has_st = any(n.endswith(".safetensors") for n in names)
+    if not (prefer_safetensors and has_st):
+        return names, []
+    keep, skip = [], []
+    for name in names:
+        duplicate = name.endswith(DUPLICATE_WEIGHTS) or name == "pytorch_model.bin.index.json"
+        if duplicate or name.startswith("original/") or name.startswith("consolidated"):
+            skip.append(name)
+        else:
+            keep.append(name)
+    return keep, skip
+
+
+def _explain(
+    exc: Exception, repo: str, revision: str, endpoint: str, token_env: str
+) -> TrainwizError:
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if status in (401, 403) or isinstance(exc, GatedRepoError):
+        return BadInput(
+            f"model.token_env: {endpoint} refused access to {repo} (HTTP {status}): put a token "
+            f"with access in the environment variable {token_env} or run 'hf auth login'"
+        )
+    if isinstance(exc, RevisionNotFoundError):
+        return BadInput(f"model.revision: {repo} has no revision '{revision}' at {endpoint}")
+    if isinstance(exc, RepositoryNotFoundError):
+        return BadInput(
+            f"model.repo: no repository '{repo}' at {endpoint} (check the name; a private or "
+            f"gated repo also needs a token in {token_env})"
+        )
+    import requests
+
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
+        return TrainwizError(f"cannot reach {endpoint} ({exc.__class__.__name__}); {MIRROR_HINT}")
+    return TrainwizError(f"the Hub at {endpoint} answered: {str(exc).splitlines()[0]}")
+
+
+def plan_download(
+    repo: str,
+    target: str | Path,
+    revision: str = "main",
+    endpoint: str | None = None,
+    token_env: str = "HF_TOKEN",
+    prefer_safetensors: bool = True,
+    free: DiskFree = disk_free,
+    margin: float = 0.02,
+) -> HubPlan:
+    """Ask the Hub API for the file list and sizes; refuse when they do not fit on disk.
+
+    ``free`` is the injection point for the free-disk measurement (tests, remote hosts).
+    """
+    from huggingface_hub import HfApi
+
+    endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    api = HfApi(endpoint=endpoint, token=read_token(token_env))
+    try:
+        info = api.model_info(repo, revision=revision, files_metadata=True)
+    except Exception as exc:
+        raise _explain(exc, repo, revision, endpoint, token_env) from exc
+    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    keep, skipped = select_files(sizes, prefer_safetensors)
+    root = Path(target).expanduser()
+    files = [RemoteFile(n, sizes[n]) for n in keep]
+    need = sum(max(0, f.size - _on_disk(root, f.name, f.size)) for f in files)
+    free_bytes = free(root)
+    plan = HubPlan(
+        repo=repo,
+        revision=revision,
+        commit=info.sha or revision,
+        endpoint=endpoint,
+        dir=str(root),
+        files=files,
+        skipped=skipped,
+        total_bytes=sum(f.size for f in files),
+        need_bytes=need,
+        free_bytes=free_bytes,
+    )
+    required = int(need * (1 + margin))
+    if required > free_bytes:
+        raise NotEnoughDisk(
+            f"{repo} needs {_gib(required)} more on {root} but only {_gib(free_bytes)} is free: "
+            "free space or choose another directory (--dir / model.dir); nothing was downloaded"
+        )
+    return plan
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
+
+
+def _incomplete_bytes(root: Path, name: str) -> int:
+    """Bytes in huggingface_hub's partial file for ``name`` (its download cache in ``root``)."""
+    try:
+        from huggingface_hub._local_folder import get_local_download_paths
+
+        paths = get_local_download_paths(root, name)
+        prefix = paths.incomplete_path("x").name.rsplit(".", 2)[0] + "."
+        folder = paths.metadata_path.parent
+    except Exception:
+        return 0
+    if not folder.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in folder.glob(prefix + "*.incomplete") if p.is_file())
+
+
+def _on_disk(root: Path, name: str, size: int) -> int:
+    final = root / name
+    if final.is_file() and final.stat().st_size == size:
+        return size
+    return min(size, _incomplete_bytes(root, name))
+
+
+class _Rate:
+    """Exponentially smoothed bytes/s, so the ETA does not jump with every poll."""
+
+    def __init__(self) -> None:
+        self.last: tuple[float, int] | None = None
+        self.value = 0.0
+
+    def update(self, now: float, done: int) -> float:
+        if self.last is not None and now > self.last[0]:
+            inst = max(0.0, (done - self.last[1]) / (now - self.last[0]))
+            self.value = inst if self.value == 0 else 0.7 * self.value + 0.3 * inst
+        self.last = (now, done)
+        return self.value
+
+
+def fetch_hub(
+    plan: HubPlan,
+    token_env: str = "HF_TOKEN",
+    progress: Callable[[FetchProgress], None] | None = None,
+    cancel: threading.Event | None = None,
+    retries: int = 5,
+    poll_s: float = 0.2,
+) -> FetchResult:
+    """Download the planned files (resuming partial ones); raises Cancelled or a clear error."""
+    root = Path(plan.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    job = {
+        "repo": plan.repo,
+        "commit": plan.commit,
+        "endpoint": plan.endpoint,
+        "dir": str(root),
+        "files": [f.name for f in plan.files],
+        "retries": retries,
+    }
+    env = dict(os.environ, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_ENABLE_HF_TRANSFER="0")
+    env.pop("HF_TOKEN", None)
+    token = read_token(token_env)
+    if token:
+        env["HF_TOKEN"] = token  # environment only: never argv, never a file
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(json.dumps(job))
+    proc.stdin.close()
+    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    stderr_tail: list[str] = []
+    threading.Thread(target=_pump, args=(proc.stdout, events), daemon=True).start()
+    threading.Thread(target=_tail, args=(proc.stderr, stderr_tail), daemon=True).start()
+
+    sizes = {f.name: f.size for f in plan.files}
+    done: set[str] = set()
+    seen: list[dict[str, Any]] = []
+    current = plan.files[0].name if plan.files else ""
+    total_rate, file_rate = _Rate(), _Rate()
+    error: dict[str, Any] | None = None
+    finished = False
+    message = ""
+    while not finished:
+        try:
+            event = events.get(timeout=poll_s)
+        except queue.Empty:
+            event = {}
+        if event is None:
+            finished = True
+        elif event:
+            seen.append(event)
+            kind = event.get("event")
+            if kind == "file_start":
+                current, file_rate = event["file"], _Rate()
+                message = f"downloading {current}"
+            elif kind == "file_done":
+                done.add(event["file"])
+            elif kind == "retry":
+                message = f"{event['file']}: connection lost, resuming (attempt {event['attempt']})"
+            elif kind == "error":
+                error = event
+        if cancel is not None and cancel.is_set():
+            _stop(proc)
+            raise Cancelled("download cancelled; run fetch again to resume the partial file")
+        if progress is not None:
+            progress(_progress(root, plan, sizes, done, current, total_rate, file_rate, message))
+    proc.wait()
+    if error is not None or proc.returncode != 0:
+        raise _worker_error(error, plan, token_env, "".join(stderr_tail[-20:]))
+    return FetchResult(
+        dir=str(root),
+        commit=plan.commit,
+        files=[f.name for f in plan.files],
+        skipped=plan.skipped,
+        total_bytes=plan.total_bytes,
+        retries=sum(1 for e in seen if e.get("event") == "retry"),
+        events=seen,
+    )
+
+
+def _progress(
+    root: Path,
+    plan: HubPlan,
+    sizes: dict[str, int],
+    done: set[str],
+    current: str,
+    total_rate: _Rate,
+    file_rate: _Rate,
+    message: str,
+) -> FetchProgress:
+    now = time.monotonic()
+    file_bytes = (
+        sizes.get(current, 0) if current in done else _on_disk(root, current, sizes.get(current, 0))
+    )
+    total = sum(sizes[n] if n in done else _on_disk(root, n, sizes[n]) for n in sizes)
+    speed, fspeed = total_rate.update(now, total), file_rate.update(now, file_bytes)
+    file_total = sizes.get(current, 0)
+    return FetchProgress(
+        file=current,
+        file_bytes=file_bytes,
+        file_total=file_total,
+        file_speed=fspeed,
+        file_eta=(file_total - file_bytes) / fspeed if fspeed > 0 else None,
+        bytes=total,
+        total=plan.total_bytes,
+        speed=speed,
+        eta=(plan.total_bytes - total) / speed if speed > 0 else None,
+        files_done=len(done),
+        files_total=len(sizes),
+        message=message,
+    )
+
+
+def _worker_error(
+    error: dict[str, Any] | None, plan: HubPlan, token_env: str, stderr: str
+) -> TrainwizError:
+    if error is None:
+        tail = stderr.strip().splitlines()[-1:] or ["no output"]
+        return TrainwizError(f"the download process failed: {tail[0]}")
+    kind, name = error.get("kind"), error.get("file")
+    if kind == "auth":
+        return BadInput(
+            f"model.token_env: {plan.endpoint} refused {name} of {plan.repo} "
+            f"(HTTP {error.get('status')}): put a token with access in ${token_env} "
+            "or run 'hf auth login'"
+        )
+    if kind in ("repo_not_found", "revision_not_found", "entry_not_found"):
+        return TrainwizError(f"{plan.repo}: {name} is not on {plan.endpoint} ({error['message']})")
+    if kind == "transient":
+        have = _incomplete_bytes(Path(plan.dir), name or "")
+        return TrainwizError(
+            f"{name}: the connection kept breaking ({error['attempts']} attempts; last: "
+            f"{error['message']}); {have} bytes are kept, run fetch again to resume; {MIRROR_HINT}"
+        )
+    return TrainwizError(f"{name}: download failed: {error.get('message')}")
+
+
+def _pump(stream: Any, out: queue.Queue[dict[str, Any] | None]) -> None:
+    for line in stream:
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.put(json.loads(line))
+            except ValueError:
+                continue
+    out.put(None)
+
+
+def _tail(stream: Any, out: list[str]) -> None:
+    for line in stream:
+        out.append(line)
+        del out[:-50]
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
