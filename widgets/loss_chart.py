@@ -78,6 +78,9 @@ class LossChart(Vertical, can_focus=True):
         plt.plot(xs, ys, marker="braille", color="cyan", label="loss")
         if view.lr[0]:
             plt.plot(*view.lr, marker="braille", color="magenta", yside="right", label="lr")
+            lo, hi = min(view.lr[1]), max(view.lr[1])
+            ticks = [lo, (lo + hi) / 2, hi] if hi > lo else [hi]
+            plt.yticks(ticks, [f"{t:.1e}" for t in ticks], yside="right")
         for spike in view.spikes[-10:]:
             plt.vertical_line(spike.step, color="red")
         plt.xlabel("step")

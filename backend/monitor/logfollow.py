@@ -35,9 +35,13 @@ def split_segments(text: str) -> Iterator[str]:
 @dataclass(frozen=True)
 class LogBatch:
     lines: list[str]
-    first_line_no: int  # 1-based number (among non-blank segments) of lines[0]
+    numbers: list[int]  # 1-based physical line number of each entry (tqdm redraws share one)
     reset: bool = False  # the file was truncated/replaced: what was shown before is stale
     eof: bool = False  # caught up with the file at the time of this batch
+
+    @property
+    def first_line_no(self) -> int:
+        return self.numbers[0] if self.numbers else 0
 
 
 class LogFollower:
@@ -63,6 +67,8 @@ class LogFollower:
         self.resets = 0
         self._pending = ""
         self._batch: list[str] = []
+        self._numbers: list[int] = []
+        self._line_no = 1  # physical (\n-counted) line number, as an editor and the diagnosis show
         self._batch_start = 0.0
         self._reset_flag = False
 
@@ -109,6 +115,7 @@ class LogFollower:
                     fh.close()
                     fh = None
                     self._pending = ""
+                    self._line_no = 1
                     self._reset_flag = True
                     self.resets += 1
         finally:
@@ -116,33 +123,41 @@ class LogFollower:
                 fh.close()
 
     def _consume(self, text: str) -> None:
-        text = self._pending + text
-        parts = re.split(r"[\r\n]", text)
-        self._pending = parts.pop()
-        # A line without an end (or a huge one) is cut into max_line pieces rather than grown.
+        pieces = (self._pending + text).split("\n")
+        for i, piece in enumerate(pieces):
+            segs = piece.split("\r")
+            if i == len(pieces) - 1:
+                # The unfinished physical line: its \r-ended redraws are complete segments
+                # (shown now); only the tail waits for more bytes.
+                self._pending = segs.pop()
+                for seg in segs:
+                    self._emit(seg)
+            else:
+                for seg in segs:
+                    self._emit(seg)
+                self._line_no += 1
+        # A line without an end is cut into max_line pieces rather than grown without bound.
         while len(self._pending) > self.max_line:
-            parts.append(self._pending[: self.max_line])
+            self._emit(self._pending[: self.max_line])
             self._pending = self._pending[self.max_line :]
-        for seg in parts:
-            if not seg.strip():
-                continue
-            for i in range(0, len(seg), self.max_line):
-                self._emit(seg[i : i + self.max_line])
 
     def _emit(self, seg: str) -> None:
+        if not seg.strip():
+            return
         if not self._batch:
             self._batch_start = time.monotonic()
-        self._batch.append(seg)
+        for i in range(0, len(seg), self.max_line):
+            self._batch.append(seg[i : i + self.max_line])
+            self._numbers.append(self._line_no)
 
     def _flush(self, eof: bool) -> None:
         if not self._batch and not self._reset_flag:
             return
-        first = self.lines_seen + 1
         if self._reset_flag:
-            first = 1
             self.lines_seen = 0
         self.lines_seen += len(self._batch)
-        batch = LogBatch(self._batch, first, reset=self._reset_flag, eof=eof)
+        batch = LogBatch(self._batch, self._numbers, reset=self._reset_flag, eof=eof)
         self._batch = []
+        self._numbers = []
         self._reset_flag = False
         self.on_batch(batch)

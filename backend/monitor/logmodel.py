@@ -37,7 +37,7 @@ class Flag:
 
 @dataclass(frozen=True)
 class LogLine:
-    no: int  # 1-based line number in the log (non-blank segments)
+    no: int  # 1-based physical line number in the log (as diagnosis and editors count)
     text: str
     flag: Flag | None = None
 
@@ -55,11 +55,9 @@ class ClassifiedBatch:
 def classify_batch(batch: LogBatch, classifier: Classifier | None) -> ClassifiedBatch:
     out: list[LogLine] = []
     progress = None
-    no = batch.first_line_no
-    for text in batch.lines:
+    for text, no in zip(batch.lines, batch.numbers, strict=True):
         if is_progress(text):
             progress = text.strip()
-            no += 1
             continue
         flag = None
         if classifier is not None:
@@ -67,7 +65,6 @@ def classify_batch(batch: LogBatch, classifier: Classifier | None) -> Classified
             if found is not None:
                 flag = Flag(str(found.category), str(found.severity), str(found.title))
         out.append(LogLine(no, text, flag))
-        no += 1
     return ClassifiedBatch(out, progress, batch.reset, batch.eof)
 
 

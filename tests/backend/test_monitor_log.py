@@ -56,6 +56,7 @@ def test_follows_growth_partial_lines_and_carriage_returns(tmp_path: Path) -> No
             "{'loss': 1.0}",
         ]
         assert got.batches[0].first_line_no == 1
+        assert [n for b in got.batches for n in b.numbers] == [1, 2, 2, 2]  # physical lines
         assert got.batches[-1].eof
     finally:
         cancel.set()
@@ -96,7 +97,7 @@ def test_memory_is_bounded_for_a_line_without_end(tmp_path: Path) -> None:
 def test_recorded_log_batches_into_a_model_with_progress_kept_aside() -> None:
     got = _Collector()
     LogFollower(LOG_2G, got).run(threading.Event(), follow=False)
-    text = LOG_2G.read_text(encoding="utf-8")
+    text = LOG_2G.read_bytes().decode()  # not read_text: it would turn tqdm's \r into \n
     assert got.lines() == list(split_segments(text))
     model = LogModel(max_lines=20)
     for b in got.batches:
@@ -107,6 +108,9 @@ def test_recorded_log_batches_into_a_model_with_progress_kept_aside() -> None:
     assert len(model.lines) == 20 and model.dropped == model.total - 20
     assert model.progress is not None and "10/10" in model.progress
     assert model.lines[-1].text.startswith("[rank0]:[W1130")
+    physical = text.split("\n")
+    assert all(ln.text in physical[ln.no - 1] for ln in model.lines)  # numbered as an editor does
+    assert model.lines[-1].no == len(physical) - 1 == 32
 
 
 def test_log_model_counts_search_and_jump_with_the_project_classifier() -> None:
