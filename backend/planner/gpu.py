@@ -90,3 +90,29 @@ def gpu_spec(name: str, memory_bytes: int | None = None, count: int = 1) -> GpuS
         return GpuSpec(full, memory_bytes, 312e12, 1.5e12, (8, 0), count)
     known = ", ".join(sorted(ALIASES))
     raise BadInput(f"GPU '{name}': unknown model; use one of {known} or give its memory")
+
+
+def spec_from_snapshot(snap: dict[str, object]) -> GpuSpec | None:
+    """The first GPU of an NVML snapshot (``backend.checks.gpu.snapshot``), with its count."""
+    gpus = snap.get("gpus")
+    if not isinstance(gpus, list) or not gpus:
+        return None
+    first = gpus[0]
+    spec = gpu_spec(str(first["name"]), int(first["memory_total"]), count=len(gpus))
+    major, _, minor = str(first.get("compute_capability", "")).partition(".")
+    if major.isdigit() and minor.isdigit():
+        cc = (int(major), int(minor))
+        spec = GpuSpec(
+            spec.name, spec.memory_bytes, spec.peak_flops, spec.hbm_bytes_per_s, cc, spec.count
+        )
+    return spec
+
+
+def detect_local() -> GpuSpec | None:
+    """This machine's GPUs through NVML, or None when there are none (or no driver)."""
+    from backend.checks.gpu import snapshot
+
+    try:
+        return spec_from_snapshot(snapshot())
+    except Exception:  # NVML missing or broken: no local GPU to plan for
+        return None

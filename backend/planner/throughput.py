@@ -17,10 +17,15 @@ from backend.planner.shape import ModelShape
 
 # CALIBRATED (H200, 1.35B, seq 2048, 1 and 2 GPUs; max error 1.2% over the five rows without
 # offload): fraction of dense peak the matmuls reach, recompute cost factor of HF's gradient
-# checkpointing, and the fixed per-optimizer-step time.
-MATMUL_EFFICIENCY = 0.68
-RECOMPUTE_FACTOR = 1.9
-STEP_OVERHEAD_S = 0.14
+# checkpointing, and the fixed per-optimizer-step time. The per-layer micro-step overhead (FSDP
+# hooks, kernel launches; x1.3 with recompute) was chosen at 40 ms for 24 layers: the five rows
+# fit equally well from 0 to 60 ms, and a zero would make micro-batch size irrelevant under
+# gradient accumulation, which it is not.
+MATMUL_EFFICIENCY = 0.61
+RECOMPUTE_FACTOR = 1.72
+STEP_OVERHEAD_S = 0.088
+MICRO_STEP_OVERHEAD_PER_LAYER_S = 0.04 / 24
+RECOMPUTE_OVERHEAD_FACTOR = 1.3
 # AdamW (foreach) + grad clipping bytes streamed per parameter shard per step.
 OPTIMIZER_BYTES_PER_PARAM = 64.0
 # CALIBRATED (H200 host, 1 and 2 ranks): host AdamW seconds per parameter with offload, and how
@@ -86,7 +91,10 @@ def predict_throughput(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> Thr
                 "Trainer gradient_checkpointing under full_shard re-gathers every layer in "
                 "backward; fsdp_config activation_checkpointing avoids it"
             )
-    micro = max(compute, comm)
+    overhead = MICRO_STEP_OVERHEAD_PER_LAYER_S * shape.layers
+    if s.checkpointing:
+        overhead *= RECOMPUTE_OVERHEAD_FACTOR
+    micro = max(compute, comm) + overhead
     if s.offload:
         # Measured on 1 and 2 ranks only; beyond 2 the per-rank slowdown is held at 2's value.
         contention = min(N, 2) ** (1 + HOST_CONTENTION_EXP)

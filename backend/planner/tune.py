@@ -148,7 +148,7 @@ def _reasons(before: Estimate, after: Estimate) -> list[tuple[str, Any, Any, str
                 "avoids Trainer's extra all-gather per layer in backward"
             )
         else:
-            why = "activations fit without recompute, saving its ~1/3 extra compute"
+            why = "activations fit without recompute, which saves the recompute pass"
         changes.append(("training.gradient_checkpointing", b.trainer_gc, a.trainer_gc, why))
     if b.fsdp_ac != a.fsdp_ac:
         why = (

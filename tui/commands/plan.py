@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from backend.plan import build_plan
+from backend.planner.report import planner_report
 from backend.preset import load_preset
 from tui.commands._common import add_json_flag, print_json
 
@@ -22,6 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="VERSION",
         help="name the training flags for this transformers version (default: the preset's)",
     )
+    parser.add_argument("--gpu", metavar="NAME", help="plan memory for this GPU (h200, a100, ...)")
+    parser.add_argument("--config", metavar="PATH", help="the model's config.json (its shape)")
+    parser.add_argument("--tune", action="store_true", help="print the fastest preset that fits")
+    parser.add_argument(
+        "--free-batch", action="store_true", help="--tune may change the global batch"
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -29,8 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     plan = build_plan(preset, transformers_version=args.transformers, preset_ref=args.preset)
+    lines, estimate = planner_report(
+        preset, args.gpu, args.config, do_tune=args.tune, free_batch=args.free_batch
+    )
     if args.json:
-        print_json(plan.to_dict())
+        print_json({**plan.to_dict(), **estimate})
     else:
         print(plan.as_script(), end="")
+        print("\n" + "\n".join(f"# {line}" for line in lines))
     return 0

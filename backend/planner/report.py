@@ -1,0 +1,163 @@
+"""Plain-text renderings of a plan and a tune result, shared by the CLI and the form.
+
+Text, not widgets: the CLI prints it and the wizard shows it in a Static, so both say the same.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from backend.planner.gpu import GIB, GpuSpec
+from backend.planner.shape import ModelShape
+from backend.planner.tune import Estimate, TuneResult
+
+
+def _gib(value: int) -> str:
+    return f"{value / GIB:6.2f} GiB"
+
+
+def estimate_lines(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> list[str]:
+    mem, thr, s = est.memory, est.throughput, est.settings
+    verdict = "FITS" if mem.fits else "DOES NOT FIT"
+    lines = [
+        f"model: {shape.n_params / 1e9:.2f}B params, {shape.layers} layers, hidden {shape.hidden}, "
+        f"vocab {shape.vocab} ({shape.source or 'shape given'})",
+        f"GPU: {s.world} x {gpu.name} ({gpu.memory_gib:.1f} GiB, {gpu.peak_flops / 1e12:.0f} TFLOP/s "
+        f"bf16); FSDP {s.strategy}{' + CPU offload' if s.offload else ''}, state divided by "
+        f"{s.shard_n}",
+        f"config: {s.label()}, seq {s.seq}, global batch {s.global_batch}",
+        "memory per GPU (each term at its own peak):",
+    ]
+    for term, value in mem.breakdown.items():
+        if value:
+            lines.append(f"  {term:<28} {_gib(value)}")
+    for phase, value in mem.phases.items():
+        lines.append(f"  phase {phase:<22} {_gib(value)} allocated")
+    lines += [
+        f"  peak allocated {_gib(mem.peak_allocated)}, reserved {_gib(mem.peak_reserved)}, "
+        f"with CUDA context/NCCL {_gib(mem.total_per_gpu)} of {_gib(mem.gpu_memory)}: {verdict}",
+        f"host RAM: {_gib(mem.host_ram_load)} while ranks load fp32 weights"
+        + (f", {_gib(mem.host_ram_offload)} of offloaded states" if mem.host_ram_offload else ""),
+        f"throughput: {thr.tokens_per_s:,.0f} tokens/s ({thr.tokens_per_s_per_gpu:,.0f} per GPU), "
+        f"MFU {thr.mfu:.1%}, step {thr.step_time_s:.2f} s",
+    ]
+    lines += [f"note: {n}" for n in [*mem.notes, *thr.notes]]
+    return lines
+
+
+def tune_lines(result: TuneResult, before_yaml: str, after_yaml: str) -> list[str]:
+    b, a = result.before.throughput, result.after.throughput
+    lines = [
+        f"tune: {len(result.changes)} change(s) among {result.candidates} configurations; "
+        f"{b.tokens_per_s:,.0f} -> {a.tokens_per_s:,.0f} tokens/s (x{result.speedup:.1f}), "
+        f"peak {result.after.memory.total_per_gpu / GIB:.1f} GiB per GPU",
+    ]
+    for change in result.changes:
+        lines.append(f"  {change.path}: {change.old!r} -> {change.new!r}  ({change.reason})")
+    lines += [f"note: {n}" for n in result.notes]
+    diff = difflib.unified_diff(
+        before_yaml.splitlines(), after_yaml.splitlines(), "preset", "tuned", lineterm=""
+    )
+    lines += list(diff)
+    return lines
+
+
+def estimate_dict(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> dict[str, Any]:
+    """JSON-ready view (bytes as integers, GiB rounded alongside)."""
+    mem, thr = est.memory, est.throughput
+    return {
+        "gpu": {"name": gpu.name, "memory_bytes": gpu.memory_bytes, "count": est.settings.world},
+        "model": {"n_params": shape.n_params, "layers": shape.layers, "hidden": shape.hidden},
+        "settings": est.settings.label(),
+        "memory": {
+            "breakdown": mem.breakdown,
+            "phases": mem.phases,
+            "peak_allocated": mem.peak_allocated,
+            "peak_reserved": mem.peak_reserved,
+            "total_per_gpu": mem.total_per_gpu,
+            "total_per_gpu_gib": round(mem.total_per_gpu / GIB, 2),
+            "fits": mem.fits,
+            "host_ram_peak": mem.host_ram_peak,
+        },
+        "throughput": {
+            "tokens_per_s": round(thr.tokens_per_s, 1),
+            "tokens_per_s_per_gpu": round(thr.tokens_per_s_per_gpu, 1),
+            "mfu": round(thr.mfu, 4),
+            "step_time_s": round(thr.step_time_s, 4),
+        },
+        "notes": [*mem.notes, *thr.notes],
+    }
+
+
+def resolve_inputs(
+    preset: Any, gpu_name: str | None, config_path: str | None
+) -> tuple[GpuSpec | None, ModelShape | None, str]:
+    """(gpu, shape, why-not) for the CLI: named GPU, else this machine's, else none."""
+    import json
+    from pathlib import Path
+
+    from backend.errors import BadInput
+    from backend.planner.gpu import detect_local, gpu_spec
+    from backend.planner.shape import shape_for_preset, shape_from_config
+
+    if preset.launch.device == "cpu":
+        return None, None, "the preset trains on the CPU (launch.device: cpu): no GPU plan"
+    gpu = gpu_spec(gpu_name) if gpu_name else detect_local()
+    if gpu is None:
+        return (
+            None,
+            None,
+            "no GPU named and none found here: pass --gpu (e.g. h200, a100, a100-40g)",
+        )
+    if config_path:
+        try:
+            data = json.loads(Path(config_path).expanduser().read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"--config {config_path}: cannot read a JSON config ({exc})") from exc
+        shape = shape_from_config(data, source=config_path)
+    else:
+        shape = shape_for_preset(preset)
+    if shape is None:
+        return (
+            gpu,
+            None,
+            (
+                f"model.dir {preset.model.dir} has no config.json yet: pass --config PATH/config.json"
+            ),
+        )
+    return gpu, shape, ""
+
+
+def planner_report(
+    preset: Any,
+    gpu_name: str | None,
+    config_path: str | None,
+    *,
+    do_tune: bool = False,
+    free_batch: bool = False,
+) -> tuple[list[str], dict[str, Any]]:
+    """Text lines and JSON for ``trainwiz plan``'s estimate (and ``--tune``) section."""
+    from backend.planner.settings import settings_from_preset
+    from backend.planner.tune import estimate, tune
+    from backend.preset.loader import preset_to_yaml
+
+    gpu, shape, why = resolve_inputs(preset, gpu_name, config_path)
+    if gpu is None or shape is None:
+        return [f"estimate: {why}"], {"estimate": None, "reason": why}
+    est = estimate(shape, settings_from_preset(preset), gpu)
+    lines = estimate_lines(est, shape, gpu)
+    data: dict[str, Any] = {"estimate": estimate_dict(est, shape, gpu)}
+    if do_tune:
+        result = tune(preset, gpu, shape, free_batch=free_batch)
+        lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))
+        data["tune"] = {
+            "changes": [
+                {"path": c.path, "old": c.old, "new": c.new, "reason": c.reason}
+                for c in result.changes
+            ],
+            "after": estimate_dict(result.after, shape, gpu),
+            "preset_yaml": preset_to_yaml(result.preset),
+            "notes": result.notes,
+        }
+    return lines, data
