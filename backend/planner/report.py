@@ -110,6 +110,7 @@ def resolve_inputs(
             None,
             "no GPU named and none found here: pass --gpu (e.g. h200, a100, a100-40g)",
         )
+    shape: ModelShape | None
     if config_path:
         try:
             data = json.loads(Path(config_path).expanduser().read_text(encoding="utf-8"))
