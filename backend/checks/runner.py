@@ -85,7 +85,7 @@ def _run_one(spec: CheckSpec, ctx: CheckContext) -> CheckResult:
 
 def run_checks(
     preset: Preset | None,
-    on_result: Callable[[CheckResult], None] | None = None,
+    on_result: Callable[[CheckResult], object] | None = None,
     cancel: threading.Event | None = None,
     *,
     targets: Targets | None = None,

@@ -16,10 +16,12 @@ from tests.backend.test_checks_host import make_preset
 
 
 class _Hub(http.server.BaseHTTPRequestHandler):
-    """Answers like the Hub: 200 for a public repo, 401 gated, 404 missing."""
+    """Answers like the Hub: 200 for a public repo, 401 gated, 404 missing, 503 overloaded."""
 
     def do_HEAD(self) -> None:
-        if "/gated/" in self.path:
+        if "/busy/" in self.path:
+            self.send_response(503)
+        elif "/gated/" in self.path:
             self.send_response(401)
         elif "/public/" in self.path or self.path in ("/", "/simple/"):
             self.send_response(200)
@@ -60,6 +62,8 @@ def test_hf_endpoint_from_the_preset_public_gated_missing(tmp_path: Path, hub: s
     assert gated.status == "fail" and "HF_TOKEN" in gated.fix and gated.blocks == ["model"]
     missing = _hf(tmp_path, hub, "nobody/llama-7b")
     assert missing.status == "fail" and "404" in missing.summary
+    busy = _hf(tmp_path, hub, "busy/llama-7b")
+    assert busy.status == "warn" and "503" in busy.summary and busy.blocks == []
 
 
 def test_unreachable_endpoints_fail_with_the_fix(tmp_path: Path) -> None:

@@ -1,0 +1,185 @@
+"""Step 1, Checks: what this machine has against what the preset needs, and how to fix the gaps.
+
+Results appear as each check lands (the backend calls back from a thread worker and the screen
+receives messages). A failure holds back only the steps it names; warnings never hold anything
+back, so Continue moves on past them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import OptionList, Static
+
+from backend.checks import CHECKS, CheckResult, blocked_steps, run_checks
+from backend.checks.model import Step
+from screens.base import StepScreen
+from widgets.check_list import MARKS, CheckList
+
+NEXT_STEP: Step = "model"
+
+
+class ChecksScreen(StepScreen):
+    """Runs every check on arrival, shows details and the fix of the highlighted one."""
+
+    STEP_ID = "checks"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "rerun", "Re-run", id="checks_rerun"),
+        Binding("c", "continue", "Continue", id="checks_continue"),
+    ]
+    DEFAULT_CSS = """
+    ChecksScreen #checks-status { height: auto; margin: 0 0 1 0; }
+    ChecksScreen #checks-main { height: 1fr; }
+    ChecksScreen #checks-list { width: 3fr; }
+    ChecksScreen #checks-detail { width: 2fr; border: round $secondary 50%; padding: 0 1; }
+    """
+
+    @dataclass
+    class Landed(Message):
+        """One check finished (posted from the worker thread)."""
+
+        result: CheckResult
+        generation: int
+
+    @dataclass
+    class Finished(Message):
+        results: list[CheckResult]
+        generation: int
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: list[CheckResult] = []
+        self.running = False
+        self._generation = 0
+        self._cancel = threading.Event()
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="checks-status")
+        with Horizontal(id="checks-main"):
+            yield CheckList(id="checks-list")
+            with VerticalScroll(id="checks-detail"):
+                yield Static(id="checks-detail-text")
+
+    def on_mount(self) -> None:
+        self.query_one(CheckList).focus()
+        self.action_rerun()
+
+    # ---- running -----------------------------------------------------------------------
+    def action_rerun(self) -> None:
+        self._cancel.set()  # a run still going is abandoned; its late messages are ignored
+        self._cancel = threading.Event()
+        self._generation += 1
+        self.results = []
+        self.running = True
+        self.query_one(CheckList).show_pending([(s.id, s.title) for s in CHECKS])
+        self._update_status()
+        self._show_detail()
+        self._run(self._generation, self._cancel)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="checks")
+    def _run(self, generation: int, cancel: threading.Event) -> None:
+        results = run_checks(
+            self.preset,
+            on_result=lambda r: self.post_message(self.Landed(r, generation)),
+            cancel=cancel,
+        )
+        self.post_message(self.Finished(results, generation))
+
+    def on_checks_screen_landed(self, message: Landed) -> None:
+        if message.generation != self._generation:
+            return
+        self.query_one(CheckList).land(message.result)
+        self._update_status()
+        highlighted = self.query_one(CheckList).highlighted_option
+        if highlighted is not None and highlighted.id == message.result.id:
+            self._show_detail()
+
+    def on_checks_screen_finished(self, message: Finished) -> None:
+        if message.generation != self._generation:
+            return
+        self.results = message.results
+        self.running = False
+        self._update_status()
+        self._show_detail()
+
+    def preset_changed(self) -> None:
+        """Another preset means other needs: check again rather than rebuild the layout."""
+        if self.is_mounted:
+            self.action_rerun()
+
+    # ---- display -----------------------------------------------------------------------
+    @property
+    def blocked(self) -> dict[Step, list[str]]:
+        return blocked_steps(list(self.query_one(CheckList).results.values()))
+
+    def _update_status(self) -> None:
+        check_list = self.query_one(CheckList)
+        counts = check_list.counts()
+        text = Text()
+        for status in ("ok", "warn", "fail", "skip"):
+            mark, style = MARKS[status]
+            text.append(f"{mark} {counts.get(status, 0)} {status}   ", style=style)
+        pending = len(CHECKS) - len(check_list.results)
+        if self.running and pending:
+            text.append(f"running… {pending} to go", style="italic")
+        blocked = self.blocked
+        text.append("\n")
+        if blocked:
+            parts = [f"{step} (by {', '.join(ids)})" for step, ids in blocked.items()]
+            text.append("Blocked: " + "; ".join(parts), style="bold red")
+        elif not self.running:
+            text.append("Nothing blocks the next steps. Press c to continue.", style="green")
+        self.query_one("#checks-status", Static).update(text)
+
+    @on(OptionList.OptionHighlighted, "#checks-list")
+    def _highlighted(self) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        check_list = self.query_one(CheckList)
+        option = check_list.highlighted_option
+        target = self.query_one("#checks-detail-text", Static)
+        if option is None:
+            target.update("")
+            return
+        result = check_list.results.get(option.id or "")
+        title = check_list.titles.get(option.id or "", option.id or "")
+        if result is None:
+            target.update(Text(f"{title}\n\nrunning…", style="dim"))
+            return
+        mark, style = MARKS[result.status]
+        text = Text()
+        text.append(f"{mark} {title}  ", style=style)
+        text.append(f"{result.status} · {result.duration_s:.2f} s\n\n", style="dim")
+        text.append(result.summary + "\n")
+        if result.detail:
+            text.append("\n" + result.detail + "\n", style="dim")
+        if result.why:
+            text.append("\nWhy it matters\n", style="bold")
+            text.append(result.why + "\n")
+        if result.fix:
+            text.append("\nFix\n", style="bold")
+            text.append(result.fix + "\n", style="cyan")
+        if result.blocks and result.status == "fail":
+            text.append(f"\nBlocks: {', '.join(result.blocks)}", style="bold red")
+        target.update(text)
+
+    # ---- moving on ---------------------------------------------------------------------
+    def action_continue(self) -> None:
+        blocked = self.blocked.get(NEXT_STEP)
+        if blocked:
+            self.notify(
+                f"The {NEXT_STEP} step is blocked by: {', '.join(blocked)}. Fix it and press r.",
+                severity="error",
+                title="Checks",
+            )
+            return
+        self.wizard.goto_step(NEXT_STEP)

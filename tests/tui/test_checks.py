@@ -1,0 +1,127 @@
+"""Pilot tests of the Checks step: results land in the list, the fix shows for the highlighted
+check, a failure holds back only its steps, re-run picks up a fixed machine, warnings pass."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from backend.checks import CHECKS
+from backend.preset.schema import Preset
+from screens.checks import ChecksScreen
+from tests.backend.test_checks_network import _Hub
+from tui.app import TrainwizApp
+from widgets.check_list import CheckList
+
+
+@pytest.fixture(autouse=True)
+def _offline_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pip index check reads PIP_INDEX_URL: point it at a real local directory."""
+    monkeypatch.setenv("PIP_INDEX_URL", f"file://{tmp_path}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _preset(tmp_path: Path, endpoint: str) -> Preset:
+    return Preset.model_validate(
+        {
+            "schema": 1,
+            "name": "pilot-checks",
+            "model": {
+                "source": "hf",
+                "repo": "public/llama-1b",
+                "endpoint": endpoint,
+                "dir": str(tmp_path / "m"),
+            },
+            "launch": {"runner": "host", "device": "cpu", "master_port": _free_port()},
+            "training": {"data_path": "d.json", "output_dir": str(tmp_path / "o")},
+        }
+    )
+
+
+async def _settle(pilot: Pilot[Any], app: TrainwizApp) -> ChecksScreen:
+    screen = app.screen
+    assert isinstance(screen, ChecksScreen)
+    for _ in range(200):
+        await pilot.pause(0.05)
+        if not screen.running and len(screen.query_one(CheckList).results) == len(CHECKS):
+            break
+    return screen
+
+
+async def _highlight(pilot: Pilot[Any], screen: ChecksScreen, check_id: str) -> str:
+    check_list = screen.query_one(CheckList)
+    check_list.highlighted = check_list.get_option_index(check_id)
+    await pilot.pause()
+    return str(screen.query_one("#checks-detail-text").render())
+
+
+async def test_failure_blocks_its_step_then_rerun_clears_it(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens yet: the Hub endpoint is refused
+    app = TrainwizApp(_preset(tmp_path, f"http://127.0.0.1:{port}"), "test")
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await _settle(pilot, app)
+        results = screen.query_one(CheckList).results
+        assert set(results) == {spec.id for spec in CHECKS}
+        assert results["hf_endpoint"].status == "fail"
+        assert screen.blocked == {"model": ["hf_endpoint"]}
+        status = str(screen.query_one("#checks-status").render())
+        assert "Blocked: model (by hf_endpoint)" in status
+        detail = await _highlight(pilot, screen, "hf_endpoint")
+        assert "Fix" in detail and "hf-mirror.com" in detail and "Blocks: model" in detail
+        # Continue is refused while the model step is blocked.
+        await pilot.press("c")
+        await pilot.pause()
+        assert app.current_step == "checks"
+        # Bring the endpoint up on that port, re-run: nothing blocks, continue moves on.
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Hub)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            await pilot.press("r")
+            screen = await _settle(pilot, app)
+            assert screen.query_one(CheckList).results["hf_endpoint"].status == "ok"
+            assert screen.blocked == {}
+            await pilot.press("c")
+            await pilot.pause(0.2)
+            assert app.current_step == "model"
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+async def test_warnings_do_not_block_and_skips_say_why(tmp_path: Path) -> None:
+    """An overloaded Hub (HTTP 503) is a warning: Continue passes it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        preset = _preset(tmp_path, f"http://127.0.0.1:{server.server_address[1]}")
+        preset.model.repo = "busy/llama-1b"
+        app = TrainwizApp(preset, "test")
+        async with app.run_test(size=(140, 40)) as pilot:
+            screen = await _settle(pilot, app)
+            results = screen.query_one(CheckList).results
+            assert results["hf_endpoint"].status == "warn"
+            assert results["docker_daemon"].status == "skip"
+            detail = await _highlight(pilot, screen, "docker_daemon")
+            assert "launch.runner: host" in detail
+            assert "model" not in screen.blocked
+            await pilot.press("c")
+            await pilot.pause(0.2)
+            assert app.current_step == "model"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_bindings_have_ids() -> None:
+    assert all(getattr(b, "id", None) for b in ChecksScreen.BINDINGS)

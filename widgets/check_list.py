@@ -1,0 +1,77 @@
+"""A list of system checks that fills in as results land, one row per check.
+
+Rows exist from the start (marked as running) so the list never jumps while results arrive in
+completion order; each landed result replaces its row's prompt in place.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.text import Text
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from backend.checks import CheckResult
+
+MARKS = {
+    "ok": ("✓", "green"),
+    "warn": ("!", "yellow"),
+    "fail": ("✗", "bold red"),
+    "skip": ("–", "dim"),
+}
+
+
+def row_text(title: str, result: CheckResult | None, width: int = 25) -> Text:
+    """`✓ Title   summary`, or `… Title   running` before the result lands."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if result is None:
+        text.append("… ", style="dim")
+        text.append(title.ljust(width), style="bold")
+        text.append("running", style="dim italic")
+        return text
+    mark, style = MARKS[result.status]
+    text.append(f"{mark} ", style=style)
+    text.append(title.ljust(width), style="bold")
+    text.append(result.summary, style="dim" if result.status == "skip" else "")
+    return text
+
+
+class CheckList(OptionList):
+    """Checks by id; ``show_pending`` lays out the rows, ``land`` fills one in."""
+
+    DEFAULT_CSS = """
+    CheckList { height: 1fr; border: round $primary 50%; text-wrap: nowrap; text-overflow: ellipsis; }
+    CheckList:focus { border: round $primary; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.results: dict[str, CheckResult] = {}
+        self.titles: dict[str, str] = {}
+
+    def show_pending(self, checks: list[tuple[str, str]]) -> None:
+        """One 'running' row per (id, title), in the order given."""
+        self.results.clear()
+        self.titles = dict(checks)
+        highlighted = self.highlighted
+        self.set_options(Option(row_text(title, None), id=check_id) for check_id, title in checks)
+        if checks:
+            self.highlighted = highlighted if highlighted is not None else 0
+
+    def land(self, result: CheckResult) -> None:
+        self.results[result.id] = result
+        title = result.title or self.titles.get(result.id, result.id)
+        if result.id not in self.titles:
+            self.titles[result.id] = title
+            self.add_option(Option(row_text(title, result), id=result.id))
+        else:
+            self.replace_option_prompt(result.id, row_text(title, result))
+
+    @property
+    def highlighted_result(self) -> CheckResult | None:
+        option = self.highlighted_option
+        return self.results.get(option.id) if option is not None and option.id else None
+
+    def counts(self) -> Counter[str]:
+        return Counter(r.status for r in self.results.values())
