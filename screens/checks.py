@@ -54,6 +54,12 @@ class ChecksScreen(StepScreen):
         results: list[CheckResult]
         generation: int
 
+    @dataclass
+    class BlockedChanged(Message):
+        """Bubbles to the App after every run: which steps failures hold back (may be empty)."""
+
+        blocked: dict[Step, list[str]]
+
     def __init__(self) -> None:
         super().__init__()
         self.results: list[CheckResult] = []
@@ -109,6 +115,7 @@ class ChecksScreen(StepScreen):
         self.running = False
         self._update_status()
         self._show_detail()
+        self.post_message(self.BlockedChanged(blocked_steps(message.results)))
 
     def preset_changed(self) -> None:
         """Another preset means other needs: check again rather than rebuild the layout."""

@@ -41,8 +41,6 @@ def socket_path(docker_host: str) -> str | None:
 
 
 def _probe(ctx: CheckContext) -> dict[str, Any]:
-    import docker  # the SDK is only needed once a Docker check actually runs
-
     host = ctx.targets.docker_host
     facts: dict[str, Any] = {"host": host, "reachable": False}
     sock = socket_path(host)
@@ -54,6 +52,8 @@ def _probe(ctx: CheckContext) -> dict[str, Any]:
             facts.update(error=f"permission denied on {sock}", kind="permission")
             return facts
     try:
+        import docker  # only once a daemon may be there: a host without Docker needs no SDK
+
         client = docker.DockerClient(base_url=host, timeout=4)
         version = client.version()
         info = client.info()
