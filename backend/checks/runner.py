@@ -46,7 +46,7 @@ CHECKS: list[CheckSpec] = [
         "nvidia_runtime", "NVIDIA container runtime", docker_checks.check_nvidia_runtime, 8.0
     ),
     CheckSpec("gpu_probe", "GPU probe container", docker_checks.check_gpu_probe, 30.0),
-    CheckSpec("disk", "Disk space", host.check_disk, 8.0),
+    CheckSpec("disk", "Disk space", host.check_disk, 7.0),
     CheckSpec("ram", "Host RAM", host.check_ram),
     CheckSpec("shm", "/dev/shm", host.check_shm),
     CheckSpec("memlock", "memlock limit", host.check_memlock),
