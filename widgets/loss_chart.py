@@ -80,7 +80,8 @@ class LossChart(Vertical, can_focus=True):
             plt.plot(*view.lr, marker="braille", color="magenta", yside="right", label="lr")
             lo, hi = min(view.lr[1]), max(view.lr[1])
             ticks = [lo, (lo + hi) / 2, hi] if hi > lo else [hi]
-            plt.yticks(ticks, [f"{t:.1e}" for t in ticks], yside="right")
+            # plotext annotates yside as a number; it takes "left"/"right" (documented).
+            plt.yticks(ticks, [f"{t:.1e}" for t in ticks], yside="right")  # type: ignore[arg-type]
         for spike in view.spikes[-10:]:
             plt.vertical_line(spike.step, color="red")
         plt.xlabel("step")

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-_TQDM_BAR = re.compile(r"^\s*\d{1,3}%\|.*\| *\d+/\d+ \[")
+# A whole segment that is one tqdm redraw; a bar with a log line glued after it is kept as text.
+_TQDM_BAR = re.compile(r"^\s*\d{1,3}%\|.*\| *\d+/\d+ \[[^\]]*\]\s*$")
 
 
 def is_progress(segment: str) -> bool:

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import psutil
+try:  # the wizard always has psutil; a bare GPU box running the probe script may not
+    import psutil
+except ImportError:  # pragma: no cover - exercised only where psutil is absent
+    psutil = None  # type: ignore[assignment]
 
 Owner = Literal["this run", "other", "unknown"]
 
@@ -29,10 +32,45 @@ class OwnerResolver(Protocol):
 
 
 def process_name(pid: int) -> str:
+    if psutil is None:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip()
+        except OSError:
+            return ""
     try:
         return psutil.Process(pid).name()
     except (psutil.Error, OSError):
         return ""
+
+
+def _descendants(root: int) -> set[int]:
+    if psutil is not None:
+        try:
+            return {c.pid for c in psutil.Process(root).children(recursive=True)}
+        except (psutil.Error, OSError):
+            return set()
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # comm may hold spaces and ")"
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def _pid_exists(pid: int) -> bool:
+    return psutil.pid_exists(pid) if psutil is not None else Path(f"/proc/{pid}").exists()
 
 
 class UnknownOwner:
@@ -75,12 +113,7 @@ class ProcessTreeOwner:
         self.refresh()
 
     def refresh(self) -> None:
-        tree = {self.root_pid}
-        try:
-            tree.update(c.pid for c in psutil.Process(self.root_pid).children(recursive=True))
-        except (psutil.Error, OSError):
-            pass
-        self._tree = tree
+        self._tree = {self.root_pid} | _descendants(self.root_pid)
 
     def owner(self, pid: int) -> Owner:
         if pid in self._tree:
@@ -91,7 +124,7 @@ class ProcessTreeOwner:
                     return "this run"
             except OSError:
                 return "unknown"
-        return "other" if psutil.pid_exists(pid) else "unknown"
+        return "other" if _pid_exists(pid) else "unknown"
 
     def name(self, pid: int) -> str:
         return process_name(pid)

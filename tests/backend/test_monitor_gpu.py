@@ -135,7 +135,14 @@ def test_sampler_cancel_event_stops_run() -> None:
     assert len(got) == 3
 
 
-def test_process_tree_owner_with_real_processes() -> None:
+@pytest.mark.parametrize("with_psutil", [True, False], ids=["psutil", "proc-fallback"])
+def test_process_tree_owner_with_real_processes(
+    with_psutil: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not with_psutil:  # the probe's path on a GPU box without psutil: /proc is read directly
+        import backend.monitor.owner as owner_mod
+
+        monkeypatch.setattr(owner_mod, "psutil", None)
     code = (
         "import subprocess, sys, time\n"
         "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"

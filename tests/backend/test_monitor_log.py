@@ -127,3 +127,13 @@ def test_log_model_counts_search_and_jump_with_the_project_classifier() -> None:
     assert idx is not None and model.lines[idx].flag is not None
     hit = model.next_match("outofmemoryerror", -1)
     assert hit is not None and "OutOfMemoryError" in model.lines[hit].text
+
+
+def test_progress_is_only_a_whole_tqdm_redraw() -> None:
+    from backend.monitor import is_progress
+
+    assert is_progress(" 40%|████      | 4/10 [00:01<00:02,  2.62it/s]")
+    assert is_progress("  0%|          | 0/10 [00:00<?, ?it/s]  ")
+    # A log line glued after a bar (no newline between) is text the user must see.
+    assert not is_progress(" 40%|████  | 4/10 [00:01<00:02,  2.62it/s]RuntimeError: boom")
+    assert not is_progress("{'loss': 7.6375, 'grad_norm': 14.3}")
