@@ -1,0 +1,174 @@
+"""Real tiny trainings on the CPU through the host runner, driven through the `trainwiz` CLI.
+
+The tiny Llama is made once per session by the model code (``make_tiny``) and copied into each
+test's TRAINWIZ_HOME where the shipped ``tiny-cpu`` preset looks for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from backend.model.tiny import make_tiny
+from backend.monitor.metrics import MetricsFollower, StepRecord
+from backend.preset.loader import load_preset
+
+pytestmark = [pytest.mark.training, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    preset = load_preset(ROOT / "presets" / "tiny-cpu.yaml")
+    target = tmp_path_factory.mktemp("tiny") / "tiny-llama"
+    make_tiny(target, preset.model.tiny)
+    return target
+
+
+@pytest.fixture
+def home(tiny_model: Path) -> Path:
+    home = Path(os.environ["TRAINWIZ_HOME"])
+    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
+    return home
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def runs_json() -> dict[str, dict]:
+    return {r["run_id"]: r for r in json.loads(cli("runs", "--json").stdout)}
+
+
+def wait_state(run_id: str, states: tuple[str, ...], timeout: float = 300) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = runs_json()[run_id]
+        if run["state"] in states:
+            return run
+        time.sleep(0.5)
+    raise AssertionError(f"run {run_id} never reached {states}: {runs_json()[run_id]}")
+
+
+def metric_lines(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def wait_steps(run_dir: Path, n: int, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(1 for m in metric_lines(run_dir) if m["kind"] == "step") >= n:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {n} metric steps in {run_dir}")
+
+
+def short_preset(tmp_path: Path, max_steps: int) -> Path:
+    data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
+    data["training"]["max_steps"] = max_steps
+    path = tmp_path / "tiny-short.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def assert_every_step(lines: list[dict]) -> list[dict]:
+    steps = [m for m in lines if m["kind"] == "step"]
+    assert lines[0]["kind"] == "start" and lines[-1]["kind"] == "end"
+    assert [s["step"] for s in steps] == list(range(1, steps[0]["max_steps"] + 1))
+    return steps
+
+
+def test_tiny_cpu_detached_end_to_end(home: Path) -> None:
+    out = cli("launch", "tiny-cpu", "--detach", "--json")
+    started = json.loads(out.stdout)
+    run_id, run_dir = started["run_id"], Path(started["run_dir"])
+    assert run_dir.parent == home / "runs"
+    assert runs_json()[run_id]["state"] in ("starting", "running")
+    wait_steps(run_dir, 1)
+    assert runs_json()[run_id]["state"] == "running"
+    final = wait_state(run_id, ("finished", "failed", "stopped"))
+    assert final["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
+    assert final["exit_code"] == 0
+    lines = metric_lines(run_dir)
+    steps = assert_every_step(lines)
+    assert len(steps) == 150  # 200 conversations / batch 4 x 3 epochs
+    losses = [s["loss"] for s in steps]
+    assert all(isinstance(x, float) for x in losses)
+    assert sum(losses[-10:]) / 10 < sum(losses[:10]) / 10 - 1.0
+    assert all(s["tokens"] == 4 * 256 and 0 < s["tokens_nonpad"] <= s["tokens"] for s in steps)
+    assert lines[0]["attn_implementation"] == "sdpa" and lines[0]["world_size"] == 1
+    assert lines[-1]["ok"] is True
+    assert (run_dir / "output" / "model.safetensors").is_file()
+    assert (run_dir / "output" / "tokenizer.model").is_file()
+    for name in ("preset.yaml", "plan.json", "status.json", "train.log", "entry/train_entry.py"):
+        assert (run_dir / name).is_file(), name
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["steps"][-1]["id"] == "train"
+    assert "@" not in (run_dir / "preset.yaml").read_text().split("training:")[1]
+    assert "model saved" in cli("logs", run_id).stdout
+
+
+def test_sigkill_of_the_launcher_leaves_training_running(home: Path, tmp_path: Path) -> None:
+    preset = short_preset(tmp_path, 60)
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "launch", str(preset)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list((home / "runs").glob("*/metrics.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (run_dir,) = (home / "runs").iterdir()
+    wait_steps(run_dir, 3)
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait(timeout=10)
+    assert launcher.returncode == -signal.SIGKILL
+    assert runs_json()[run_dir.name]["state"] == "running"
+    final = wait_state(run_dir.name, ("finished", "failed", "stopped"))
+    assert final["state"] == "finished" and final["exit_code"] == 0
+    steps = assert_every_step(metric_lines(run_dir))
+    assert len(steps) == 60
+    # What the monitor reads when attached afterwards: every step from the first.
+    events = MetricsFollower(run_dir / "metrics.jsonl").poll()
+    seen = [e.step for e in events if isinstance(e, StepRecord)]
+    assert seen == list(range(1, 61))
+
+
+def test_stop_ends_a_run_and_records_it(home: Path, tmp_path: Path) -> None:
+    preset = short_preset(tmp_path, 5000)
+    run_id = cli("launch", str(preset), "--detach").stdout.strip()
+    run_dir = home / "runs" / run_id
+    wait_steps(run_dir, 2)
+    status = json.loads((run_dir / "status.json").read_text())
+    out = cli("stop", run_id, "--timeout", "20", "--json")
+    stopped = json.loads(out.stdout)
+    assert stopped["state"] == "stopped"
+    assert runs_json()[run_id]["state"] == "stopped"
+    with pytest.raises(ProcessLookupError):
+        os.kill(status["pid"], 0)
+    steps = [m for m in metric_lines(run_dir) if m["kind"] == "step"]
+    assert 2 <= len(steps) < 5000
