@@ -1,8 +1,8 @@
 """Streaming log classifier: signatures in, findings out, in bounded memory.
 
-The file is read in fixed-size binary blocks. One regex of literal anchors runs over each whole
-block (in C), so only the rare lines holding an anchor are decoded and matched against the full
-signatures in Python; a 1 GB log costs about one pass of the regex engine. Lines are split on
+The file is read in fixed-size binary blocks. Each literal anchor is searched over the whole
+block with ``bytes.find`` (C fast search), so only the rare lines holding an anchor are decoded
+and matched against the signatures those anchors belong to. Lines are split on
 ``\\n`` and ``\\r`` (tqdm redraws with ``\\r``) but numbered by ``\\n`` as an editor shows them.
 Per category the scanner keeps a count and at most ``MAX_LINES`` line numbers, so memory does
 not grow with the log.
@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 from backend.diagnosis.explain import explain
 from backend.diagnosis.fixes import fixes_for
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
-from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature, all_anchors
+from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature, anchor_index
 from backend.errors import BadInput
 
 if TYPE_CHECKING:
@@ -36,8 +36,9 @@ WINDOW_BYTES = 2048
 SAVE_LOOKBACK = 60  # traceback frames of a save precede its OOM message by a few dozen lines
 ESCALATE_MISMATCH = 5  # repeated mismatches mean the template/tokenizer, not one odd sample
 
-_ANCHORS_B = re.compile(b"|".join(re.escape(a.encode()) for a in all_anchors()))
-_ANCHORS_S = re.compile("|".join(re.escape(a) for a in all_anchors()))
+_ANCHORS, _ANCHOR_SIGS, _ANCHOR_MARKERS = anchor_index()
+_ANCHOR_BYTES = [a.encode() for a in _ANCHORS]
+_ANCHORS_S = re.compile("|".join(re.escape(a) for a in _ANCHORS))
 _EOL_B = re.compile(b"[\r\n]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A tqdm bar glued in front of a message: "train:  2%|##   | 1/46 [00:01<01:10, 1.5s/it, ...]".
@@ -53,10 +54,17 @@ def _clean(text: str) -> str:
 
 
 def _match(
-    segment: str, window: str | None, recent: Callable[[str, int], bool] | None
+    segment: str,
+    window: str | None,
+    recent: Callable[[str, int], bool] | None,
+    candidates: set[int],
 ) -> tuple[Signature, re.Match[str], str] | None:
-    """First signature matching this line (or the wrapped message starting on it)."""
-    for sig in SIGNATURES:
+    """First signature (in priority order) matching this line or the wrapped message starting
+    on it; only ``candidates``, the signatures whose anchors the line holds, are tried."""
+    for index in sorted(candidates):
+        sig = SIGNATURES[index]
+        if not any(anchor in segment for anchor in sig.anchors):
+            continue  # a substring test is far cheaper than a failing regex search
         if sig.needs is not None and (recent is None or not recent(*sig.needs)):
             continue
         found = sig.pattern.search(segment)
@@ -76,7 +84,9 @@ def classify_line(line: str) -> LineFlag | None:
     for segment in reversed(line.split("\r")):
         if not _ANCHORS_S.search(segment):
             continue
-        hit = _match(_ANSI.sub("", segment), None, None)
+        clean = _ANSI.sub("", segment)
+        candidates = {i for i, s in enumerate(SIGNATURES) if any(a in clean for a in s.anchors)}
+        hit = _match(clean, None, None, candidates)
         if hit is not None:
             sig = hit[0]
             return LineFlag(sig.category, sig.severity, sig.title)
@@ -117,7 +127,7 @@ class _Scanner:
         parts: list[bytes] = []
         pos = end
         while len(parts) < 3 and pos < len(data) and pos - end < WINDOW_BYTES:
-            nxt = _EOL_B.search(data, pos + 1)
+            nxt = _EOL_B.search(data, pos + 1, min(len(data), pos + 1 + WINDOW_BYTES))
             stop = nxt.start() if nxt else len(data)
             chunk = data[pos + 1 : stop].strip()
             if chunk:
@@ -126,43 +136,58 @@ class _Scanner:
         return b" ".join(parts).decode("utf-8", "replace")
 
     def scan(self, data: bytes, limit: int) -> None:
-        """Look at every anchor hit starting before ``limit``; data past it is lookahead only."""
+        """Look at every line holding an anchor and starting before ``limit``; data past it is
+        lookahead only. One ``bytes.find`` sweep per anchor (fast search in C) beats one big
+        alternation regex, which CPython's engine tries position by position."""
         self.pos = 0
-        search_from = 0
-        while True:
-            hit = _ANCHORS_B.search(data, search_from, limit)
-            if hit is None:
-                break
-            start = max(data.rfind(b"\n", 0, hit.start()), data.rfind(b"\r", 0, hit.start())) + 1
-            eol = _EOL_B.search(data, hit.end())
-            end = eol.start() if eol else len(data)
+        hits: list[tuple[int, int]] = []
+        for number, anchor in enumerate(_ANCHOR_BYTES):
+            found = data.find(anchor, 0, limit)
+            while found >= 0:
+                hits.append((found, number))
+                found = data.find(anchor, found + 1, limit)
+        hits.sort()
+        j = 0
+        while j < len(hits):
+            pos = hits[j][0]
+            floor = max(0, pos - MAX_SEGMENT // 2)
+            start = max(data.rfind(b"\n", floor, pos), data.rfind(b"\r", floor, pos)) + 1 or floor
+            eol = _EOL_B.search(data, pos, min(len(data), pos + MAX_SEGMENT // 2))
+            end = eol.start() if eol else min(len(data), pos + MAX_SEGMENT // 2)
+            anchors = set()
+            while j < len(hits) and hits[j][0] < end:  # every anchor on this line
+                anchors.add(hits[j][1])
+                j += 1
             self.line += data.count(b"\n", self.pos, start)
             self.pos = start
-            lo = max(start, hit.start() - MAX_SEGMENT // 2)
-            hi = min(end, hit.end() + MAX_SEGMENT // 2)
-            segment = _ANSI.sub("", data[lo:hi].decode("utf-8", "replace"))
-            self._line(segment, data, end)
-            search_from = end + 1 if end < limit else limit
-            if search_from >= limit:
-                break
+            segment = _ANSI.sub("", data[start:end].decode("utf-8", "replace"))
+            self._line(segment, data, end, anchors)
         self.line += data.count(b"\n", self.pos, limit)
         self.pos = limit
 
-    def _line(self, segment: str, data: bytes, end: int) -> None:
-        for marker in MARKERS:
-            if marker.pattern.search(segment):
+    def _line(self, segment: str, data: bytes, end: int, anchors: set[int]) -> None:
+        sigs: set[int] = set()
+        markers: set[int] = set()
+        for number in anchors:
+            sigs |= _ANCHOR_SIGS[number]
+            markers |= _ANCHOR_MARKERS[number]
+        for index in markers:
+            marker = MARKERS[index]
+            if any(a in segment for a in marker.anchors) and marker.pattern.search(segment):
                 self.markers[marker.context] = self.line
         window = None
-        if any(a in segment for sig in SIGNATURES if sig.window for a in sig.anchors):
+        if any(SIGNATURES[index].window for index in sigs):
             window = segment + " " + self._window(data, end)
-        hit = _match(segment, window, self.recent)
+        hit = _match(segment, window, self.recent, sigs)
         if hit is None:
             return
         sig, found, text = hit
         category = sig.category
         title = sig.title
         if category == "cuda_oom" and (
-            self.recent("save", SAVE_LOOKBACK) or "train_done" in self.markers
+            "state_dict" in segment  # e.g. FSDP's "clone ... state_dict entry ... out of memory"
+            or self.recent("save", SAVE_LOOKBACK)
+            or "train_done" in self.markers
         ):
             category = "fsdp_save_oom"
             title = "Out of GPU memory while gathering the checkpoint"

@@ -65,7 +65,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "Shared memory (/dev/shm) too small",
         r"insufficient shared memory|Unexpected bus error encountered in worker"
         r"|killed by signal: Bus error|Signal 7 \(SIGBUS\)|" + _EXIT + r"-7\b",
-        ("shared memory", "bus error", "Bus error", "SIGBUS", "-7"),
+        ("shared memory", "us error", "SIGBUS", ": -7", "= -7", "=-7", "code -7", "status -7"),
     ),
     _sig(
         "shm",
@@ -74,7 +74,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"NCCL WARN.*(?:shm|shared memory)|Error while creating shared memory segment"
         r"|posix_fallocate failed|/dev/shm\b.*(?:No space left|Bus error|too small)"
         r"|(?:No space left on device|Bus error).*/dev/shm",
-        ("shm", "shared memory", "posix_fallocate"),
+        ("NCCL WARN", "shared memory", "posix_fallocate", "/dev/shm"),
     ),
     # --- ports ---
     _sig(
@@ -88,6 +88,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "EADDRINUSE",
             "rrno 98",
             "rrno: 98",
+            "rrno:98",
             "already allocated",
             "failed to listen",
             "failed to bind",
@@ -179,7 +180,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "error",
         "NVIDIA driver and library versions differ",
         r"(?i)driver/library version mismatch",
-        ("mismatch", "Mismatch"),
+        ("library version mismatch", "Library version mismatch"),
     ),
     _sig(
         "driver_mismatch",
@@ -273,7 +274,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "A training process was killed (SIGKILL), usually the host out of RAM",
         _EXIT + r"-9\b|Signal 9 \(SIGKILL\)|Out of memory: Kill(?:ed)? process|invoked oom-killer"
         r"|oom-kill:|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true|^\s*Killed\s*$",
-        ("-9", "SIGKILL", "Out of memory", "oom-kill", "137", "OOMKilled", "Killed"),
+        (
+            ": -9",
+            "= -9",
+            "=-9",
+            "code -9",
+            "status -9",
+            "SIGKILL",
+            "Out of memory",
+            "oom-kill",
+            "code 137",
+            "status 137",
+            "OOMKilled",
+            "Killed",
+        ),
     ),
     # --- NCCL (symptom: look for a root cause first) ---
     _sig(
@@ -290,20 +304,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL failed",
         r"NCCL error\b|nccl(?:System|Internal|UnhandledCuda|Remote|InvalidUsage|InvalidArgument)Error"
         r"|DistBackendError",
-        ("NCCL error", "nccl", "DistBackendError"),
+        ("NCCL error", "Error"),
     ),
     _sig("nccl", "warning", "NCCL warning", r"NCCL WARN\b", ("NCCL WARN",)),
 )
 
 MARKERS: tuple[Marker, ...] = (
-    # Traceback frames and messages of checkpoint saving: an OOM right after them is a save OOM.
+    # Traceback frames of checkpoint saving (function names, torch's FSDP state-dict module):
+    # an OOM message right after them happened while saving. Deprecation warnings that merely
+    # mention state_dict do not count.
     Marker(
         "save",
         re.compile(
-            r"state_dict|_save_checkpoint|save_model|safe_save_model|save_pretrained|"
-            r"_save_to_state_dict|full_state_dict|FULL_STATE_DICT"
+            r"line \d+, in \w*(?:save|state_dict)\w*|_state_dict_utils\.py|\.state_dict\(\)"
+            r"|(?:save_model|_save_checkpoint|save_pretrained)\("
         ),
-        ("state_dict", "_save_checkpoint", "save_model", "save_pretrained", "STATE_DICT"),
+        ("save", "state_dict"),
     ),
     # HF Trainer prints its final metrics after the last step, before saving the model.
     Marker("train_done", re.compile(r"['\"]train_runtime['\"]\s*:"), ("train_runtime",)),
@@ -319,17 +335,40 @@ MARKERS: tuple[Marker, ...] = (
             "Preparing metadata",
             "Building wheel",
             "setup.py",
-            "pip-",
+            "pip-install-",
+            "pip-build-env",
             "Collecting flash",
         ),
     ),
 )
 
 
-def all_anchors() -> list[str]:
-    out: set[str] = set()
-    for sig in SIGNATURES:
-        out.update(sig.anchors)
-    for marker in MARKERS:
-        out.update(marker.anchors)
-    return sorted(out, key=lambda s: (-len(s), s))
+# What the scanner searches blocks for: short substrings that every signature and marker anchor
+# contains (checked below), so a block costs ~45 fast scans however many signatures there are.
+SCAN_ANCHORS: tuple[str, ...] = (
+    "emory", "rror", "ailed", "-7", "-9", " 137", "Kill", "KILL", "oom-kill", "us error",
+    "SIGBUS", "in use", "INUSE", "rrno", "already allocated", "ALLOC_FAILED", "lash",
+    "undefined symbol", "nvcc", "CUDA_HOME", "No module named", "No space left", "uild",
+    "setup.py", "nsufficient", "Preparing metadata", "pip-install-", "mismatch", "NCCL WARN", "NCCL comm",
+    "timeout", "rgument", "river", "unsatisfied condition", "forward compat", "runtime",
+    "nvidia-container-cli", "limit", "caps", "capabilit", "permitted", "os error", "ENOSPC",
+    "quota", "EDQUOT", "save", "state_dict", "/dev/shm", "too old", "posix_fallocate",
+)  # fmt: skip
+
+
+def anchor_index() -> tuple[list[str], list[frozenset[int]], list[frozenset[int]]]:
+    """The scan anchors and, per anchor, the indexes of the signatures and markers that may
+    match a line holding it (those with an anchor containing it)."""
+    every = {a for s in SIGNATURES for a in s.anchors} | {a for m in MARKERS for a in m.anchors}
+    uncovered = sorted(a for a in every if not any(scan in a for scan in SCAN_ANCHORS))
+    if uncovered:
+        raise AssertionError(f"anchors not covered by SCAN_ANCHORS: {uncovered}")
+    scan = list(SCAN_ANCHORS)
+    sigs = [
+        frozenset(i for i, s in enumerate(SIGNATURES) if any(a in x for x in s.anchors))
+        for a in scan
+    ]
+    marks = [
+        frozenset(i for i, m in enumerate(MARKERS) if any(a in x for x in m.anchors)) for a in scan
+    ]
+    return scan, sigs, marks
