@@ -51,6 +51,7 @@ class Needs:
     device: str = "cuda"
     nproc: int = 1
     nnodes: int = 1
+    node_rank: int = 0
     master_port: int = 29500
     host_network: bool = True
     image: str | None = None
@@ -194,6 +195,7 @@ def needs_for(preset: Preset | None) -> Needs:
         device=launch.device,
         nproc=launch.nproc_per_node,
         nnodes=launch.nnodes,
+        node_rank=launch.node_rank,
         master_port=launch.master_port,
         host_network=launch.runner == "host" or container.network == "host",
         image=preset.environment.image,

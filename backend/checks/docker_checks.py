@@ -54,7 +54,7 @@ def _probe(ctx: CheckContext) -> dict[str, Any]:
     try:
         import docker  # only once a daemon may be there: a host without Docker needs no SDK
 
-        client = docker.DockerClient(base_url=host, timeout=3)
+        client = docker.DockerClient(base_url=host, version="auto", timeout=3)
         version = client.version()
         info = client.info()
     except Exception as exc:  # the SDK wraps refused / timeout / TLS errors alike

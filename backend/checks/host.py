@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.checks.context import IMAGE_DISK_ESTIMATE, CheckContext
-from backend.checks.docker_checks import docker_facts
+from backend.checks.docker_checks import docker_facts, socket_path
 from backend.checks.model import STEPS, CheckResult, Status, Step, finding
 from backend.checks.sizing import human, parse_size
 
@@ -25,8 +25,12 @@ from backend.checks.sizing import human, parse_size
 def _existing_ancestor(path: Path) -> Path:
     """df needs an existing path: the nearest existing parent of one not created yet."""
     current = path.absolute()
-    while not current.exists() and current != current.parent:
-        current = current.parent
+    while current != current.parent:
+        try:
+            current.stat()
+            return current
+        except OSError:  # missing, or a parent we may not search: look further up
+            current = current.parent
     return current
 
 
@@ -62,7 +66,8 @@ def _disk_locations(ctx: CheckContext) -> list[tuple[str, Path, int, Step, str]]
         facts = docker_facts(ctx)
         info = facts.get("info") or {}
         root = info.get("DockerRootDir")
-        if root:
+        # A tcp:// or ssh:// daemon keeps its data on another machine: not measurable here.
+        if root and socket_path(ctx.targets.docker_host) is not None:
             need = 0 if facts.get("image_local") else IMAGE_DISK_ESTIMATE
             how = "image already local" if need == 0 else "~20 GiB for a CUDA devel image"
             out.append(("docker data root", Path(root), need, "image", how))
@@ -329,6 +334,13 @@ def check_port(ctx: CheckContext) -> CheckResult:
     needs = ctx.needs
     port = needs.master_port
     why = "torchrun's rendezvous binds master_port; a taken port fails with 'EADDRINUSE' at start."
+    if ctx.judged and needs.node_rank > 0:
+        return finding(
+            "skip",
+            f"node {needs.node_rank}: the rendezvous port is bound on the master node",
+            why=why,
+            data={"port": port},
+        )
     if ctx.judged and needs.runner == "docker" and not needs.host_network:
         return finding(
             "skip",

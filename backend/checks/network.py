@@ -19,6 +19,16 @@ from backend.checks.docker_checks import docker_facts
 from backend.checks.model import CheckResult, Step, finding
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect proves the server answered; following it would test a CDN instead."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def head(url: str, timeout: float, headers: dict[str, str] | None = None) -> dict[str, Any]:
     """{'ok': bool, 'status': int | None, 'error': str}: did a server answer at all?"""
     if url.startswith("file://"):
@@ -30,7 +40,7 @@ def head(url: str, timeout: float, headers: dict[str, str] | None = None) -> dic
         }
     request = urllib.request.Request(url, method="HEAD", headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _OPENER.open(request, timeout=timeout) as response:
             return {"ok": True, "status": response.status, "error": ""}
     except urllib.error.HTTPError as exc:
         return {"ok": True, "status": exc.code, "error": ""}
