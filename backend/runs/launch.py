@@ -67,11 +67,6 @@ def training_bin(preset: Preset, name: str = "torchrun") -> Path:
     )
 
 
-def _trainwiz_argv(argv: list[str]) -> list[str]:
-    """``trainwiz ...`` as the watcher runs it: this interpreter, this checkout."""
-    return [sys.executable, "-m", "tui.cli", *argv[1:]] if argv[:1] == ["trainwiz"] else argv
-
-
 def _project_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": f"{PROJECT_ROOT}{os.pathsep}{path}" if path else str(PROJECT_ROOT)}
@@ -86,16 +81,26 @@ def _model_present(preset: Preset) -> bool:
     return (target / "config.json").is_file()
 
 
-def prepare_steps(preset: Preset, plan: Plan) -> list[dict[str, Any]]:
-    """Steps to run before training: only those not done yet (model missing, env missing)."""
+def prepare_steps(preset: Preset, plan: Plan, preset_file: Path) -> list[dict[str, Any]]:
+    """Steps to run before training: only those whose result is missing (model, env image)."""
     out = []
     for step in plan.steps:
-        if step.group == "model" and step.argv[:1] == ["trainwiz"] and not _model_present(preset):
-            out.append(_host_step(step))
-        elif step.group == "environment" and not _environment_ready(preset):
+        if step.id == "model" and not _model_present(preset):
+            out.append(_prepare_step(step, "model", preset_file))
+        elif step.id == "environment" and not _environment_ready(preset):
             # Host: preflight already demanded a training env; docker: build the missing image.
-            out.append(_host_step(step))
+            out.append(_prepare_step(step, "environment", preset_file))
     return out
+
+
+def _prepare_step(step: PlanStep, what: str, preset_file: Path) -> dict[str, Any]:
+    return {
+        "id": step.id,
+        "title": step.title,
+        "argv": [sys.executable, "-m", "backend.runs.prepare", what, str(preset_file)],
+        "env": {**step.env, **_project_env()},
+        "display": step.display(),
+    }
 
 
 def _environment_ready(preset: Preset) -> bool:
@@ -111,9 +116,9 @@ def _environment_ready(preset: Preset) -> bool:
 def _image_for(preset: Preset) -> str:
     if preset.environment.mode == "image":
         try:
-            from backend.images import env_image_tag  # type: ignore[attr-defined]
+            from backend.images.build import env_image_tag
 
-            return str(env_image_tag(preset))
+            return env_image_tag(preset)
         except ImportError:
             return preset.environment.image
     return preset.environment.image
@@ -129,26 +134,13 @@ def _image_exists(image: str) -> bool:
     return True
 
 
-def _host_step(step: PlanStep) -> dict[str, Any]:
-    env = dict(step.env)
-    if step.argv[:1] == ["trainwiz"]:
-        env.update(_project_env())
-    return {
-        "id": step.id,
-        "title": step.title,
-        "argv": _trainwiz_argv(step.argv),
-        "env": env,
-        "display": step.display(),
-    }
-
-
 def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dict[str, Any]:
     """launch.json: exactly what the watcher will execute (no secrets: env names only)."""
     train = plan.step("train")
     run_env = {"TRAINWIZ_METRICS": str(run_dir / METRICS), "PYTHONUNBUFFERED": "1"}
     spec: dict[str, Any] = {
         "runner": preset.launch.runner,
-        "prepare": prepare_steps(preset, plan) if prepare else [],
+        "prepare": prepare_steps(preset, plan, run_dir / PRESET) if prepare else [],
     }
     if preset.launch.runner == "host":
         argv = list(train.argv)
@@ -165,10 +157,8 @@ def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dic
         return spec
     container = plan.step("container")
     kwargs = dict(container.docker or {})
-    if str(kwargs.get("image", "")).startswith("<"):
-        raise BadInput(
-            "environment.mode 'image' needs the environment image: build it with 'trainwiz env build'"
-        )
+    if str(kwargs.get("image", "<")).startswith("<"):
+        kwargs["image"] = _image_for(preset)  # the plan could not name the env image itself
     kwargs["labels"] = {LABEL_RUN: run_dir.name, LABEL_PRESET: preset.name}
     kwargs["environment"] = {**kwargs.get("environment", {}), **run_env}
     spec["remove_after"] = bool(kwargs.pop("auto_remove", False))
