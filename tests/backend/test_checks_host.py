@@ -174,6 +174,8 @@ def test_master_port_taken_by_a_real_socket_then_freed(tmp_path: Path) -> None:
     assert f"{port} is taken" in taken.summary and str(os.getpid()) in taken.summary
     assert str(port) in taken.fix
     assert one(preset, "master_port").status == "ok"
+    worker = make_preset(tmp_path, launch={"master_port": port, "nnodes": 2, "node_rank": 1})
+    assert one(worker, "master_port").status == "skip"
 
 
 def test_git_and_git_lfs_report_the_installed_versions(tmp_path: Path) -> None:

@@ -21,6 +21,9 @@ class _Hub(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         if "/busy/" in self.path:
             self.send_response(503)
+        elif "/moved/" in self.path:  # the Hub redirects file downloads to its CDN
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:9/cdn/config.json")
         elif "/gated/" in self.path:
             self.send_response(401)
         elif "/public/" in self.path or self.path in ("/", "/simple/"):
@@ -62,6 +65,8 @@ def test_hf_endpoint_from_the_preset_public_gated_missing(tmp_path: Path, hub: s
     assert gated.status == "fail" and "HF_TOKEN" in gated.fix and gated.blocks == ["model"]
     missing = _hf(tmp_path, hub, "nobody/llama-7b")
     assert missing.status == "fail" and "404" in missing.summary
+    moved = _hf(tmp_path, hub, "moved/llama-7b")  # the redirect is not followed to a dead CDN
+    assert moved.status == "ok" and moved.data["status"] == 302
     busy = _hf(tmp_path, hub, "busy/llama-7b")
     assert busy.status == "warn" and "503" in busy.summary and busy.blocks == []
 
