@@ -1,16 +1,85 @@
-"""CLI: `trainwiz replay` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz replay PRESET` — the whole wizard headless: checks → model → environment →
+launch → follow. Nothing is asked when stdin is not a terminal; `--yes` accepts warnings.
+Exit codes: 0 done, 2 bad input, 10 checks, 11 model, 12 environment, 13 launch, 14 training."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from backend.errors import TrainwizError
+from rich.console import Console
+from rich.markup import escape
+
+from backend.preset import load_preset
+from backend.replay import STEP_ORDER, Replay, StepReport, steps_between
+from tui.commands._common import add_json_flag, print_json
+
+_STYLE = {"done": "green", "skipped": "cyan", "warned": "yellow", "failed": "bold red"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("replay", help="(replay: not built yet)")
+    parser = subparsers.add_parser(
+        "replay",
+        help="run a preset end to end without the wizard (checks, model, environment, launch, follow)",
+        description=__doc__,
+    )
+    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
+    parser.add_argument("--yes", "-y", action="store_true", help="accept warnings without asking")
+    parser.add_argument("--from", dest="start", choices=STEP_ORDER, help="first step to run")
+    parser.add_argument("--until", choices=STEP_ORDER, help="last step to run")
+    parser.add_argument("--detach", action="store_true", help="stop after launch; training goes on")
+    add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz replay' is not built yet")
+    preset = load_preset(args.preset)
+    steps = steps_between(args.start, args.until)
+    console = Console(stderr=args.json, highlight=False)
+    interactive = sys.stdin.isatty() and not args.yes and not args.json
+
+    def confirm(text: str) -> bool:
+        console.print(f"[yellow]warnings:[/] {escape(text)}")
+        return console.input("continue anyway? [y/N] ").strip().lower() in ("y", "yes")
+
+    def progress(step: str, text: str) -> None:
+        if step == "follow":
+            console.out(text, highlight=False)
+        else:
+            console.print(f"  [dim]{step}:[/] {escape(text)}", highlight=False)
+
+    def emit(report: StepReport) -> None:
+        style = _STYLE[report.outcome]
+        console.print(
+            f"[{style}]{report.outcome:>7}[/] [bold]{report.step}[/]: {escape(report.message)}"
+        )
+        for line in report.details:
+            console.print(f"          {escape(line)}", highlight=False)
+
+    replay = Replay(
+        preset,
+        accept_warnings=args.yes,
+        detach=args.detach,
+        progress=progress,
+        confirm=confirm if interactive else None,
+    )
+    console.print(f"[bold]trainwiz replay[/] {preset.name}: {' → '.join(steps)}")
+    result = replay.run(steps, emit)
+    if result.findings:
+        console.print("[bold]diagnosis of the run's log:[/]")
+        for finding in result.findings:
+            console.print(f"  {escape(finding)}", highlight=False)
+    if args.json:
+        print_json(
+            {
+                "preset": preset.name,
+                "run_id": result.run_id,
+                "failed_step": result.failed_step,
+                "exit_code": result.exit_code,
+                "steps": result.reports,
+                "findings": result.findings,
+            }
+        )
+    elif result.run_id:
+        console.print(f"run: {result.run_id}  (trainwiz attach {result.run_id})")
+    return result.exit_code
