@@ -1,0 +1,231 @@
+"""Build the environment image once per set of inputs, streaming the builder's log.
+
+``trainwiz-env:<hash>`` names the result; if that tag exists the build is skipped, which is what
+makes the second build instant. A failed build's log goes to the diagnosis classifier, and the
+first error line plus its findings come back in ``BuildResult`` for the screen and the CLI.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.errors import TrainwizError
+from backend.images.catalog import ImageInfo
+from backend.images.docker_client import docker_client
+from backend.images.dockerfile import env_tag_for, render_dockerfile, write_context
+from backend.images.events import BuildStep, LogLine
+from backend.images.host import HostGpus
+from backend.images.plan import EnvPlan, plan_environment
+from backend.paths import cache_dir
+from backend.preset.schema import Preset
+
+Progress = Callable[..., None] | None
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+_ERRORISH = re.compile(
+    r"(^|\s)(ERROR|Error|error):|\bE: |Traceback|No module named|not found|Killed|"
+    r"RuntimeError|OSError|Exception\b|returned non-zero|No matching distribution",
+)
+_DOCKER_TAIL = re.compile(r"^The command .* returned a non-zero code|^executor failed running")
+
+
+@dataclass
+class BuildFinding:
+    """A diagnosis finding, reduced to what the build screen and CLI show."""
+
+    category: str
+    severity: str
+    line: int
+    title: str
+    text: str
+    explanation: str = ""
+
+
+@dataclass
+class BuildResult:
+    tag: str
+    ok: bool
+    cached: bool
+    dockerfile: str
+    log_path: str | None = None
+    log_tail: list[str] = field(default_factory=list)
+    error: str | None = None
+    error_line: str | None = None
+    error_line_no: int | None = None
+    findings: list[BuildFinding] = field(default_factory=list)
+    image_id: str | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def env_image_tag(preset: Preset, host: HostGpus | None = None) -> str:
+    """The tag the environment image of ``preset`` has (or will have) on this host."""
+    return env_tag_for(plan_environment(preset, host))
+
+
+def _emit(progress: Progress, event: object) -> None:
+    if progress is not None:
+        progress(event)
+
+
+def _error_line(lines: list[str]) -> tuple[int | None, str | None]:
+    """The last line that reads like the cause, skipping Docker's own 'command failed' summary."""
+    for index in range(len(lines) - 1, -1, -1):
+        text = lines[index].strip()
+        if text and _ERRORISH.search(text) and not _DOCKER_TAIL.match(text):
+            return index + 1, text
+    return None, None
+
+
+def diagnose_build_log(text: str, preset: Preset | None = None) -> list[BuildFinding]:
+    """Findings of the diagnosis classifier for a build log (empty when it recognises nothing)."""
+    from backend.diagnosis.classifier import diagnose_text
+
+    diagnosis = diagnose_text(text, preset)
+    return [
+        BuildFinding(f.category, f.severity, f.line, f.title, f.text, f.explanation)
+        for f in diagnosis.findings
+    ]
+
+
+def _existing(client: Any, tag: str) -> Any | None:
+    from docker.errors import ImageNotFound
+
+    try:
+        return client.images.get(tag)
+    except ImageNotFound:
+        return None
+
+
+def build_env_image(
+    preset: Preset,
+    *,
+    progress: Progress = None,
+    cancel: threading.Event | None = None,
+    host: HostGpus | None = None,
+    base: ImageInfo | None = None,
+    force: bool = False,
+    client: Any = None,
+) -> BuildResult:
+    """Build (or find) the environment image; never raises for a failed build, only for no daemon."""
+    started = time.monotonic()
+    plan = plan_environment(preset, host, base)
+    tag = env_tag_for(plan)
+    dockerfile = render_dockerfile(plan)
+    api = client or docker_client()
+    found = _existing(api, tag)
+    if found is not None and not force:
+        _emit(progress, LogLine(f"trainwiz: {tag} exists: build skipped"))
+        return BuildResult(tag, True, True, dockerfile, image_id=found.short_id, notes=plan.notes)
+    log_dir = cache_dir() / "env-builds"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{tag.split(':', 1)[1]}.log"
+    with tempfile.TemporaryDirectory(prefix="trainwiz-build-") as tmp:
+        context = write_context(plan, Path(tmp))
+        lines, error, image_id = _stream_build(api, context, tag, log_path, progress, cancel)
+    result = BuildResult(
+        tag, error is None, False, dockerfile, str(log_path), lines[-40:], error, notes=plan.notes
+    )
+    result.seconds = round(time.monotonic() - started, 1)
+    if error is None:
+        result.image_id = image_id
+        return result
+    result.error_line_no, result.error_line = _error_line(lines)
+    result.findings = diagnose_build_log("\n".join(lines), preset)
+    if result.findings and result.findings[0].line <= len(lines):
+        top = result.findings[0]
+        result.error_line_no, result.error_line = top.line, lines[top.line - 1].strip()
+    return result
+
+
+def _stream_build(
+    api: Any,
+    context: Path,
+    tag: str,
+    log_path: Path,
+    progress: Progress,
+    cancel: threading.Event | None,
+) -> tuple[list[str], str | None, str | None]:
+    """Run the classic builder over the context; returns (log lines, error, image id)."""
+    from docker.errors import APIError
+
+    lines: list[str] = []
+    partial = ""
+    error: str | None = None
+    image_id: str | None = None
+    with log_path.open("w", encoding="utf-8") as log:
+
+        def take(text: str) -> None:
+            text = _ANSI.sub("", text)
+            lines.append(text)
+            log.write(text + "\n")
+            step = _STEP.match(text)
+            if step:
+                _emit(progress, BuildStep(int(step[1]), int(step[2]), step[3]))
+            _emit(progress, LogLine(text))
+
+        try:
+            stream = api.api.build(
+                path=str(context),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+                network_mode="host",
+            )
+            for chunk in stream:
+                if cancel is not None and cancel.is_set():
+                    api.close()  # dropping the connection makes the daemon stop the build
+                    take("trainwiz: build cancelled")
+                    return lines, "cancelled", None
+                if "stream" in chunk:
+                    partial += chunk["stream"]
+                    *done, partial = partial.split("\n")
+                    for text in done:
+                        take(text.rstrip("\r"))
+                elif "error" in chunk:
+                    if partial:
+                        take(partial)
+                        partial = ""
+                    error = str(chunk["error"]).strip()
+                    take(error)
+                elif "aux" in chunk:
+                    image_id = str(chunk["aux"].get("ID", "")) or image_id
+            if partial:
+                take(partial)
+        except APIError as exc:
+            error = f"Docker refused the build: {exc.explanation or exc}"
+            take(error)
+        except OSError as exc:
+            raise TrainwizError(f"lost the Docker daemon during the build: {exc}") from exc
+    return lines, error, image_id
+
+
+def ensure_env_image(
+    preset: Preset,
+    *,
+    progress: Progress = None,
+    cancel: threading.Event | None = None,
+    host: HostGpus | None = None,
+) -> str:
+    """The environment image tag, building it first if needed; raises if the build fails."""
+    result = build_env_image(preset, progress=progress, cancel=cancel, host=host)
+    if not result.ok:
+        first = result.findings[0].title if result.findings else (result.error_line or "")
+        raise TrainwizError(
+            f"environment image build failed: {first or result.error}; log: {result.log_path}"
+        )
+    return result.tag
+
+
+def plan_for(preset: Preset, host: HostGpus | None = None) -> EnvPlan:
+    """The plan behind the tag (for previews: Dockerfile, wheels, notes)."""
+    return plan_environment(preset, host)

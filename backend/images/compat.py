@@ -1,0 +1,371 @@
+"""Can this machine run this image for this preset? Driver, GPU architecture, flash-attn, pins.
+
+Every rule is a table a reader can check against NVIDIA's and Hugging Face's own numbers:
+the minimum Linux driver of each CUDA toolkit (CUDA release notes, table 3), the CUDA that first
+compiles for each compute capability, and the torch floor each transformers release declares in
+its ``dependency_versions_table.py``. Each image gets ``compatible``, ``warning`` or
+``incompatible`` with one reason per check, so the screen can say why, not just what.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from backend.images.catalog import ImageInfo
+from backend.images.host import HostGpus
+from backend.preset.schema import Preset
+
+Verdict = Literal["compatible", "warning", "incompatible"]
+Level = Literal["ok", "warning", "incompatible"]
+_RANK: dict[str, int] = {"ok": 0, "compatible": 0, "warning": 1, "incompatible": 2}
+
+# CUDA toolkit -> minimum Linux driver (GA release). A driver runs its own CUDA and every older one.
+DRIVER_FOR_CUDA: list[tuple[tuple[int, int], str]] = [
+    ((13, 0), "580.65.06"),
+    ((12, 9), "575.51.03"),
+    ((12, 8), "570.26"),
+    ((12, 6), "560.28.03"),
+    ((12, 5), "555.42.02"),
+    ((12, 4), "550.54.14"),
+    ((12, 3), "545.23.06"),
+    ((12, 2), "535.54.03"),
+    ((12, 1), "530.30.02"),
+    ((12, 0), "525.60.13"),
+    ((11, 8), "520.61.05"),
+    ((11, 7), "515.43.04"),
+    ((11, 6), "510.39.01"),
+    ((11, 5), "495.29.05"),
+    ((11, 4), "470.42.01"),
+    ((11, 3), "465.19.01"),
+    ((11, 2), "460.27.03"),
+    ((11, 1), "455.23"),
+    ((11, 0), "450.36.06"),
+    ((10, 2), "440.33"),
+]
+# Minor-version compatibility: an older driver of the same major runs a newer minor toolkit's
+# binaries (no PTX JIT), from this driver on.
+MINOR_COMPAT_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+# Compute capability (sm) -> (architecture, first CUDA compiling for it, last CUDA supporting it).
+ARCHES: list[tuple[int, str, tuple[int, int], tuple[int, int] | None]] = [
+    (35, "Kepler", (5, 0), (11, 8)),
+    (50, "Maxwell", (6, 0), (12, 9)),
+    (60, "Pascal", (8, 0), (12, 9)),
+    (70, "Volta", (9, 0), (12, 9)),
+    (75, "Turing", (10, 0), None),
+    (80, "Ampere", (11, 0), None),
+    (86, "Ampere", (11, 1), None),
+    (87, "Ampere", (11, 4), None),
+    (89, "Ada", (11, 8), None),
+    (90, "Hopper", (11, 8), None),
+    (100, "Blackwell", (12, 8), None),
+    (103, "Blackwell", (12, 9), None),
+    (120, "Blackwell", (12, 8), None),
+    (121, "Blackwell", (12, 9), None),
+]
+
+# transformers release -> the torch it requires (its dependency_versions_table.py), newest first.
+TRANSFORMERS_TORCH_FLOOR: list[tuple[tuple[int, int], tuple[int, int]]] = [
+    ((4, 56), (2, 2)),
+    ((4, 55), (2, 1)),
+    ((4, 51), (2, 0)),
+    ((4, 36), (1, 10)),
+    ((4, 0), (1, 9)),
+]
+TRANSFORMERS_PYTHON_FLOOR: list[tuple[tuple[int, int], tuple[int, int]]] = [
+    ((4, 51), (3, 9)),
+    ((4, 0), (3, 8)),
+]
+FLASH_ATTN_MIN_SM = 80
+FLASH_ATTN_MIN_CUDA = (11, 7)
+
+
+def version_tuple(text: str | None) -> tuple[int, ...]:
+    """Leading numeric parts: '2.1.0a0+32f93b1' -> (2, 1, 0); '' or None -> ()."""
+    if not text:
+        return ()
+    match = re.match(r"\d+(?:\.\d+)*", text.strip())
+    return tuple(int(p) for p in match.group(0).split(".")) if match else ()
+
+
+def _fmt(ver: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in ver)
+
+
+def max_cuda_for_driver(driver: str) -> str | None:
+    """The newest CUDA toolkit a Linux driver runs (535.54.03 -> 12.2; 580.65.06 -> 13.0)."""
+    have = version_tuple(driver)
+    for cuda, needed in DRIVER_FOR_CUDA:
+        if have >= version_tuple(needed):
+            return _fmt(cuda)
+    return None
+
+
+def driver_for_cuda(cuda: tuple[int, ...]) -> str | None:
+    for toolkit, needed in DRIVER_FOR_CUDA:
+        if toolkit == tuple(cuda[:2]):
+            return needed
+    return None
+
+
+def _arch(sm: int) -> tuple[str, tuple[int, int], tuple[int, int] | None] | None:
+    best = None
+    for entry_sm, name, first, last in ARCHES:
+        if entry_sm <= sm:
+            best = (name, first, last)
+    return best
+
+
+@dataclass(frozen=True)
+class Reason:
+    check: str
+    level: Level
+    text: str
+
+
+@dataclass
+class Compatibility:
+    ref: str
+    verdict: Verdict
+    reasons: list[Reason] = field(default_factory=list)
+    flash_attn_install: bool = False
+
+
+def wants_flash_attn(image: ImageInfo, host: HostGpus, preset: Preset) -> bool:
+    """Whether the environment build installs flash-attn (the Dockerfile uses the same rule)."""
+    policy = preset.environment.flash_attn.install
+    if policy == "never" or image.flash_attn:
+        return False
+    if policy == "always":
+        return True
+    sm = host.min_sm
+    return (
+        preset.launch.device == "cuda"
+        and sm is not None
+        and sm >= FLASH_ATTN_MIN_SM
+        and image.flavor == "devel"
+    )
+
+
+def _torch_version(image: ImageInfo, preset: Preset) -> tuple[str | None, str]:
+    spec = preset.environment.torch_spec
+    if spec:
+        pinned = re.search(r"==\s*([0-9][^,;\s]*)", spec)
+        return (pinned.group(1) if pinned else None), f"torch_spec {spec}"
+    return image.torch, "the image"
+
+
+def _check_driver(image: ImageInfo, host: HostGpus, preset: Preset) -> list[Reason]:
+    cuda = version_tuple(image.cuda)
+    if not cuda:
+        if preset.launch.device == "cuda" and not preset.environment.torch_spec:
+            level: Level = "incompatible" if image.torch else "warning"
+            return [Reason("driver", level, "image has no CUDA but the preset trains on cuda")]
+        return [Reason("driver", "ok", "no CUDA in the image (CPU training)")]
+    if host.driver_version is None:
+        if preset.launch.device == "cpu":
+            return [
+                Reason("driver", "ok", f"CUDA {image.cuda} image, CPU training: no driver needed")
+            ]
+        return [Reason("driver", "warning", "no NVIDIA driver found here: CUDA not checked")]
+    max_cuda = version_tuple(host.cuda_driver) or version_tuple(
+        max_cuda_for_driver(host.driver_version)
+    )
+    where = f"driver {host.driver_version} (CUDA ≤ {_fmt(max_cuda) or '?'})"
+    if not max_cuda:
+        return [
+            Reason("driver", "incompatible", f"driver {host.driver_version} predates CUDA 10.2")
+        ]
+    if cuda[:2] <= max_cuda[:2]:
+        return [Reason("driver", "ok", f"{where} runs CUDA {image.cuda}")]
+    floor = MINOR_COMPAT_DRIVER.get(cuda[0])
+    if (
+        cuda[0] == max_cuda[0]
+        and floor
+        and version_tuple(host.driver_version) >= version_tuple(floor)
+    ):
+        return [
+            Reason(
+                "driver",
+                "warning",
+                f"{where} runs CUDA {image.cuda} only through minor-version compatibility "
+                "(no PTX JIT); prefer an image with CUDA ≤ "
+                f"{_fmt(max_cuda[:2])} or a driver ≥ {driver_for_cuda(cuda) or '?'}",
+            )
+        ]
+    return [
+        Reason(
+            "driver",
+            "incompatible",
+            f"{where} cannot run CUDA {image.cuda}: upgrade the driver to ≥ "
+            f"{driver_for_cuda(cuda) or '?'} or pick an image with CUDA ≤ {_fmt(max_cuda[:2])}",
+        )
+    ]
+
+
+def _check_arch(image: ImageInfo, host: HostGpus) -> list[Reason]:
+    cuda = version_tuple(image.cuda)
+    if not cuda or not host.gpus:
+        return []
+    reasons: list[Reason] = []
+    for sm in sorted({g.sm for g in host.gpus}):
+        arch = _arch(sm)
+        cc = f"sm{sm}"
+        if arch is None:
+            reasons.append(Reason("arch", "warning", f"{cc}: architecture not in trainwiz's table"))
+            continue
+        name, first, last = arch
+        if cuda[:2] < first:
+            reasons.append(
+                Reason(
+                    "arch",
+                    "incompatible",
+                    f"{name} ({cc}) needs CUDA ≥ {_fmt(first)}; image has {image.cuda}",
+                )
+            )
+        elif last is not None and cuda[:2] > last:
+            reasons.append(
+                Reason(
+                    "arch",
+                    "incompatible",
+                    f"CUDA {image.cuda} dropped {name} ({cc}); last supporting is {_fmt(last)}",
+                )
+            )
+        else:
+            reasons.append(Reason("arch", "ok", f"{name} ({cc}) supported by CUDA {image.cuda}"))
+    return reasons
+
+
+def _check_flash_attn(image: ImageInfo, host: HostGpus, preset: Preset) -> list[Reason]:
+    policy = preset.environment.flash_attn.install
+    if policy == "never":
+        return [Reason("flash_attn", "ok", "flash-attn not wanted (install: never)")]
+    if image.flash_attn:
+        return [Reason("flash_attn", "ok", "flash-attn ships in the image")]
+    sm = host.min_sm
+    old_gpu = sm is not None and sm < FLASH_ATTN_MIN_SM
+    cuda = version_tuple(image.cuda)
+    if policy == "always":
+        if old_gpu:
+            return [
+                Reason("flash_attn", "incompatible", f"flash-attn 2 needs sm80+; GPUs are sm{sm}")
+            ]
+        if image.flavor != "devel":
+            return [
+                Reason(
+                    "flash_attn",
+                    "incompatible",
+                    "flash-attn must be built but this is not a -devel image (no nvcc): pick the "
+                    "-devel tag or set flash_attn.install: never",
+                )
+            ]
+        if cuda and cuda[:2] < FLASH_ATTN_MIN_CUDA:
+            return [
+                Reason(
+                    "flash_attn",
+                    "incompatible",
+                    f"flash-attn needs CUDA ≥ 11.7; image has {image.cuda}",
+                )
+            ]
+        return [Reason("flash_attn", "ok", "flash-attn will be built (devel image has nvcc)")]
+    # auto
+    if preset.launch.device != "cuda" or sm is None:
+        return [Reason("flash_attn", "ok", "flash-attn skipped: no sm80+ GPU here (SDPA)")]
+    if old_gpu:
+        return [
+            Reason("flash_attn", "ok", f"flash-attn skipped: GPUs are sm{sm} (< sm80), SDPA used")
+        ]
+    if image.flavor != "devel":
+        level: Level = "warning"
+        text = "flash-attn skipped: runtime image has no nvcc to build it (SDPA used)"
+        if preset.launch.entry == "fastchat-train-mem":
+            level, text = "incompatible", text + "; FastChat's train_mem.py needs flash-attn"
+        return [Reason("flash_attn", level, text)]
+    if cuda and cuda[:2] < FLASH_ATTN_MIN_CUDA:
+        return [
+            Reason(
+                "flash_attn",
+                "warning",
+                f"flash-attn skipped: needs CUDA ≥ 11.7, image has {image.cuda}",
+            )
+        ]
+    return [Reason("flash_attn", "ok", "flash-attn will be built (devel image has nvcc)")]
+
+
+def _floor(
+    table: list[tuple[tuple[int, int], tuple[int, int]]], ver: tuple[int, ...]
+) -> tuple[int, int] | None:
+    for release, floor in table:
+        if ver[:2] >= release:
+            return floor
+    return None
+
+
+def _check_pins(image: ImageInfo, preset: Preset) -> list[Reason]:
+    pin = preset.environment.transformers
+    tf = version_tuple(pin)
+    reasons: list[Reason] = []
+    torch, source = _torch_version(image, preset)
+    floor = _floor(TRANSFORMERS_TORCH_FLOOR, tf)
+    if torch is None:
+        level: Level = "ok" if preset.environment.torch_spec else "warning"
+        reasons.append(Reason("torch", level, f"torch version of {source} unknown: not checked"))
+    elif floor and version_tuple(torch)[:2] < floor:
+        reasons.append(
+            Reason(
+                "torch",
+                "incompatible",
+                f"transformers {pin} needs torch ≥ {_fmt(floor)}; {source} has {torch}: pick a "
+                "newer image or pin an older transformers (the seed's 4.31.0)",
+            )
+        )
+    else:
+        reasons.append(Reason("torch", "ok", f"torch {torch} ({source}) meets transformers {pin}"))
+    py_floor = _floor(TRANSFORMERS_PYTHON_FLOOR, tf)
+    if image.python and py_floor and version_tuple(image.python)[:2] < py_floor:
+        reasons.append(
+            Reason(
+                "python",
+                "incompatible",
+                f"transformers {pin} needs Python ≥ {_fmt(py_floor)}; image has {image.python}",
+            )
+        )
+    if preset.environment.fsdp_state_dict_patch and torch and not torch.startswith("2.0."):
+        reasons.append(
+            Reason("torch", "ok", f"FSDP state-dict patch skipped: torch {torch} is not 2.0.x")
+        )
+    return reasons
+
+
+def check_image(image: ImageInfo, host: HostGpus, preset: Preset) -> Compatibility:
+    """All checks for one image; the verdict is the worst reason."""
+    reasons = (
+        _check_driver(image, host, preset)
+        + _check_arch(image, host)
+        + _check_flash_attn(image, host, preset)
+        + _check_pins(image, preset)
+    )
+    worst = max((_RANK[r.level] for r in reasons), default=0)
+    verdict: Verdict = ("compatible", "warning", "incompatible")[worst]  # type: ignore[assignment]
+    return Compatibility(image.ref, verdict, reasons, wants_flash_attn(image, host, preset))
+
+
+def newest_key(image: ImageInfo) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """Sort key: newest torch, then newest CUDA, then devel before runtime."""
+    return (
+        version_tuple(image.torch),
+        version_tuple(image.cuda),
+        1 if image.flavor == "devel" else 0,
+    )
+
+
+def suggest(images: list[ImageInfo], results: list[Compatibility]) -> str | None:
+    """The newest compatible image (None when nothing is compatible)."""
+    by_ref = {r.ref: r for r in results}
+    ok = [i for i in images if by_ref.get(i.ref) and by_ref[i.ref].verdict == "compatible"]
+    if not ok:
+        return None
+    needs_devel = any(r.flash_attn_install for r in results)
+    return max(ok, key=lambda i: (newest_key(i), needs_devel and i.flavor == "devel")).ref
