@@ -124,6 +124,7 @@ async def drive(run: Path, seconds: float, size: tuple[int, int]) -> dict[str, A
     from backend.monitor import StaticOwner, TraceReplaySource
     from screens.monitor import MonitorScreen
     from widgets.log_pane import LogPane
+    from widgets.loss_chart import LossChart
     from widgets.throughput import ThroughputMeter
 
     sent: list[float] = []
@@ -159,6 +160,7 @@ async def drive(run: Path, seconds: float, size: tuple[int, int]) -> dict[str, A
 
         app._display = counting  # type: ignore[method-assign]
         await pilot.pause()
+        load0 = os.getloadavg()[0]
         cpu0 = proc.cpu_times()
         t0 = time.monotonic()
         rss_peak = 0
@@ -178,11 +180,13 @@ async def drive(run: Path, seconds: float, size: tuple[int, int]) -> dict[str, A
         shown_lines = pane.model.total
         shown_step = meter.summary.step if meter.summary else 0
         counts = dict(pane.model.counts)
+        chart_draws = app.screen.query_one(LossChart).draws
     done = json.loads((run / "writer_done.json").read_text())
     lat_ms = sorted(x * 1000 for x in latencies)
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     return {
         "seconds": round(wall, 1),
+        "loadavg_1m_start": round(load0, 2),
         "terminal": f"{size[0]}x{size[1]}",
         "lines_written": done["lines"],
         "log_lines_expected": done["lines"] - done["progress"],
@@ -201,6 +205,8 @@ async def drive(run: Path, seconds: float, size: tuple[int, int]) -> dict[str, A
             max(rss_peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20, 1
         ),
         "cpus": os.cpu_count(),
+        "loadavg_1m_end": round(os.getloadavg()[0], 2),
+        "chart_draws": chart_draws,
     }
 
 

@@ -130,12 +130,29 @@ class MonitorScreen(StepScreen):
         yield LogPane(run_id=self.run.run_id, log_path=self.run.log, id="log")
 
     def on_mount(self) -> None:
+        self._start_workers()
+
+    def _start_workers(self) -> None:
         status = self.run.status() if self.run else None
         self._gpu_worker(owner_for_status(status))
         if self.run is not None:
             self._log_worker(self.run)
             self._metrics_worker(self.run)
             self.query_one(LogPane).view.focus()
+
+    async def on_screen_resume(self) -> None:
+        """A launch (or attach) since the last visit: monitor that run instead."""
+        new = self._resolve_run()
+        if new is None or (self.run is not None and new.run_dir == self.run.run_dir):
+            return
+        self._cancel.set()
+        self._cancel = threading.Event()
+        self._metrics_seen = False
+        await self.recompose()
+        self._start_workers()
+
+    def preset_changed(self) -> None:
+        """The monitor shows a run, not the preset: loading a preset changes nothing here."""
 
     def on_unmount(self) -> None:
         self._cancel.set()
@@ -147,6 +164,7 @@ class MonitorScreen(StepScreen):
     # ---- workers (threads: call backend, post messages, never touch widgets) ---------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="monitor-gpu")
     def _gpu_worker(self, owner: OwnerResolver) -> None:
+        cancel = self._cancel  # this worker's own: a later restart swaps in a fresh event
         source = self._gpu_factory(owner) if self._gpu_factory else NvmlSource(owner)
 
         def on_sample(snap: GpuSnapshot) -> None:
@@ -154,12 +172,13 @@ class MonitorScreen(StepScreen):
 
         sampler = NvmlSampler(source, on_sample, self.gpu_interval)
         try:
-            sampler.run(self._cancel)
+            sampler.run(cancel)
         finally:
             source.close()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="monitor-log")
     def _log_worker(self, run: RunFiles) -> None:
+        cancel = self._cancel
         classifier = load_classifier()
         if classifier is None:
             self.post_message(StatusUpdate({"_classifier_missing": True}))
@@ -182,10 +201,11 @@ class MonitorScreen(StepScreen):
                 last_post = now
                 self.post_message(MetricsUpdate(tracker.view(self.chart_width), "log"))
 
-        LogFollower(run.log, on_batch).run(self._cancel, follow=self.follow_files)
+        LogFollower(run.log, on_batch).run(cancel, follow=self.follow_files)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="monitor-metrics")
     def _metrics_worker(self, run: RunFiles) -> None:
+        cancel = self._cancel
         follower = MetricsFollower(run.metrics)
         tracker = RunTracker(source="metrics")
         last_status: dict[str, Any] | None = None
@@ -200,7 +220,7 @@ class MonitorScreen(StepScreen):
                 if tracker.last is not None or tracker.end is not None:
                     self._metrics_seen = True
                     self.post_message(MetricsUpdate(tracker.view(self.chart_width), "metrics"))
-            if self._cancel.wait(0.25) or not self.follow_files:
+            if cancel.wait(0.25) or not self.follow_files:
                 return
 
     # ---- message handlers (UI thread) -----------------------------------------------------

@@ -3,9 +3,12 @@ grad-norm spikes marked with vertical lines and listed in the caption."""
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
@@ -44,9 +47,13 @@ class LossChart(Vertical, can_focus=True):
     LossChart > PlotextPlot { height: 1fr; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, min_redraw_s: float = 1.0) -> None:
         super().__init__(id=id)
         self.view: MetricsView | None = None
+        self.min_redraw_s = min_redraw_s
+        self.draws = 0
+        self._last_draw = 0.0
+        self._pending: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(caption(None), id="loss-caption")
@@ -60,11 +67,22 @@ class LossChart(Vertical, can_focus=True):
         return max(20, self.size.width - 12)
 
     def show(self, view: MetricsView) -> None:
+        """Caption now; the plot at most once per ``min_redraw_s`` (a plotext build costs tens
+        of ms on the UI thread, and metrics may arrive at 10 Hz)."""
         self.view = view
         self.query_one("#loss-caption", Static).update(caption(view))
-        self._draw()
+        if self._pending is not None:
+            return
+        wait = self._last_draw + self.min_redraw_s - time.monotonic()
+        if wait <= 0 or view.summary.finished:
+            self._draw()
+        else:
+            self._pending = self.set_timer(wait, self._draw)
 
     def _draw(self) -> None:
+        self._pending = None
+        self._last_draw = time.monotonic()
+        self.draws += 1
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_data()

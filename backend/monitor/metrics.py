@@ -170,6 +170,8 @@ class HfLogParser:
 
     def feed(self, segment: str) -> list[MetricsEvent]:
         out: list[MetricsEvent] = []
+        if " [" not in segment and "{'" not in segment:
+            return out  # neither a tqdm redraw nor a logged dict: the common case, kept cheap
         for m in _TQDM.finditer(segment):
             self.step, self.max_steps = int(m.group(1)), int(m.group(2))
             if m.group(3):

@@ -228,3 +228,21 @@ def test_other_users_processes_are_marked_other() -> None:
     row = next(i for i, ln in enumerate(lines[1:], 1) if '"pid": 743' in ln)
     text = render_snapshot(src.snapshot(json.loads(lines[row])), 118).plain
     assert "743" in text and "other" in text and "this run" not in text
+
+
+async def test_a_run_launched_later_is_picked_up_on_return(tmp_path: Path) -> None:
+    from textual.screen import Screen
+
+    run = make_run(tmp_path)
+    screen = MonitorScreen(None, gpu_source=replay_factory(one_row_trace(tmp_path)))
+    app = MonitorHarness(screen)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert screen.run is None and not screen.query(LogPane)
+        app.current_run = run  # type: ignore[attr-defined]  # what the Launch step sets
+        await app.push_screen(Screen())
+        await pilot.pause()
+        app.pop_screen()
+        await settle(pilot, app, len(expected_log_lines(LOG_2G)))
+        assert screen.run is not None and screen.run.run_dir == run
+        assert screen.query_one(ThroughputMeter).summary.step == 10  # type: ignore[union-attr]
