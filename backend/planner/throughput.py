@@ -30,8 +30,11 @@ RECOMPUTE_OVERHEAD_FACTOR = 1.3
 OPTIMIZER_BYTES_PER_PARAM = 64.0
 # CALIBRATED (H200 host, 1 and 2 ranks): host AdamW seconds per parameter with offload, and how
 # it worsens as ranks on one node compete for the same cores and memory bandwidth.
-HOST_ADAM_S_PER_PARAM = 1.98e-9
-HOST_CONTENTION_EXP = 1.43
+HOST_ADAM_S_PER_PARAM = 1.50e-9
+HOST_CONTENTION_EXP = 1.76
+# With offload every micro-step copies fp32 param shards in (forward and backward) and grads out.
+OFFLOAD_BYTES_PER_PARAM = 12.0
+OFFLOAD_PCIE_BYTES_PER_S = 25e9
 # Collective bandwidth per GPU (bytes/s): NVLink-class inside a node, PCIe otherwise, network
 # between nodes. Only exposed time (beyond the compute it overlaps) counts.
 NVLINK_BYTES_PER_S = 200e9
@@ -95,6 +98,8 @@ def predict_throughput(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> Thr
     if s.checkpointing:
         overhead *= RECOMPUTE_OVERHEAD_FACTOR
     micro = max(compute, comm) + overhead
+    if s.offload:
+        micro += OFFLOAD_BYTES_PER_PARAM * P / N / OFFLOAD_PCIE_BYTES_PER_S
     if s.offload:
         # Measured on 1 and 2 ranks only; beyond 2 the per-rank slowdown is held at 2's value.
         contention = min(N, 2) ** (1 + HOST_CONTENTION_EXP)

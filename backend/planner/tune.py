@@ -20,6 +20,8 @@ from backend.planner.throughput import ThroughputPlan, predict_throughput
 
 # FSDP activation checkpointing through ``fsdp_config`` reached HF Trainer in 4.35.
 FSDP_AC_MIN_TRANSFORMERS = (4, 35)
+# Strategies that re-gather parameters in backward (where Trainer's recompute gathers twice).
+SHARDED_RESHARD = ("full_shard", "hybrid_shard")
 # Keep the user's configuration unless the best one is predicted this much faster.
 MIN_GAIN = 0.02
 
@@ -215,7 +217,11 @@ def tune(
         )
         if keep:
             best = before
-            notes.append("the configuration is already within 2% of the fastest that fits")
+            notes.append("batch and offload kept: already within 2% of the fastest that fits")
+        s = best.settings
+        if fsdp_ac_ok and s.trainer_gc and s.world > 1 and s.strategy in SHARDED_RESHARD:
+            # Same memory, one all-gather per layer less in backward (HF warns about it too).
+            best = estimate(shape, s.with_(trainer_gc=False, fsdp_ac=True), gpu)
     changes = [Change(*c) for c in _reasons(before, best)]
     return TuneResult(
         preset=_apply(preset, best.settings),

@@ -1,0 +1,356 @@
+"""Step 4, Hyperparameters: every training argument, checked as it changes, with what follows.
+
+The left side is the form (six groups, each field with its help and its message); the right
+side is what the values imply, recomputed on every accepted edit: global batch, steps, warmup,
+tokens per step, the exact torchrun command, and the planner's memory and speed estimate for
+the chosen GPU. A value the schema rejects stays on screen with its error and never reaches
+the preset. GPU detection and dataset counting run in thread workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, Select, Static
+
+from backend.planner import (
+    GpuSpec,
+    ModelShape,
+    count_records,
+    derive,
+    estimate,
+    gpu_spec,
+    settings_from_preset,
+    shape_for_preset,
+    tune,
+)
+from backend.planner.fields import (
+    FieldInfo,
+    apply,
+    cross_checks,
+    current_value,
+    display_value,
+    form_fields,
+)
+from backend.planner.gpu import ALIASES
+from backend.planner.report import estimate_lines
+from backend.preset.schema import map_container_path
+from screens.base import StepScreen
+from widgets.form_field import FormField
+
+NO_GPU = "__none__"
+LOCAL_GPU = "__local__"
+
+
+def field_id(path: str) -> str:
+    return "hp-" + path.replace(".", "-").replace("_", "-")
+
+
+class HyperparamsScreen(StepScreen):
+    """The form plus live derived values, command preview, memory plan, tune and save."""
+
+    STEP_ID = "hyperparams"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f5", "tune", "Tune", id="hyperparams_tune"),
+        Binding("f6", "save_as", "Save as preset", id="hyperparams_save"),
+    ]
+    DEFAULT_CSS = """
+    HyperparamsScreen #hp-main { height: 1fr; }
+    HyperparamsScreen #hp-form { width: 3fr; border: round $primary 50%; padding: 0 1; }
+    HyperparamsScreen #hp-side { width: 2fr; border: round $secondary 50%; padding: 0 1; }
+    HyperparamsScreen #hp-side Static { margin: 0 0 1 0; }
+    HyperparamsScreen #hp-buttons { height: auto; }
+    HyperparamsScreen #hp-buttons Button { margin: 0 1 0 0; }
+    HyperparamsScreen #hp-command { color: $text-muted; }
+    """
+
+    @dataclass
+    class GpuFound(Message):
+        gpu: GpuSpec | None
+
+    @dataclass
+    class RecordsCounted(Message):
+        path: str
+        records: int | None
+        note: str
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: dict[str, FieldInfo] = {f.path: f for f in form_fields()}
+        self.invalid: dict[str, str] = {}
+        self.local_gpu: GpuSpec | None = None
+        self.gpu: GpuSpec | None = None
+        self.records: tuple[str, int | None, str] = ("", None, "dataset not counted yet")
+        self.tune_text = ""
+
+    # ---- layout --------------------------------------------------------------------------
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="hp-main"):
+            with VerticalScroll(id="hp-form"):
+                group = ""
+                for info in self.fields.values():
+                    if info.group != group:
+                        group = info.group
+                        yield Static(group, classes="section-title")
+                    value = current_value(self.preset, info.path)
+                    shown: str | bool = bool(value) if info.kind == "bool" else display_value(value)
+                    yield FormField(
+                        info.path,
+                        info.path,
+                        info.kind,
+                        shown,
+                        info.help,
+                        info.choices,
+                        id=field_id(info.path),
+                    )
+            with VerticalScroll(id="hp-side"):
+                yield Select(self._gpu_options(), value=self._gpu_choice(), id="hp-gpu",
+                             allow_blank=False, prompt="Plan for GPU")  # fmt: skip
+                yield Static("Derived", classes="section-title")
+                yield Static(id="hp-derived", markup=False)
+                yield Static("Memory and speed", classes="section-title")
+                yield Static(id="hp-memory", markup=False)
+                yield Static("Training command", classes="section-title")
+                yield Static(id="hp-command", markup=False)
+                yield Static(self.tune_text, id="hp-tune-result", markup=False)
+                with Horizontal(id="hp-buttons"):
+                    yield Button("Tune (F5)", id="hp-tune", variant="primary")
+                    yield Button("Save as preset (F6)", id="hp-save")
+
+    def _gpu_options(self) -> list[tuple[str, str]]:
+        options = [("no GPU chosen", NO_GPU)]
+        if self.local_gpu is not None:
+            label = f"this machine: {self.local_gpu.count} x {self.local_gpu.name}"
+            options.append((label, LOCAL_GPU))
+        options += [(f"{alias}: {name}", alias) for alias, name in ALIASES.items()]
+        return options
+
+    def _gpu_choice(self) -> str:
+        if self.gpu is None:
+            return NO_GPU
+        if self.local_gpu is not None and self.gpu == self.local_gpu:
+            return LOCAL_GPU
+        for alias, name in ALIASES.items():
+            if name == self.gpu.name:
+                return alias
+        return NO_GPU
+
+    def on_mount(self) -> None:
+        self.detect_gpu()
+        self._count_data()
+        self.refresh_all()
+
+    def preset_changed(self) -> None:
+        self.invalid.clear()
+        self.tune_text = ""
+        if self.is_mounted:
+            self.refresh(recompose=True)
+            self.call_after_refresh(self._after_new_preset)
+
+    def _after_new_preset(self) -> None:
+        self._count_data()
+        self.refresh_all()
+
+    # ---- workers -------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="hp-gpu")
+    def detect_gpu(self) -> None:
+        from backend.planner.gpu import detect_local
+
+        self.post_message(self.GpuFound(detect_local()))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="hp-count")
+    def count_data(self, path: str) -> None:
+        records, note = count_records(path)
+        self.post_message(self.RecordsCounted(path, records, note))
+
+    def _data_path(self) -> str:
+        from backend.model.placeholders import resolve_placeholders
+
+        path = resolve_placeholders(self.preset.training.data_path, None)
+        if self.preset.launch.runner == "docker":
+            path = map_container_path(
+                path, self.preset.container.volumes, self.preset.launch.workdir
+            )
+        return path
+
+    def _count_data(self) -> None:
+        path = self._data_path()
+        if path != self.records[0]:
+            self.records = (path, None, "counting records…")
+            self.count_data(path)
+
+    @on(GpuFound)
+    def _gpu_found(self, message: GpuFound) -> None:
+        self.local_gpu = message.gpu
+        if message.gpu is not None and self.gpu is None:
+            self.gpu = message.gpu
+        select = self.query_one("#hp-gpu", Select)
+        with select.prevent(Select.Changed):
+            select.set_options(self._gpu_options())
+            select.value = self._gpu_choice()
+        self.refresh_all()
+
+    @on(RecordsCounted)
+    def _counted(self, message: RecordsCounted) -> None:
+        if message.path == self.records[0]:
+            self.records = (message.path, message.records, message.note)
+            self.refresh_all()
+
+    # ---- edits ---------------------------------------------------------------------------
+    @on(FormField.Edited)
+    def _edited(self, event: FormField.Edited) -> None:
+        info = self.fields[event.path]
+        updated, error = apply(self.preset, info, event.raw)
+        if updated is None:
+            self.invalid[event.path] = error
+        else:
+            self.invalid.pop(event.path, None)
+            if current_value(updated, info.path) != current_value(self.preset, info.path):
+                self.wizard.preset = updated
+                self.tune_text = ""
+        if event.path == "data_path":
+            self._count_data()
+        self.refresh_all()
+
+    @on(Select.Changed, "#hp-gpu")
+    def _gpu_chosen(self, event: Select.Changed) -> None:
+        choice = str(event.value)
+        if choice == NO_GPU:
+            self.gpu = None
+        elif choice == LOCAL_GPU:
+            self.gpu = self.local_gpu
+        else:
+            self.gpu = gpu_spec(choice)
+        self.refresh_all()
+
+    # ---- what the values imply -----------------------------------------------------------
+    def _shape(self) -> ModelShape | None:
+        try:
+            return shape_for_preset(self.preset)
+        except Exception:  # a malformed config.json: the memory panel says so
+            return None
+
+    def refresh_all(self) -> None:
+        preset = self.preset
+        shape = self._shape()
+        visible = self.local_gpu.count if self.local_gpu is not None else None
+        issues = cross_checks(preset, self.gpu, shape, visible)
+        by_path: dict[str, tuple[str, str]] = {}
+        rank = {"error": 0, "warning": 1, "info": 2}
+        for issue in sorted(issues, key=lambda i: rank[i.level]):
+            by_path.setdefault(issue.path, (issue.message, issue.level))
+        for path in self.fields:
+            field = self.query_one(f"#{field_id(path)}", FormField)
+            if path in self.invalid:
+                field.set_message(self.invalid[path], "error")
+            elif path in by_path:
+                text, level = by_path[path]
+                field.set_message(text, level)  # type: ignore[arg-type]
+            else:
+                field.set_message("", "")
+        self._refresh_derived()
+        self._refresh_memory(shape)
+        self._refresh_command()
+        self.query_one("#hp-tune-result", Static).update(self.tune_text)
+
+    @property
+    def problems(self) -> list[str]:
+        """Every error now on the form (parse/range errors and cross-field errors)."""
+        out = [f"{p}: {m}" for p, m in self.invalid.items()]
+        for path in self.fields:
+            field = self.query_one(f"#{field_id(path)}", FormField)
+            if path not in self.invalid and field.has_class("-invalid"):
+                out.append(f"{path}: {field.message}")
+        return out
+
+    def _refresh_derived(self) -> None:
+        preset = self.preset
+        world = preset.launch.nproc_per_node * preset.launch.nnodes
+        _, records, note = self.records
+        d = derive(preset.training, world, records, note)
+
+        def show(value: int | None) -> str:
+            return f"{value:,}" if value is not None else "unknown (dataset size unknown)"
+
+        lines = [
+            f"global batch: {d.global_batch} = {preset.training.per_device_train_batch_size} "
+            f"x {preset.training.gradient_accumulation_steps} accumulation x {world} GPU(s)",
+            f"tokens per step: {d.tokens_per_step:,} (every sample padded to "
+            f"{preset.training.model_max_length})",
+            f"dataset: {note}",
+            f"steps per epoch: {show(d.steps_per_epoch)}",
+            f"total steps: {show(d.total_steps)}",
+            f"warmup steps: {show(d.warmup_steps)}",
+        ]
+        self.query_one("#hp-derived", Static).update("\n".join(lines))
+
+    def _refresh_memory(self, shape: ModelShape | None) -> None:
+        widget = self.query_one("#hp-memory", Static)
+        if self.preset.launch.device == "cpu":
+            widget.update("The preset trains on the CPU: there is no GPU memory to plan.")
+        elif shape is None:
+            widget.update(
+                f"Model shape unknown: {self.preset.model.dir} has no config.json yet "
+                "(fetch the model in the Model step)."
+            )
+        elif self.gpu is None:
+            widget.update("No GPU found here: choose one above to see the memory plan.")
+        else:
+            est = estimate(shape, settings_from_preset(self.preset), self.gpu)
+            widget.update("\n".join(estimate_lines(est, shape, self.gpu)))
+
+    def _refresh_command(self) -> None:
+        from backend.plan import build_plan
+
+        try:
+            text = build_plan(self.preset).step("train").display()
+        except Exception as exc:  # an unresolvable placeholder: say why instead of a command
+            text = f"command unavailable: {exc}"
+        self.query_one("#hp-command", Static).update(text)
+
+    # ---- actions -------------------------------------------------------------------------
+    @on(Button.Pressed, "#hp-tune")
+    def _tune_pressed(self) -> None:
+        self.action_tune()
+
+    @on(Button.Pressed, "#hp-save")
+    def _save_pressed(self) -> None:
+        self.action_save_as()
+
+    def action_tune(self) -> None:
+        shape = self._shape()
+        if self.gpu is None or shape is None or self.preset.launch.device == "cpu":
+            self.notify("Tune needs a GPU and the model's shape.", severity="warning")
+            return
+        if self.invalid:
+            self.notify("Fix the fields marked in red first.", severity="error")
+            return
+        result = tune(self.preset, self.gpu, shape)
+        self.wizard.preset = result.preset
+        for change in result.changes:
+            path = change.path.removeprefix("training.")
+            if path.startswith("fsdp_config."):
+                path = "fsdp_config"
+            if path in self.fields:
+                value = current_value(result.preset, path)
+                info = self.fields[path]
+                shown = bool(value) if info.kind == "bool" else display_value(value)
+                self.query_one(f"#{field_id(path)}", FormField).set_value(shown)
+        lines = [f"Tune: {len(result.changes)} change(s), x{result.speedup:.1f} predicted"]
+        lines += [f"- {c.path}: {c.old!r} -> {c.new!r}: {c.reason}" for c in result.changes]
+        lines += result.notes
+        self.tune_text = "\n".join(lines)
+        self.refresh_all()
+
+    def action_save_as(self) -> None:
+        problems = self.problems
+        if problems:
+            self.notify("Not saved: " + "; ".join(problems), severity="error", timeout=8)
+            return
+        self.wizard.action_save_preset()
