@@ -97,6 +97,9 @@ def watch(run_dir: Path) -> int:
             else:
                 code = run_docker(run_dir, spec, log)
             state, message = _final_state(run_dir, code)
+            failed_step = read_status(run_dir).step
+            if state == "failed" and failed_step not in (None, "train", "container"):
+                message = f"step {failed_step} failed ({message})"
             return _finish(run_dir, log, state, code, message)
         except Exception as exc:  # the watcher must record why, whatever broke
             _log_line(log, f"watcher error: {type(exc).__name__}: {exc}")
