@@ -1,0 +1,352 @@
+"""Troubleshoot view: pick a run (or a log path, or paste a log), read what went wrong, fix it.
+
+Reachable from anywhere (ctrl+t, the palette, the monitor's log pane). Diagnosis runs in a
+thread worker; a chosen fix is never applied silently: a dialog shows the preset diff first,
+then "apply and relaunch" calls the relaunch callback the app provides, or, where launching is
+not available, saves the fixed preset and says where.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Footer, Header, Input, OptionList, Static, TextArea
+from textual.widgets.option_list import Option
+
+from backend.diagnosis import Diagnosis, Finding, Fix, apply_fixes, diagnose_file, diagnose_text
+from backend.diagnosis import preset_diff as make_diff
+from backend.errors import TrainwizError
+from backend.paths import home, runs_dir
+from backend.preset import Preset, load_preset, save_preset
+
+Relaunch = Callable[[Preset], None]
+SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+@dataclass
+class RunEntry:
+    run_id: str
+    log: Path
+    preset: Path | None
+    state: str
+
+
+def list_runs(root: Path | None = None) -> list[RunEntry]:
+    """Runs that have a log, newest first (run ids start with a timestamp)."""
+    base = root or runs_dir()
+    entries = []
+    for run in sorted(base.glob("*/train.log"), reverse=True):
+        state = "unknown"
+        try:
+            state = str(json.loads((run.parent / "status.json").read_text()).get("state", state))
+        except (OSError, ValueError):
+            pass
+        preset = run.parent / "preset.yaml"
+        entries.append(RunEntry(run.parent.name, run, preset if preset.is_file() else None, state))
+    return entries
+
+
+class DiagnosisReady(Message):
+    def __init__(self, diagnosis: Diagnosis, source: str) -> None:
+        super().__init__()
+        self.diagnosis = diagnosis
+        self.source = source
+
+
+class DiagnosisFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class FixReviewDialog(ModalScreen[bool]):
+    """The preset diff of one fix; nothing changes unless the user confirms."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "apply", "Apply and relaunch", id="troubleshoot.fix_apply"),
+        Binding("escape,n", "cancel", "Cancel", id="troubleshoot.fix_cancel"),
+    ]
+    DEFAULT_CSS = """
+    FixReviewDialog { align: center middle; }
+    FixReviewDialog > Vertical { width: 100; height: auto; max-height: 90%; border: thick $accent;
+        padding: 1 2; background: $surface; }
+    FixReviewDialog #fix-diff { height: auto; max-height: 24; }
+    FixReviewDialog Horizontal { height: auto; margin-top: 1; }
+    """
+
+    def __init__(self, fix: Fix, diff: list[str], action: str) -> None:
+        super().__init__()
+        self.fix = fix
+        self.diff = diff
+        self.action_label = action
+
+    def compose(self) -> ComposeResult:
+        diff = Text()
+        for line in self.diff or ["(this fix changes nothing in the preset)"]:
+            colour = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
+            diff.append(line + "\n", style=colour)
+        with Vertical():
+            yield Static(Text(self.fix.title, style="bold"))
+            yield Static(self.fix.reason, classes="muted")
+            with VerticalScroll(id="fix-diff"):
+                yield Static(diff)
+            yield Static(self.action_label, id="fix-action")
+            with Horizontal():
+                yield Button("Apply (y)", variant="primary", id="fix-apply")
+                yield Button("Cancel (esc)", id="fix-cancel")
+
+    @on(Button.Pressed, "#fix-apply")
+    def action_apply(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#fix-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class TroubleshootScreen(Screen[None]):
+    """Runs and a log source on the left; findings, explanation and fixes on the right."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", id="troubleshoot.close"),
+        Binding("ctrl+r", "diagnose_paste", "Diagnose pasted log", id="troubleshoot.paste"),
+        Binding("f5", "refresh_runs", "Refresh runs", id="troubleshoot.refresh"),
+    ]
+    DEFAULT_CSS = """
+    TroubleshootScreen #ts-left { width: 46; padding: 0 1; }
+    TroubleshootScreen #ts-right { width: 1fr; padding: 0 1; }
+    TroubleshootScreen #ts-runs { height: 1fr; min-height: 4; }
+    TroubleshootScreen #ts-paste { height: 8; }
+    TroubleshootScreen #ts-findings { height: auto; max-height: 10; }
+    TroubleshootScreen #ts-detail { height: 1fr; }
+    TroubleshootScreen #ts-fixes { height: auto; max-height: 10; }
+    TroubleshootScreen #ts-status { height: auto; color: $text-muted; }
+    """
+
+    def __init__(
+        self,
+        run_id: str | None = None,
+        log_path: Path | None = None,
+        *,
+        relaunch: Relaunch | None = None,
+    ) -> None:
+        super().__init__()
+        self._initial = (run_id, log_path)
+        self._relaunch = relaunch
+        self._runs: list[RunEntry] = []
+        self._preset: Preset | None = None
+        self._preset_source = ""
+        self.diagnosis: Diagnosis | None = None
+        self._finding: Finding | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Horizontal():
+            with Vertical(id="ts-left"):
+                yield Static("Runs", classes="section-title")
+                yield OptionList(id="ts-runs")
+                yield Input(placeholder="…or a log file path, then Enter", id="ts-path")
+                yield Static("…or paste a log below, then ctrl+r", classes="muted")
+                yield TextArea(id="ts-paste")
+            with Vertical(id="ts-right"):
+                yield Static("Pick a run or a log to diagnose.", id="ts-status")
+                yield OptionList(id="ts-findings")
+                with VerticalScroll(id="ts-detail"):
+                    yield Static("", id="ts-explain")
+                yield Static("Fixes", classes="section-title")
+                yield OptionList(id="ts-fixes")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.action_refresh_runs()
+        run_id, log_path = self._initial
+        entry = next((r for r in self._runs if r.run_id == run_id), None)
+        if entry is not None:
+            self._diagnose_run(entry)
+        elif log_path is not None:
+            self._start(Path(log_path), None, str(log_path))
+
+    # ---- sources ------------------------------------------------------------------------
+    def action_refresh_runs(self) -> None:
+        self._runs = list_runs()
+        runs = self.query_one("#ts-runs", OptionList)
+        runs.clear_options()
+        if not self._runs:
+            runs.add_option(Option(f"No runs with a train.log under {runs_dir()}", disabled=True))
+            return
+        for entry in self._runs:
+            runs.add_option(Option(f"{entry.run_id}  [{entry.state}]", id=entry.run_id))
+        runs.highlighted = 0
+
+    @on(OptionList.OptionSelected, "#ts-runs")
+    def _run_chosen(self, event: OptionList.OptionSelected) -> None:
+        entry = next((r for r in self._runs if r.run_id == event.option.id), None)
+        if entry is not None:
+            self._diagnose_run(entry)
+
+    def _diagnose_run(self, entry: RunEntry) -> None:
+        self._start(entry.log, entry.preset, f"run {entry.run_id}")
+
+    @on(Input.Submitted, "#ts-path")
+    def _path_given(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            path = Path(event.value.strip()).expanduser()
+            self._start(path, None, str(path))
+
+    def action_diagnose_paste(self) -> None:
+        text = self.query_one("#ts-paste", TextArea).text
+        if not text.strip():
+            self._status("The paste box is empty: paste a log into it first.")
+            return
+        self._start(None, None, "pasted log", text=text)
+
+    def _start(
+        self, log: Path | None, preset_file: Path | None, source: str, text: str = ""
+    ) -> None:
+        self._preset, self._preset_source = self._choose_preset(preset_file)
+        self._status(f"Diagnosing {source}…")
+        self._diagnose(log, text, self._preset, source)
+
+    def _choose_preset(self, preset_file: Path | None) -> tuple[Preset | None, str]:
+        """The run's own preset when it has one, else the preset open in the wizard."""
+        if preset_file is not None:
+            try:
+                return load_preset(preset_file), str(preset_file)
+            except TrainwizError:
+                pass
+        app_preset = getattr(self.app, "preset", None)
+        if isinstance(app_preset, Preset):
+            return app_preset, str(getattr(self.app, "preset_source", app_preset.name))
+        return None, ""
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def _diagnose(self, log: Path | None, text: str, preset: Preset | None, source: str) -> None:
+        try:
+            result = (
+                diagnose_file(log, preset=preset) if log else diagnose_text(text, preset=preset)
+            )
+        except TrainwizError as exc:
+            self.post_message(DiagnosisFailed(str(exc)))
+            return
+        self.post_message(DiagnosisReady(result, source))
+
+    # ---- results ------------------------------------------------------------------------
+    def _status(self, text: str) -> None:
+        self.query_one("#ts-status", Static).update(text)
+
+    def on_diagnosis_failed(self, message: DiagnosisFailed) -> None:
+        self._status(message.error)
+
+    def on_diagnosis_ready(self, message: DiagnosisReady) -> None:
+        self.diagnosis = message.diagnosis
+        findings = self.query_one("#ts-findings", OptionList)
+        findings.clear_options()
+        self.query_one("#ts-fixes", OptionList).clear_options()
+        self.query_one("#ts-explain", Static).update("")
+        against = f"; fixes against preset {self._preset.name}" if self._preset else ""
+        if not message.diagnosis.findings:
+            self._status(f"{message.source}: no known failure found{against}.")
+            return
+        self._status(f"{message.source}: {len(message.diagnosis.findings)} finding(s){against}.")
+        for number, finding in enumerate(message.diagnosis.findings):
+            label = Text()
+            label.append(f"{finding.severity.upper():7}", style=SEVERITY_COLOUR[finding.severity])
+            label.append(f" {finding.category}  line {finding.line}  {finding.title}")
+            findings.add_option(Option(label, id=str(number)))
+        findings.highlighted = 0
+        self._show(message.diagnosis.findings[0])
+        findings.focus()
+
+    @on(OptionList.OptionHighlighted, "#ts-findings")
+    @on(OptionList.OptionSelected, "#ts-findings")
+    def _finding_chosen(
+        self, event: OptionList.OptionHighlighted | OptionList.OptionSelected
+    ) -> None:
+        if self.diagnosis is not None and event.option.id is not None:
+            self._show(self.diagnosis.findings[int(event.option.id)])
+            if isinstance(event, OptionList.OptionSelected):
+                self.query_one("#ts-fixes", OptionList).focus()
+
+    def _show(self, finding: Finding) -> None:
+        self._finding = finding
+        detail = Text()
+        detail.append(f"line {finding.line}", style="bold")
+        if finding.count > 1:
+            detail.append(f" (+{finding.count - 1} more)")
+        detail.append(f"\n{finding.text}\n\n", style="italic")
+        detail.append(finding.explanation)
+        self.query_one("#ts-explain", Static).update(detail)
+        fixes = self.query_one("#ts-fixes", OptionList)
+        fixes.clear_options()
+        for number, fix in enumerate(finding.fixes):
+            kind = "preset change" if fix.changes else "advice"
+            fixes.add_option(Option(f"{number + 1}. {fix.title}  ({kind})", id=str(number)))
+        if finding.fixes:
+            fixes.highlighted = 0
+        else:
+            fixes.add_option(Option("No fix known for this finding.", disabled=True))
+
+    @on(OptionList.OptionSelected, "#ts-fixes")
+    def _fix_chosen(self, event: OptionList.OptionSelected) -> None:
+        if self._finding is None or event.option.id is None:
+            return
+        fix = self._finding.fixes[int(event.option.id)]
+        if not fix.changes or self._preset is None:
+            why = "no preset is open" if self._preset is None else "it is not a preset change"
+            self.notify(f"{fix.title}: {fix.reason}", title=f"Advice ({why})")
+            return
+        try:
+            fixed = apply_fixes(self._preset, fix)
+        except TrainwizError as exc:
+            self.notify(str(exc), severity="error", title="Fix")
+            return
+        relaunch = self._relaunch_callback()
+        action = (
+            "Apply: the fixed preset is launched again."
+            if relaunch
+            else "Apply: launching is not available here, so the fixed preset is saved and loaded."
+        )
+        self.app.push_screen(
+            FixReviewDialog(fix, make_diff(self._preset, fixed), action),
+            lambda ok: self._apply(fixed) if ok else None,
+        )
+
+    def _relaunch_callback(self) -> Relaunch | None:
+        if self._relaunch is not None:
+            return self._relaunch
+        found = getattr(self.app, "relaunch", None)
+        return found if callable(found) else None
+
+    def _apply(self, fixed: Preset) -> None:
+        relaunch = self._relaunch_callback()
+        if relaunch is not None:
+            relaunch(fixed)
+            self.notify(f"Relaunching with the fixed preset {fixed.name}", title="Fix applied")
+            return
+        target = home() / "presets" / f"{fixed.name}.fixed.yaml"
+        try:
+            path = save_preset(fixed, target)
+        except (TrainwizError, OSError) as exc:
+            self.notify(f"Could not save the fixed preset: {exc}", severity="error")
+            return
+        setter = getattr(self.app, "set_preset", None)
+        if callable(setter):
+            setter(fixed, str(path))
+        self._preset, self._preset_source = fixed, str(path)
+        self._status(
+            f"Launch is not available here: saved the fixed preset to {path} and loaded it."
+        )
+
+    def action_close(self) -> None:
+        self.app.pop_screen()
