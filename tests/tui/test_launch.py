@@ -1,0 +1,107 @@
+"""Pilot tests of the Launch step: the real plan, the confirmation, a real launch, a refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.preset import load_preset
+from backend.runs import read_status, stop_run
+from backend.runs.rundir import list_run_dirs
+from screens.launch import ConfirmLaunch, LaunchScreen
+from tui.app import TrainwizApp
+
+
+def _app(preset: str = "tiny-cpu") -> TrainwizApp:
+    return TrainwizApp(load_preset(preset), preset, start_step="launch")
+
+
+async def _planned(app: TrainwizApp, pilot) -> LaunchScreen:
+    screen = app.screen
+    assert isinstance(screen, LaunchScreen)
+    for _ in range(100):
+        if screen.plan is not None:
+            break
+        await pilot.pause(0.05)
+    assert screen.plan is not None
+    return screen
+
+
+def _text(screen: LaunchScreen, selector: str) -> str:
+    return str(screen.query_one(selector).render())
+
+
+async def test_plan_is_shown_command_by_command() -> None:
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _planned(app, pilot)
+        shown = _text(screen, "#launch-plan-text")
+        assert [s.id for s in screen.plan.steps] == ["model", "environment", "train"]
+        assert "torchrun --nproc_per_node=1 --master_port=29511" in shown
+        assert "entry/train_entry.py" in shown
+        assert "Not launched" in _text(screen, "#launch-status")
+
+
+async def test_cancel_in_the_confirmation_starts_nothing() -> None:
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _planned(app, pilot)
+        await pilot.press("l")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, ConfirmLaunch)
+        assert "Launch tiny-cpu?" in str(app.screen.query_one("#confirm-summary").render())
+        await pilot.press("n")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, LaunchScreen)
+        assert list_run_dirs() == []
+
+
+async def test_confirmed_launch_starts_a_detached_run_and_opens_the_monitor() -> None:
+    app = _app()
+    run_dir: Path | None = None
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _planned(app, pilot)
+            await pilot.press("l")
+            await pilot.pause(0.1)
+            await pilot.press("y")
+            for _ in range(200):
+                if app.current_step == "monitor":
+                    break
+                await pilot.pause(0.05)
+            assert app.current_step == "monitor"
+            await pilot.pause(0.5)  # let the Monitor mount fully before the app closes
+            run_dir = app.current_run
+            assert run_dir is not None and run_dir.parent.name == "runs"
+            status = read_status(run_dir)
+            assert status.watcher_pid and status.state in ("starting", "running")
+            assert (run_dir / "plan.json").is_file() and (run_dir / "launch.json").is_file()
+    finally:
+        if run_dir is not None:
+            stopped = stop_run(run_dir, timeout=5)
+            assert stopped.state in ("stopped", "failed", "finished")
+
+
+async def test_a_refused_launch_is_explained(tmp_path: Path) -> None:
+    preset = load_preset("tiny-cpu")
+    preset.environment.venv = str(tmp_path / "missing-venv")
+    app = TrainwizApp(preset, "tiny-cpu", start_step="launch")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _planned(app, pilot)
+        await pilot.press("l")
+        await pilot.pause(0.1)
+        await pilot.press("y")
+        for _ in range(100):
+            if "refused" in _text(screen, "#launch-status"):
+                break
+            await pilot.pause(0.05)
+        status = _text(screen, "#launch-status")
+        assert "Launch refused" in status and "environment.venv" in status
+        assert app.current_step == "launch"
+        assert list_run_dirs() == []
+
+
+@pytest.mark.parametrize("binding", ["launch_start", "launch_replan", "launch_monitor"])
+def test_bindings_have_ids(binding: str) -> None:
+    assert binding in {b.id for b in LaunchScreen.BINDINGS}  # type: ignore[union-attr]
