@@ -22,9 +22,11 @@ SYSTEM = (
 def _template() -> tuple[str, Any, str, str, str]:
     """FastChat's own template when installed, else an identical replica of vicuna_v1.1."""
     try:
-        from fastchat.model.model_adapter import get_conversation_template
+        # The template FastChat's preprocess gets via get_conversation_template("vicuna"); the
+        # light module, since model_adapter imports torch and every model family.
+        from fastchat.conversation import get_conv_template
 
-        conv = get_conversation_template("vicuna")
+        conv = get_conv_template("vicuna_v1.1")
         return conv.system_message, conv.roles, conv.sep, conv.sep2, "fastchat"
     except Exception:
         return SYSTEM, ("USER", "ASSISTANT"), " ", "</s>", "replica"

@@ -1,16 +1,174 @@
-"""CLI: `trainwiz model` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz model fetch|validate|make-tiny` — get a model and check it without loading it."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from backend.errors import TrainwizError
+from backend.errors import BadInput
+from backend.model.hub import FetchProgress
+from backend.model.validate import ModelReport
+from backend.preset.schema import ModelSource
+from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("model", help="(model: not built yet)")
-    parser.set_defaults(func=run)
+    parser = subparsers.add_parser("model", help="fetch a model, validate it, make the tiny one")
+    sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
+
+    fetch = sub.add_parser("fetch", help="download/clone/make the model of a preset, or a Hub repo")
+    fetch.add_argument("target", metavar="PRESET|REPO", help="a preset name/path or owner/name")
+    fetch.add_argument("--dir", help="model directory (default: the preset's model.dir)")
+    fetch.add_argument("--endpoint", help="Hub endpoint or mirror, e.g. https://hf-mirror.com")
+    fetch.add_argument("--revision", help="branch, tag or commit")
+    fetch.add_argument("--token-env", help="env var holding the Hub token (default HF_TOKEN)")
+    add_json_flag(fetch)
+    fetch.set_defaults(func=run_fetch)
+
+    validate = sub.add_parser("validate", help="check a model dir without loading its weights")
+    validate.add_argument("dir", metavar="DIR")
+    add_json_flag(validate)
+    validate.set_defaults(func=run_validate)
+
+    tiny = sub.add_parser("make-tiny", help="create the tiny random Llama of a preset (or at DIR)")
+    tiny.add_argument("target", metavar="PRESET|DIR", nargs="?", default="tiny-cpu")
+    tiny.add_argument("--force", action="store_true", help="remake even if a valid one exists")
+    add_json_flag(tiny)
+    tiny.set_defaults(func=run_make_tiny)
 
 
-def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz model' is not built yet")
+def _source_for(args: argparse.Namespace) -> ModelSource:
+    """A preset's model section, or an ad-hoc Hub source for ``owner/name``."""
+    from backend.model.fetch import default_dir
+    from backend.preset.loader import load_preset
+
+    target: str = args.target
+    looks_like_file = target.endswith((".yaml", ".yml")) or Path(target).is_file()
+    if looks_like_file or "/" not in target:
+        source = load_preset(target).model
+    else:
+        source = ModelSource(source="hf", repo=target, dir=str(default_dir(target)))
+    updates = {
+        k: v
+        for k, v in {
+            "endpoint": args.endpoint,
+            "revision": args.revision,
+            "token_env": args.token_env,
+        }.items()
+        if v
+    }
+    return source.model_copy(update=updates) if updates else source
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    s = int(seconds)
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
+
+
+def _print_progress(p: FetchProgress) -> None:
+    line = (
+        f"\r{p.files_done}/{p.files_total} files  {_human(p.bytes)}/{_human(p.total)}  "
+        f"{_human(p.speed)}/s  ETA {_eta(p.eta)}  {p.file[-40:]}"
+    )
+    print(line.ljust(100), end="", file=sys.stderr, flush=True)
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    from backend.model.fetch import ensure_model
+
+    source = _source_for(args)
+    tty = sys.stderr.isatty() and not args.json
+    result = ensure_model(source, dir=args.dir, progress=_print_progress if tty else None)
+    if tty:
+        print(file=sys.stderr)
+    if args.json:
+        print_json(
+            {
+                "dir": result.dir,
+                "source": result.source,
+                "action": result.action,
+                "commit": result.fetch.commit if result.fetch else None,
+                "files": result.fetch.files if result.fetch else [],
+                "skipped": result.fetch.skipped if result.fetch else [],
+                "retries": result.fetch.retries if result.fetch else 0,
+                "report": result.report,
+                "ok": result.report.ok,
+            }
+        )
+    else:
+        print(f"{result.action}: {result.dir}")
+        if result.fetch and result.fetch.skipped:
+            print(f"skipped duplicate weight formats: {', '.join(result.fetch.skipped)}")
+        _print_report(result.report)
+    return 0 if result.report.ok else 1
+
+
+def _print_report(r: ModelReport) -> None:
+    c = r.config
+    print(f"model       {r.path}")
+    print(f"arch        {c.architecture} ({c.model_type})")
+    print(
+        f"shape       hidden {c.hidden_size}, layers {c.num_hidden_layers}, heads "
+        f"{c.num_attention_heads}, kv heads {c.num_key_value_heads}, ffn {c.intermediate_size}"
+    )
+    print(f"vocab       {c.vocab_size}, max positions {c.max_position_embeddings}")
+    n = f"{r.n_params:,}" if r.n_params is not None else "unknown"
+    print(
+        f"parameters  {n} ({r.n_params_source}); config implies {r.n_params_from_config or '?':,}"
+    )
+    print(
+        f"dtype       {r.dtype} ({r.weight_format}, {len(r.shards)} files, {_human(r.weights_bytes)})"
+    )
+    print(f"tokenizer   {', '.join(r.tokenizer_files) or 'none'}")
+    for w in r.warnings:
+        print(f"warning: {w}")
+    for p in r.problems:
+        print(f"problem: {p}")
+    print("ok" if r.ok else f"{len(r.problems)} problem(s)")
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from backend.model.validate import validate_model_dir
+
+    report = validate_model_dir(args.dir)
+    if args.json:
+        print_json({**report.model_dump(mode="json"), "ok": report.ok})
+    else:
+        _print_report(report)
+    return 0 if report.ok else 1
+
+
+def run_make_tiny(args: argparse.Namespace) -> int:
+    from backend.model.fetch import model_dir
+    from backend.model.tiny import make_tiny
+    from backend.preset.loader import SHIPPED_DIR, load_preset
+    from backend.preset.schema import TinyModelSpec
+
+    target: str = args.target
+    is_preset = target.endswith((".yaml", ".yml")) or (SHIPPED_DIR / f"{target}.yaml").is_file()
+    if is_preset:
+        source = load_preset(target).model
+        if source.source != "tiny":
+            raise BadInput(f"preset '{target}': model.source is '{source.source}', not 'tiny'")
+        result = make_tiny(model_dir(source), source.tiny, force=args.force)
+    else:
+        result = make_tiny(Path(target), TinyModelSpec(), force=args.force)
+    if args.json:
+        print_json({"dir": result.dir, "created": result.created, "report": result.report})
+    else:
+        print(f"{'made' if result.created else 'already there'}: {result.dir}")
+        _print_report(result.report)
+    return 0
