@@ -1,4 +1,4 @@
-"""Host resources: disk, RAM, /dev/shm, memlock, the rendezvous port, git and git-lfs.
+"""Host resources: disk, RAM, /dev/shm and the memlock limit.
 
 Numbers are what the kernel reports now (statvfs, /proc/meminfo, getrlimit, a real bind), set
 against what this preset will ask for, so a user learns of a full disk before a 26 GB download
@@ -7,12 +7,9 @@ or a 150 GB checkpoint, not after.
 
 from __future__ import annotations
 
-import errno
 import os
 import resource
 import shutil
-import socket
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -297,129 +294,3 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
     return finding(
         "ok", facts + ("" if needs.nnodes > 1 else " (matters only for RDMA)"), why=why, data=data
     )
-
-
-def port_free(port: int, host: str = "") -> tuple[bool, str]:
-    """Bind the way torchrun's TCPStore will; (free, the error when taken)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            return False, f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror}"
-    return True, ""
-
-
-def port_holder(port: int) -> str | None:
-    """Which process listens on the port, where the kernel lets us see it."""
-    import psutil
-
-    try:
-        conns = psutil.net_connections(kind="tcp")
-    except (psutil.Error, OSError):
-        return None
-    for conn in conns:
-        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-            if conn.pid is None:
-                return "another user's process"
-            try:
-                proc = psutil.Process(conn.pid)
-                return f"pid {conn.pid} ({proc.name()}, {proc.username()})"
-            except (psutil.Error, KeyError):
-                return f"pid {conn.pid}"
-    return None
-
-
-def check_port(ctx: CheckContext) -> CheckResult:
-    needs = ctx.needs
-    port = needs.master_port
-    why = "torchrun's rendezvous binds master_port; a taken port fails with 'EADDRINUSE' at start."
-    if ctx.judged and needs.node_rank > 0:
-        return finding(
-            "skip",
-            f"node {needs.node_rank}: the rendezvous port is bound on the master node",
-            why=why,
-            data={"port": port},
-        )
-    if ctx.judged and needs.runner == "docker" and not needs.host_network:
-        return finding(
-            "skip",
-            f"port {port} is inside the container's own network namespace",
-            why=why,
-            data={"port": port},
-        )
-    free, error = port_free(port)
-    if free:
-        return finding(
-            "ok", f"master_port {port} is free", why=why, data={"port": port, "free": True}
-        )
-    holder = port_holder(port)
-    return finding(
-        ctx.severity("fail"),
-        f"master_port {port} is taken ({error})" + (f" by {holder}" if holder else ""),
-        why=why,
-        fix=f"pick another launch.master_port, or see who holds it: sudo ss -ltnp 'sport = :{port}'",
-        blocks=["launch"],
-        data={"port": port, "free": False},
-    )
-
-
-def _version(argv: list[str]) -> str | None:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=3, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else None
-
-
-def check_git(ctx: CheckContext) -> CheckResult:
-    needs = ctx.needs
-    needed = needs.model_source == "git_lfs" or (needs.runner == "host" and needs.fastchat_editable)
-    version = _version(["git", "--version"]) if shutil.which("git") else None
-    why = "git clones the model (git-lfs source) and FastChat (editable install)."
-    if version:
-        return finding("ok", version, why=why, data={"version": version})
-    if ctx.judged and not needed:
-        return finding("skip", "git not found; this preset does not need it on the host", why=why)
-    return finding(
-        ctx.severity("fail"),
-        "git not found",
-        why=why,
-        fix="sudo apt-get install -y git",
-        blocks=["model"] if needs.model_source == "git_lfs" else ["image"],
-    )
-
-
-def check_git_lfs(ctx: CheckContext) -> CheckResult:
-    needs = ctx.needs
-    needed = needs.model_source == "git_lfs"
-    why = (
-        "Without git-lfs (or without `git lfs install`), a clone of a Hub repo holds ~130-byte "
-        "pointer files instead of weights, and loading fails much later."
-    )
-    version = _version(["git", "lfs", "version"]) if shutil.which("git") else None
-    if not version:
-        if ctx.judged and not needed:
-            return finding(
-                "skip",
-                f"git-lfs not found; not needed (model source {needs.model_source})",
-                why=why,
-            )
-        return finding(
-            ctx.severity("fail"),
-            "git-lfs not found",
-            why=why,
-            fix="sudo apt-get install -y git-lfs && git lfs install",
-            blocks=["model"],
-        )
-    hooked = _version(["git", "config", "--get", "filter.lfs.process"])
-    if not hooked:
-        return finding(
-            ctx.severity("fail") if needed else "warn",
-            f"{version}, but `git lfs install` was not run",
-            why=why,
-            fix="git lfs install",
-            blocks=["model"] if needed else [],
-            data={"version": version},
-        )
-    return finding("ok", version, why=why, data={"version": version})

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from backend.checks import docker_checks, gpu, host, network
+from backend.checks import docker_checks, gpu, host, network, tools
 from backend.checks.context import CheckContext, Targets, build_context
 from backend.checks.model import CheckResult, Status, Step
 from backend.preset.schema import Preset
@@ -50,9 +50,9 @@ CHECKS: list[CheckSpec] = [
     CheckSpec("ram", "Host RAM", host.check_ram),
     CheckSpec("shm", "/dev/shm", host.check_shm),
     CheckSpec("memlock", "memlock limit", host.check_memlock),
-    CheckSpec("master_port", "master_port", host.check_port),
-    CheckSpec("git", "git", host.check_git),
-    CheckSpec("git_lfs", "git-lfs", host.check_git_lfs),
+    CheckSpec("master_port", "master_port", tools.check_port),
+    CheckSpec("git", "git", tools.check_git),
+    CheckSpec("git_lfs", "git-lfs", tools.check_git_lfs),
     CheckSpec("hf_endpoint", "Hugging Face endpoint", network.check_hf, 5.0, "fail", ["model"]),
     CheckSpec("pip_index", "pip index", network.check_pip, 5.0, "fail", ["image"]),
     CheckSpec("registry", "Image registry", network.check_registry, 5.0, "fail", ["image"]),
