@@ -180,7 +180,7 @@ class LaunchScreen(StepScreen):
             f"{len(self.plan.steps)} steps, runner {p.launch.runner}, "
             f"{p.launch.nproc_per_node} process(es) on {p.launch.device}.\n"
             f"Output: {p.training.output_dir}\n"
-            f"Steps already done (model present, environment built) are skipped."
+            f"The model and environment steps run only if their result is missing."
         )
 
         def answered(yes: bool | None) -> None:
