@@ -108,6 +108,7 @@ def test_blocked_steps_only_from_failures() -> None:
     assert worst([CheckResult(id="s", status="skip", summary="")]) == "ok"
 
 
+@pytest.mark.training  # imports torch + transformers (seconds): deselect with -m "not training"
 def test_tiny_params_equals_transformers_count() -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
