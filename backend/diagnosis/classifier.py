@@ -38,7 +38,6 @@ ESCALATE_MISMATCH = 5  # repeated mismatches mean the template/tokenizer, not on
 
 _ANCHORS, _ANCHOR_SIGS, _ANCHOR_MARKERS = anchor_index()
 _ANCHOR_BYTES = [a.encode() for a in _ANCHORS]
-_ANCHORS_S = re.compile("|".join(re.escape(a) for a in _ANCHORS))
 _EOL_B = re.compile(b"[\r\n]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A tqdm bar glued in front of a message: "train:  2%|##   | 1/46 [00:01<01:10, 1.5s/it, ...]".
@@ -78,15 +77,18 @@ def _match(
 
 
 def classify_line(line: str) -> LineFlag | None:
-    """Classify one line without context (for colouring a live log)."""
-    if not _ANCHORS_S.search(line):
+    """Classify one line without context (for colouring a live log): a few substring tests
+    for the usual line, the signatures only when an anchor is present."""
+    if not any(anchor in line for anchor in _ANCHORS):
         return None
     for segment in reversed(line.split("\r")):
-        if not _ANCHORS_S.search(segment):
+        candidates: set[int] = set()
+        for number, anchor in enumerate(_ANCHORS):
+            if anchor in segment:
+                candidates |= _ANCHOR_SIGS[number]
+        if not candidates:
             continue
-        clean = _ANSI.sub("", segment)
-        candidates = {i for i, s in enumerate(SIGNATURES) if any(a in clean for a in s.anchors)}
-        hit = _match(clean, None, None, candidates)
+        hit = _match(_ANSI.sub("", segment), None, None, candidates)
         if hit is not None:
             sig = hit[0]
             return LineFlag(sig.category, sig.severity, sig.title)
@@ -232,11 +234,14 @@ def diagnose_stream(
     scanner = _Scanner()
     carry = b""
     done = 0
+    last = b""
     while True:
         if cancel is not None and cancel.is_set():
             break
         block = stream.read(BLOCK)
         done += len(block)
+        if block:
+            last = block[-1:]
         data = carry + block
         if not block:
             limit = len(data)
@@ -281,7 +286,9 @@ def diagnose_stream(
         )
     findings.sort(key=_sort_key)
     return Diagnosis(
-        findings=findings, lines_read=scanner.line - 1 + (1 if carry else 0), bytes_read=done
+        findings=findings,
+        lines_read=scanner.line - 1 + (1 if last not in (b"", b"\n") else 0),
+        bytes_read=done,
     )
 
 

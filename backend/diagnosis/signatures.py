@@ -309,6 +309,12 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("nccl", "warning", "NCCL warning", r"NCCL WARN\b", ("NCCL WARN",)),
 )
 
+_SAVE_ANCHORS = (
+    "in save", "in _save", "in safe_save", "in trainer_save", "in state_dict", "in _state_dict",
+    "state_dict_hook", "state_dict_utils", "state_dict()", "save_model(", "save_checkpoint(",
+    "save_pretrained(",
+)  # fmt: skip
+
 MARKERS: tuple[Marker, ...] = (
     # Traceback frames of checkpoint saving (function names, torch's FSDP state-dict module):
     # an OOM message right after them happened while saving. Deprecation warnings that merely
@@ -319,7 +325,7 @@ MARKERS: tuple[Marker, ...] = (
             r"line \d+, in \w*(?:save|state_dict)\w*|_state_dict_utils\.py|\.state_dict\(\)"
             r"|(?:save_model|_save_checkpoint|save_pretrained)\("
         ),
-        ("save", "state_dict"),
+        _SAVE_ANCHORS,
     ),
     # HF Trainer prints its final metrics after the last step, before saving the model.
     Marker("train_done", re.compile(r"['\"]train_runtime['\"]\s*:"), ("train_runtime",)),
@@ -352,7 +358,7 @@ SCAN_ANCHORS: tuple[str, ...] = (
     "setup.py", "nsufficient", "Preparing metadata", "pip-install-", "mismatch", "NCCL WARN", "NCCL comm",
     "timeout", "rgument", "river", "unsatisfied condition", "forward compat", "runtime",
     "nvidia-container-cli", "limit", "caps", "capabilit", "permitted", "os error", "ENOSPC",
-    "quota", "EDQUOT", "save", "state_dict", "/dev/shm", "too old", "posix_fallocate",
+    "quota", "EDQUOT", *_SAVE_ANCHORS, "/dev/shm", "too old", "posix_fallocate",
 )  # fmt: skip
 
 
