@@ -53,7 +53,10 @@ def _probe(ctx: CheckContext) -> dict[str, Any]:
             return facts
     try:
         import docker  # only once a daemon may be there: a host without Docker needs no SDK
-
+    except ImportError:
+        facts.update(error="the 'docker' Python package is missing", kind="sdk")
+        return facts
+    try:
         client = docker.DockerClient(base_url=host, version="auto", timeout=3)
         version = client.version()
         info = client.info()
@@ -116,7 +119,9 @@ def check_docker_daemon(ctx: CheckContext) -> CheckResult:
             },
         )
     kind = facts.get("kind")
-    if kind == "permission":
+    if kind == "sdk":
+        fix = "pip install 'docker>=7.0' (a trainwiz dependency) into trainwiz's environment"
+    elif kind == "permission":
         fix = "see docker_access: add yourself to the docker group"
     elif kind == "no_socket":
         fix = (
