@@ -1,0 +1,205 @@
+"""The host runner's environment: a venv with the same pins, built the same way as the image.
+
+It lives in ``envs_dir()/<hash>``, where the hash covers the same plan as the image tag plus the
+interpreter; a finished venv holds a ``trainwiz-env.json`` marker, so a half-built one (crash,
+cancel) is rebuilt rather than trusted. Built in ``<hash>.partial`` and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.errors import TrainwizError
+from backend.images.events import LogLine
+from backend.images.host import HostGpus
+from backend.images.plan import EnvPlan, plan_environment
+from backend.paths import envs_dir
+from backend.preset.schema import Preset
+
+MARKER = "trainwiz-env.json"
+
+
+@dataclass
+class VenvResult:
+    path: str
+    python: str
+    ok: bool
+    cached: bool
+    log_tail: list[str] = field(default_factory=list)
+    error: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def venv_hash(plan: EnvPlan, python: str) -> str:
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    blob = json.dumps([plan.inputs_hash(), version, "venv-1"]).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def venv_path(preset: Preset, host: HostGpus | None = None, python: str | None = None) -> Path:
+    plan = plan_environment(preset, host)
+    return envs_dir() / venv_hash(plan, python or sys.executable)
+
+
+def _pip_commands(plan: EnvPlan, py: str) -> list[list[str]]:
+    """The same installs as the Dockerfile, in the same order, as argv lists."""
+    pip = [py, "-m", "pip", "install"]
+    common = list(plan.pip_args)
+    for folder in plan.find_links:
+        common += ["--find-links", str(folder)]
+    if plan.pip_cert:
+        common += ["--cert", str(plan.pip_cert)]
+    cmds: list[list[str]] = [[*pip, *common, "--upgrade", "pip", "setuptools", "wheel"]]
+    cmds.append([*pip, *common, plan.torch_spec or "torch"])
+    if plan.fastchat_editable:
+        cmds.append([*pip, *common, "-e", plan.fastchat_editable[1]])
+    install = [*plan.requirements]
+    if plan.fastchat_spec:
+        install.insert(0, plan.fastchat_spec)
+    cmds.append([*pip, *common, *install])
+    if plan.flash_attn:
+        cmds.append([*pip, *common, "ninja", "packaging", "psutil"])
+        cmds.append([*pip, *plan.flash_attn_pip_args, "--no-build-isolation", "flash-attn"])
+    return cmds
+
+
+def _run(
+    argv: list[str],
+    lines: list[str],
+    progress: Callable[..., None] | None,
+    cancel: threading.Event | None,
+    env: dict[str, str] | None = None,
+) -> int:
+    lines.append("$ " + " ".join(argv))
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1
+    )
+    assert proc.stdout is not None
+    watcher: threading.Thread | None = None
+    if cancel is not None:
+
+        def stop() -> None:
+            while proc.poll() is None:
+                if cancel.wait(0.2):
+                    proc.terminate()
+                    return
+
+        watcher = threading.Thread(target=stop, daemon=True)
+        watcher.start()
+    for raw in proc.stdout:
+        text = raw.rstrip("\n")
+        lines.append(text)
+        if progress is not None:
+            progress(LogLine(text))
+    code = proc.wait()
+    if watcher is not None:
+        watcher.join(timeout=1)
+    return code
+
+
+def build_host_env(
+    preset: Preset,
+    *,
+    progress: Callable[..., None] | None = None,
+    cancel: threading.Event | None = None,
+    host: HostGpus | None = None,
+    python: str | None = None,
+) -> VenvResult:
+    """Build (or reuse) the host venv for ``preset``; a failed pip leaves no venv behind."""
+    import os
+
+    started = time.monotonic()
+    py = python or sys.executable
+    plan = plan_environment(preset, host)
+    target = envs_dir() / venv_hash(plan, py)
+    vpy = str(target / "bin" / "python")
+    if (target / MARKER).is_file():
+        versions = json.loads((target / MARKER).read_text(encoding="utf-8")).get("versions", {})
+        return VenvResult(str(target), vpy, True, True, versions=versions, notes=plan.notes)
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(target, ignore_errors=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    # Built under '.partial' and renamed only when complete; _repoint fixes the embedded paths.
+    code = _run([py, "-m", "venv", str(partial)], lines, progress, cancel)
+    ppy = str(partial / "bin" / "python")
+    env = dict(os.environ, MAX_JOBS=str(plan.max_jobs), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    for argv in _pip_commands(plan, ppy):
+        if code != 0 or (cancel is not None and cancel.is_set()):
+            break
+        code = _run(argv, lines, progress, cancel, env)
+    if code == 0 and not (cancel is not None and cancel.is_set()):
+        probe = subprocess.run(
+            [
+                ppy,
+                "-c",
+                "import json, importlib;"
+                "print(json.dumps({m: getattr(importlib.import_module(m), '__version__', '?')"
+                " for m in ('torch', 'transformers', 'accelerate', 'fastchat')}))",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        code = probe.returncode
+        lines.extend((probe.stdout + probe.stderr).splitlines())
+    if code != 0 or (cancel is not None and cancel.is_set()):
+        shutil.rmtree(partial, ignore_errors=True)
+        error = "cancelled" if cancel is not None and cancel.is_set() else f"exit status {code}"
+        return VenvResult(
+            str(target), vpy, False, False, lines[-40:], error, seconds=time.monotonic() - started
+        )
+    versions = json.loads(probe.stdout.strip().splitlines()[-1])
+    partial.rename(target)
+    _repoint(partial, target)
+    (target / MARKER).write_text(
+        json.dumps({"preset": preset.name, "versions": versions, "python": py}, indent=2),
+        encoding="utf-8",
+    )
+    return VenvResult(
+        str(target),
+        vpy,
+        True,
+        False,
+        lines[-40:],
+        versions=versions,
+        seconds=round(time.monotonic() - started, 1),
+        notes=plan.notes,
+    )
+
+
+def _repoint(old: Path, new: Path) -> None:
+    """Rewrite the old prefix in bin/ scripts and pyvenv.cfg after the rename."""
+    old_b, new_b = str(old).encode(), str(new).encode()
+    for path in [*(new / "bin").iterdir(), new / "pyvenv.cfg"]:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if old_b in data:
+            path.write_bytes(data.replace(old_b, new_b))
+
+
+def ensure_host_env(preset: Preset, **kwargs: object) -> str:
+    """The venv's python, building the venv first if needed; raises if the build fails."""
+    result = build_host_env(preset, **kwargs)  # type: ignore[arg-type]
+    if not result.ok:
+        raise TrainwizError(
+            f"host environment build failed ({result.error}): {result.log_tail[-1:]}"
+        )
+    return result.python
