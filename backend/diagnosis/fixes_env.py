@@ -33,7 +33,12 @@ _RLIMITS = [
     "rttime",
 ]  # Linux RLIMIT_* numbering
 # (old flag, new flag, first transformers version with the new name, last accepting the old one)
-_RENAMES = [("evaluation_strategy", "eval_strategy", "4.41.0", "4.50.3")]
+# (old flag, new flag, first version trainwiz writes the new name for, version to name when the
+# old name is rejected, version to name when the new one is unknown); see backend/plan/hf_flags.
+_RENAMES = [
+    ("evaluation_strategy", "eval_strategy", "4.41.0", "4.57.6", "4.40.2"),
+    ("fsdp_transformer_layer_cls_to_wrap", "fsdp_config", "5.0.0", "5.0.0", "4.57.6"),
+]
 
 
 def _change(path: str, value: Any, reason: str) -> PresetChange:
@@ -145,17 +150,13 @@ def container_fixes(preset: Preset | None, match: str) -> list[Fix]:
 def hf_fixes(preset: Preset | None, groups: dict[str, Any]) -> list[Fix]:
     flags = " ".join(str(groups.get(k, "")) for k in ("args", "kw", "unrec"))
     fixes: list[Fix] = []
-    for old, new, first_new, last_old in _RENAMES:
+    for old, new, first_new, newer, older in _RENAMES:
         if re.search(rf"\b{old}\b", flags):
             fixes.append(
                 Fix(
                     f"Use --{new} (the installed transformers >= {first_new})",
                     f"--{old} was renamed; trainwiz writes the name of environment.transformers",
-                    [
-                        _change(
-                            "environment.transformers", "4.57.6", f"flags named for >= {first_new}"
-                        )
-                    ]
+                    [_change("environment.transformers", newer, f"flags named for >= {first_new}")]
                     if preset
                     else [],
                 )
@@ -168,7 +169,7 @@ def hf_fixes(preset: Preset | None, groups: dict[str, Any]) -> list[Fix]:
                     [
                         _change(
                             "environment.transformers",
-                            last_old if last_old < first_new else "4.40.2",
+                            older,
                             "flags named for the older version",
                         )
                     ]

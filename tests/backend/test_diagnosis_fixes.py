@@ -177,3 +177,41 @@ def test_invalid_fix_is_bad_input(vicuna: Preset) -> None:
     bad = Fix("bad", "test", [PresetChange("training.per_device_train_batch_size", 0, "invalid")])
     with pytest.raises(BadInput, match="per_device_train_batch_size"):
         apply_fixes(vicuna, bad)
+
+
+@pytest.mark.parametrize(
+    ("line", "current", "expected_flag"),
+    [
+        (
+            "ValueError: Some specified arguments are not used by the HfArgumentParser: "
+            "['--fsdp_transformer_layer_cls_to_wrap', 'LlamaDecoderLayer']",
+            "4.57.6",
+            "fsdp_config",
+        ),
+        (
+            "TypeError: TrainingArguments.__init__() got an unexpected keyword argument 'eval_strategy'",
+            "4.57.6",
+            "evaluation_strategy",
+        ),
+    ],
+)
+def test_hf_args_names_flags_for_the_installed_version(
+    vicuna: Preset, line: str, current: str, expected_flag: str
+) -> None:
+    from backend.plan.hf_flags import training_flags
+
+    data = vicuna.model_dump(mode="json", exclude_unset=True)
+    data["environment"]["transformers"] = current
+    data["training"]["fsdp_transformer_layer_cls_to_wrap"] = "LlamaDecoderLayer"
+    data["training"]["eval_strategy"] = "steps"
+    preset = Preset.model_validate(data)
+    top = diagnose_text(line + "\n", preset=preset).top
+    assert top is not None and top.category == "hf_args"
+    fixed = apply_fixes(preset, top.fixes[0])
+    flags = training_flags(
+        fixed.training,
+        model_path="/m",
+        target_transformers=fixed.environment.transformers,
+        trainwiz_entry=True,
+    )
+    assert f"--{expected_flag}" in flags
