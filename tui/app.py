@@ -96,6 +96,8 @@ class TrainwizApp(App[int]):
         self.start_step = start_step
         self.current_run: Path | None = attach_run
         self._step_screens: dict[str, Screen[None]] = {}
+        # step id -> ids of the failed checks that hold it back (from the Checks screen).
+        self.blocked: dict[str, list[str]] = {}
         self.sub_title = f"preset: {preset.name}"
 
     def on_mount(self) -> None:
@@ -117,9 +119,24 @@ class TrainwizApp(App[int]):
     def current_step(self) -> str:
         return str(getattr(self.screen, "step_id", ""))
 
+    def on_checks_screen_blocked_changed(self, message: object) -> None:
+        self.blocked = {str(k): list(v) for k, v in getattr(message, "blocked", {}).items() if v}
+
     def goto_step(self, step_id: str) -> None:
+        """Show a step, unless a failed check blocks it or a step before it (moving forward)."""
         if step_id == self.current_step:
             return
+        ids = [s for s, _ in STEPS]
+        here = ids.index(self.current_step) if self.current_step in ids else 0
+        for passed in ids[here + 1 : ids.index(step_id) + 1]:
+            if passed in self.blocked:
+                self.notify(
+                    f"The {passed} step is blocked by failed checks: "
+                    f"{', '.join(self.blocked[passed])}. Fix them and re-run the checks.",
+                    severity="error",
+                    title="Blocked",
+                )
+                return
         target = self._screen_for(step_id)
         if self.screen_stack and len(self.screen_stack) > 1:
             self.switch_screen(target)

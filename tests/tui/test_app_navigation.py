@@ -52,7 +52,9 @@ async def test_preset_picker_loads_a_shipped_preset() -> None:
 
 async def test_preset_picker_shows_file_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("schema: 1\nname: b\nmodel: {source: local, dir: /m}\ntraining: {data_path: d, output_dir: o, lr: 1}\n")
+    bad.write_text(
+        "schema: 1\nname: b\nmodel: {source: local, dir: /m}\ntraining: {data_path: d, output_dir: o, lr: 1}\n"
+    )
     app = _app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -75,3 +77,19 @@ def test_every_binding_has_an_id() -> None:
 
 def test_every_step_has_a_screen_entry() -> None:
     assert list(STEP_SCREENS) == [s for s, _ in STEPS]
+
+
+async def test_a_blocked_step_cannot_be_reached_with_next() -> None:
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.goto_step("hyperparams")
+        await pilot.pause(0.1)
+        app.blocked = {"launch": ["nvidia_driver"]}
+        await pilot.press("ctrl+n")
+        await pilot.pause(0.1)
+        assert app.current_step == "hyperparams"
+        app.blocked = {}
+        await pilot.press("ctrl+n")
+        await pilot.pause(0.1)
+        assert app.current_step == "launch"
