@@ -220,6 +220,8 @@ class MonitorScreen(StepScreen):
                 if tracker.last is not None or tracker.end is not None:
                     self._metrics_seen = True
                     self.post_message(MetricsUpdate(tracker.view(self.chart_width), "metrics"))
+            if follower.behind and not cancel.is_set():
+                continue  # catching up with a long file: next slice now
             if cancel.wait(0.25) or not self.follow_files:
                 return
 

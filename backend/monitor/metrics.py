@@ -115,10 +115,19 @@ class MetricsFollower:
     """
 
     path: Path
+    max_read: int = 4 << 20
     bad_lines: int = 0
     resets: int = 0
     _offset: int = 0
     _partial: bytes = b""
+
+    @property
+    def behind(self) -> bool:
+        """True when the file holds more than the last poll read (call poll again now)."""
+        try:
+            return self.path.stat().st_size > self._offset
+        except OSError:
+            return False
 
     def poll(self) -> list[MetricsEvent]:
         try:
@@ -132,7 +141,9 @@ class MetricsFollower:
             return []
         with open(self.path, "rb") as fh:
             fh.seek(self._offset)
-            data = fh.read(size - self._offset)
+            # Bounded per poll: a long finished run is read in slices, so the caller can show
+            # progress and notice a cancel between slices instead of parsing 100 MB at once.
+            data = fh.read(min(size - self._offset, self.max_read))
         self._offset += len(data)
         *lines, self._partial = (self._partial + data).split(b"\n")
         events: list[MetricsEvent] = []

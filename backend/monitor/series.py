@@ -8,13 +8,13 @@ O(cap), independent of the number of points (100k steps cost the same to draw as
 
 from __future__ import annotations
 
+import bisect
 import math
-import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(slots=True)
 class _Bucket:
     x0: float
     x1: float
@@ -46,10 +46,16 @@ class MinMaxSeries:
             return
         self.count += 1
         self.last = (x, y)
-        tail = self._buckets[-1] if self._buckets else None
-        if tail is not None and tail.n < self._per_bucket:
-            tail.merge(_Bucket(x, x, x, y, x, y, 1))
-            return
+        if self._buckets:
+            tail = self._buckets[-1]
+            if tail.n < self._per_bucket:  # hot path: update in place, allocate nothing
+                tail.x1 = x
+                if y < tail.ymin:
+                    tail.xmin, tail.ymin = x, y
+                if y > tail.ymax:
+                    tail.xmax, tail.ymax = x, y
+                tail.n += 1
+                return
         self._buckets.append(_Bucket(x, x, x, y, x, y, 1))
         if len(self._buckets) > self.cap:
             merged = []
@@ -94,7 +100,8 @@ def _regroup(buckets: list[_Bucket], width: int) -> list[_Bucket]:
     per = math.ceil(len(buckets) / width)
     for i in range(0, len(buckets), per):
         group = buckets[i : i + per]
-        b = _Bucket(**vars(group[0]))
+        g = group[0]
+        b = _Bucket(g.x0, g.x1, g.xmin, g.ymin, g.xmax, g.ymax, g.n)
         for other in group[1:]:
             b.merge(other)
         out.append(b)
@@ -126,20 +133,29 @@ class SpikeDetector:
 
     def __post_init__(self) -> None:
         self._recent = deque(maxlen=self.window)
+        self._sorted: list[float] = []  # the same window, sorted: a median without sorting
         self.spikes = deque(maxlen=self.max_kept)
+
+    def _median(self) -> float:
+        w = self._sorted
+        n = len(w)
+        return w[n // 2] if n % 2 else (w[n // 2 - 1] + w[n // 2]) / 2
 
     def add(self, step: int, grad_norm: float) -> Spike | None:
         spike = None
         if not math.isfinite(grad_norm):
-            med = statistics.median(self._recent) if self._recent else math.nan
-            spike = Spike(step, grad_norm, med)
+            spike = Spike(step, grad_norm, self._median() if self._sorted else math.nan)
         elif len(self._recent) >= self.min_history:
-            med = statistics.median(self._recent)
+            med = self._median()
             if med > 0 and grad_norm > self.factor * med:
                 spike = Spike(step, grad_norm, med)
         if spike is not None:
             self.spikes.append(spike)
             self.total += 1
         if math.isfinite(grad_norm):
+            if len(self._recent) == self.window:
+                old = self._recent[0]
+                del self._sorted[bisect.bisect_left(self._sorted, old)]
             self._recent.append(grad_norm)
+            bisect.insort(self._sorted, grad_norm)
         return spike

@@ -166,3 +166,17 @@ def test_tracker_view_carries_series_and_nonfinite_loss() -> None:
     assert view.points == 19 and view.loss[1][-1] == 19.0
     assert view.nonfinite_loss_steps == (20,)
     assert view.spike_total == 1 and view.spikes[0].step == 20
+
+
+def test_spike_detector_window_median_matches_statistics() -> None:
+    import random
+    import statistics
+
+    det = SpikeDetector(window=50)
+    rng = random.Random(1)
+    seen: list[float] = []
+    for i in range(400):
+        v = rng.random() * 3 + 0.1
+        det.add(i, v)
+        seen.append(v)
+        assert det._median() == pytest.approx(statistics.median(seen[-50:]))

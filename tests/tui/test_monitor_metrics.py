@@ -1,0 +1,136 @@
+"""The monitor on metrics.jsonl: token rates and MFU from the recorded H200 figures, 100k steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from backend.monitor import HfLogParser, StepRecord
+from screens.monitor import MonitorScreen
+from tests.tui.test_monitor import (
+    LOG_2G,
+    MonitorHarness,
+    expected_log_lines,
+    make_run,
+    one_row_trace,
+    replay_factory,
+    settle,
+)
+from widgets.loss_chart import LossChart
+from widgets.throughput import ThroughputMeter
+
+# The recorded 2-GPU run (fastchat-1b-throughput.jsonl, tag noofl_bs4_nogc_2g): batch 4 per GPU
+# x 2 GPUs x 2048 tokens per step, median step 0.2546 s, MFU 0.2891.
+TOKENS_PER_STEP = 4 * 2 * 2048
+STEP_S = 0.2546
+MFU = 0.2891
+
+
+def write_metrics(run: Path, steps: list[dict], end: bool = True) -> None:  # type: ignore[type-arg]
+    lines = [
+        {
+            "kind": "start",
+            "world_size": 2,
+            "n_params": 1_347_000_000,
+            "flops_per_token": None,
+            "peak_flops": 989e12,
+            "gpu_name": "NVIDIA H200",
+        }
+    ]
+    lines += steps
+    if end:
+        lines.append({"kind": "end", "train_runtime": 3.6169, "saved_to": None, "ok": True})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def step_line(step: int, max_steps: int, loss: float, lr: float, gn: float) -> dict:  # type: ignore[type-arg]
+    return {
+        "kind": "step",
+        "step": step,
+        "max_steps": max_steps,
+        "epoch": step / 50,
+        "loss": loss,
+        "learning_rate": lr,
+        "grad_norm": gn,
+        "step_time_s": STEP_S,
+        "tokens": TOKENS_PER_STEP,
+        "tokens_nonpad": TOKENS_PER_STEP // 2,
+        "samples": 8,
+        "tokens_per_s": TOKENS_PER_STEP / STEP_S,
+        "tokens_nonpad_per_s": TOKENS_PER_STEP / 2 / STEP_S,
+        "samples_per_s": 8 / STEP_S,
+        "mfu": MFU,
+        "peak_mem_gib": [28.71, 28.71],
+        "time": 1796009600.0 + step * STEP_S,
+    }
+
+
+async def test_meter_shows_token_rates_and_mfu_from_metrics(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    recorded = [e for e in HfLogParser().parse_file(LOG_2G) if isinstance(e, StepRecord)]
+    write_metrics(
+        run,
+        [
+            step_line(r.step, 10, r.loss, r.learning_rate, r.grad_norm)  # type: ignore[arg-type]
+            for r in recorded
+        ],
+    )
+    app = MonitorHarness(MonitorScreen(run, gpu_source=replay_factory(one_row_trace(tmp_path))))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app, len(expected_log_lines(LOG_2G)))
+        meter = app.screen.query_one(ThroughputMeter)
+        for _ in range(2000):
+            if meter.summary is not None and meter.summary.source == "metrics":
+                break
+            await pilot.pause()
+        s = meter.summary
+        assert s is not None and s.source == "metrics"
+        shown = str(meter.render())
+        assert "Throughput (metrics.jsonl) finished" in shown
+        assert "tok/s 64,352 pad" in shown and "32,176 non-pad" in shown
+        assert "smp/s 31.42" in shown and "step 0.255s" in shown
+        assert "MFU 28.9%" in shown and "ETA 0s" in shown
+        chart = app.screen.query_one(LossChart)
+        assert chart.view is not None and chart.view.summary.source == "metrics"
+        assert chart.view.loss[1][-1] == 5.2617 and chart.view.points == 10
+
+
+async def test_chart_with_100k_steps_keeps_the_spike(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    n = 100_000
+    steps = []
+    for i in range(1, n + 1):  # only the fields a chart needs: the rest are optional
+        loss = 80.0 if i == 61_234 else round(2.0 + 1.0 / i, 4)
+        gn = 500.0 if i == 61_234 else 1.0 + (i % 7) * 0.01
+        steps.append(
+            {
+                "kind": "step",
+                "step": i,
+                "max_steps": n,
+                "loss": loss,
+                "learning_rate": 2e-5,
+                "grad_norm": gn,
+            }
+        )
+    write_metrics(run, steps)
+    app = MonitorHarness(MonitorScreen(run, gpu_source=replay_factory(one_row_trace(tmp_path))))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app, len(expected_log_lines(LOG_2G)))
+        chart = app.screen.query_one(LossChart)
+        for _ in range(5000):  # the metrics worker reads the 100k-line file in slices
+            if (
+                chart.view is not None
+                and chart.view.summary.source == "metrics"
+                and (chart.view.summary.finished)
+            ):
+                break
+            await pilot.pause()
+        view = chart.view
+        assert view is not None and view.points == n
+        xs, ys = view.loss
+        assert len(xs) <= 2 * app.screen.chart_width  # type: ignore[attr-defined]
+        assert 80.0 in ys and xs[ys.index(80.0)] == 61_234
+        assert view.spike_total == 1 and view.spikes[0].step == 61_234
+        caption = str(app.screen.query_one("#loss-caption").render())
+        assert "100000 pts" in caption
+        assert "1 grad-norm spike (step 61234: 500 vs median 1.03)" in caption
