@@ -1,0 +1,337 @@
+"""Step 2, Model: where the weights come from, getting them, and what they turn out to be.
+
+The form edits the preset's ``model`` section; fetching (Hub, git-lfs, tiny) and validation run
+in thread workers calling ``backend.model``, progress arrives as messages. The data check runs
+the preset's training data through FastChat's rules and, once a tokenizer is there, measures
+lengths against ``model_max_length``. Nothing is shown that was not measured.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import ValidationError
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Label, ProgressBar, Select, Static
+
+from backend.data.check import DataReport, check_data
+from backend.errors import TrainwizError
+from backend.model.fetch import EnsureResult, ensure_model, model_dir
+from backend.model.hub import FetchProgress
+from backend.model.placeholders import resolve_placeholders
+from backend.model.validate import ModelReport, validate_model_dir
+from backend.preset.schema import ModelSource
+from screens.base import StepScreen
+
+SOURCES = [
+    ("Hugging Face Hub", "hf"),
+    ("git-lfs clone (the seed's way)", "git_lfs"),
+    ("Local directory", "local"),
+    ("Tiny random Llama (no network)", "tiny"),
+]
+ACTION_LABEL = {"hf": "download", "git_lfs": "clone", "local": "check", "tiny": "make"}
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    s = int(seconds)
+    return f"{s // 60}:{s % 60:02d}" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def model_summary(r: ModelReport) -> Text:
+    """The validation result as the planner will use it: shape, parameters, dtype, problems."""
+    c = r.config
+    text = Text()
+    text.append(f"{c.architecture or 'unknown architecture'}", style="bold")
+    text.append(f"  ({c.model_type})\n")
+    text.append(
+        f"hidden {c.hidden_size} · layers {c.num_hidden_layers} · heads "
+        f"{c.num_attention_heads} · KV heads {c.num_key_value_heads} · ffn {c.intermediate_size}\n"
+    )
+    text.append(f"vocab {c.vocab_size} · max positions {c.max_position_embeddings}\n")
+    params = f"{r.n_params:,}" if r.n_params is not None else "unknown"
+    text.append(f"parameters {params}", style="bold")
+    text.append(f" ({r.n_params_source})\n")
+    text.append(f"dtype {r.dtype} · {r.weight_format}, {len(r.shards)} file(s), ")
+    text.append(f"{_size(r.weights_bytes)}\n")
+    text.append(f"tokenizer {', '.join(r.tokenizer_files) or 'none'}\n")
+    for warning in r.warnings:
+        text.append(f"! {warning}\n", style="yellow")
+    for problem in r.problems:
+        text.append(f"✗ {problem}\n", style="bold red")
+    if r.ok:
+        text.append("✓ valid", style="bold green")
+    return text
+
+
+def data_summary(r: DataReport) -> Text:
+    text = Text()
+    text.append(f"{Path(r.path).name}: {r.n_records} records, {r.n_turns} turns\n", style="bold")
+    for issue in r.issues[:8]:
+        style = "bold red" if issue.severity == "error" else "yellow"
+        text.append(f"{'✗' if issue.severity == 'error' else '!'} {issue.line()}\n", style=style)
+    more = sum(r.counts.values()) - min(len(r.issues), 8)
+    if more > 0:
+        text.append(f"… {more} more issue(s)\n", style="italic")
+    t = r.tokens
+    if t is not None:
+        text.append(
+            f"tokens mean {t.mean} · p50 {t.p50} · p90 {t.p90} · p99 {t.p99} · max {t.max}\n"
+        )
+        style = "yellow" if t.truncated else ""
+        text.append(
+            f"truncated at {t.model_max_length}: {t.truncated} ({t.truncated_share:.1%})\n",
+            style=style,
+        )
+        if t.mismatched:
+            text.append(
+                f"✗ {t.mismatched} record(s) FastChat would mask out (tokenization mismatch)\n",
+                style="bold red",
+            )
+    else:
+        why = r.tokens_unavailable or "no tokenizer yet: fetch the model first"
+        text.append(f"token lengths unavailable: {why}\n", style="italic")
+    if r.ok:
+        text.append("✓ FastChat can train on it", style="bold green")
+    return text
+
+
+class ModelScreen(StepScreen):
+    """Source form, fetch with progress, validation summary and data check summary."""
+
+    STEP_ID = "model"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "fetch", "Fetch", id="model_fetch"),
+        Binding("v", "validate", "Validate", id="model_validate"),
+        Binding("d", "check_data", "Check data", id="model_check_data"),
+        Binding("x", "cancel", "Cancel", id="model_cancel"),
+    ]
+    DEFAULT_CSS = """
+    ModelScreen .model-form-row { height: auto; }
+    ModelScreen .model-form-row Label { width: 8; padding: 1 0 0 1; }
+    ModelScreen .model-form-row Select { width: 42; }
+    ModelScreen .model-form-row Input { width: 1fr; }
+    ModelScreen #model-status { height: auto; margin: 0 0 0 1; }
+    ModelScreen #model-progress { margin: 0 1; }
+    ModelScreen #model-results { height: 1fr; }
+    ModelScreen .model-pane { width: 1fr; border: round $secondary 50%; padding: 0 1; }
+    """
+
+    @dataclass
+    class Progressed(Message):
+        progress: FetchProgress
+
+    @dataclass
+    class Ready(Message):
+        """A fetch (or plain validation) ended with a report."""
+
+        report: ModelReport
+        action: str
+
+    @dataclass
+    class DataChecked(Message):
+        report: DataReport
+
+    @dataclass
+    class Failed(Message):
+        what: str
+        error: str
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cancel = threading.Event()
+        self.report: ModelReport | None = None
+        self.data_report: DataReport | None = None
+
+    def compose_body(self) -> ComposeResult:
+        m = self.preset.model
+        with Horizontal(id="model-form", classes="model-form-row"):
+            yield Label("Source")
+            yield Select(SOURCES, value=m.source, allow_blank=False, id="model-source")
+            yield Input(
+                value=m.repo or m.git_url or "",
+                placeholder="owner/name (Hub) or git URL",
+                id="model-repo",
+            )
+        with Horizontal(id="model-form-2", classes="model-form-row"):
+            yield Label("Dir")
+            yield Input(value=m.dir, id="model-dir")
+            yield Input(
+                value=m.endpoint or "",
+                placeholder="endpoint/mirror, e.g. https://hf-mirror.com",
+                id="model-endpoint",
+            )
+        yield Static(id="model-status")
+        yield ProgressBar(total=None, show_eta=False, id="model-progress")
+        with Horizontal(id="model-results"):
+            with VerticalScroll(classes="model-pane", id="model-report-pane"):
+                yield Static("Not validated yet.", id="model-report")
+            with VerticalScroll(classes="model-pane", id="data-report-pane"):
+                yield Static("Data not checked yet (press d).", id="data-report")
+
+    def on_mount(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        """Validate what is already there (real data), or say what to press."""
+        self.query_one("#model-report-pane").border_title = "Model"
+        self.query_one("#data-report-pane").border_title = "Training data"
+        self._sync_form()
+        target = model_dir(self.preset.model)
+        if target.is_dir():
+            self._status(f"Validating {target} …")
+            self._validate(str(target))
+        else:
+            verb = ACTION_LABEL[self.preset.model.source]
+            self._status(f"{target} does not exist yet: press f to {verb} the model.")
+
+    # ---- form ------------------------------------------------------------------------------
+    def _sync_form(self) -> None:
+        source = self.query_one("#model-source", Select).value
+        self.query_one("#model-repo", Input).disabled = source in ("local", "tiny")
+        self.query_one("#model-endpoint", Input).disabled = source != "hf"
+
+    @on(Select.Changed, "#model-source")
+    def _source_changed(self) -> None:
+        self._sync_form()
+
+    def source_from_form(self) -> ModelSource:
+        """The form as a ModelSource (validated by the schema); the preset keeps the rest."""
+        kind = str(self.query_one("#model-source", Select).value)
+        repo = self.query_one("#model-repo", Input).value.strip()
+        update: dict[str, Any] = {
+            "source": kind,
+            "dir": self.query_one("#model-dir", Input).value.strip(),
+            "endpoint": self.query_one("#model-endpoint", Input).value.strip() or None,
+        }
+        if kind == "hf":
+            update["repo"] = repo or None
+        elif kind == "git_lfs":
+            is_url = "://" in repo or repo.startswith("git@")
+            update["git_url" if is_url else "repo"] = repo or None
+        data = {**self.preset.model.model_dump(), **update}
+        return ModelSource.model_validate(data)
+
+    # ---- actions -----------------------------------------------------------------------------
+    def action_fetch(self) -> None:
+        try:
+            source = self.source_from_form()
+        except ValidationError as exc:
+            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            self._status(f"Fix the form: {problems}", error=True)
+            return
+        self.preset.model = source
+        self._cancel = threading.Event()
+        self.query_one("#model-progress", ProgressBar).update(total=None, progress=0)
+        self._status(f"Starting: {ACTION_LABEL[source.source]} into {model_dir(source)} …")
+        self._fetch(source, self._cancel)
+
+    def action_cancel(self) -> None:
+        self._cancel.set()
+        self._status("Cancelling … partial files are kept and the next fetch resumes.")
+
+    def action_validate(self) -> None:
+        self._validate(str(model_dir(self.preset.model, self.query_one("#model-dir", Input).value)))
+
+    def action_check_data(self) -> None:
+        training = self.preset.training
+        data = resolve_placeholders(training.data_path, None)
+        target = model_dir(self.preset.model)
+        tokenizer_dir = (
+            str(target) if self.report is not None and self.report.tokenizer_files else None
+        )
+        self.query_one("#data-report", Static).update(f"Checking {data} …")
+        self._check_data(data, tokenizer_dir, training.model_max_length)
+
+    # ---- workers -------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="model-fetch")
+    def _fetch(self, source: ModelSource, cancel: threading.Event) -> None:
+        def progress(p: FetchProgress) -> None:
+            self.post_message(self.Progressed(p))
+
+        try:
+            result: EnsureResult = ensure_model(source, progress=progress, cancel=cancel)
+        except TrainwizError as exc:
+            self.post_message(self.Failed("fetch", str(exc)))
+            return
+        self.post_message(self.Ready(result.report, result.action))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="model-validate")
+    def _validate(self, path: str) -> None:
+        try:
+            report = validate_model_dir(path)
+        except TrainwizError as exc:
+            self.post_message(self.Failed("validate", str(exc)))
+            return
+        self.post_message(self.Ready(report, "validated"))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="model-data")
+    def _check_data(self, data: str, tokenizer_dir: str | None, max_length: int) -> None:
+        try:
+            report = check_data(data, tokenizer_dir, max_length)
+        except TrainwizError as exc:
+            self.post_message(self.Failed("data", str(exc)))
+            return
+        self.post_message(self.DataChecked(report))
+
+    # ---- messages ----------------------------------------------------------------------------
+    def on_model_screen_progressed(self, message: Progressed) -> None:
+        p = message.progress
+        bar = self.query_one("#model-progress", ProgressBar)
+        bar.update(total=max(p.total, 1), progress=p.bytes)
+        self._status(
+            f"{p.files_done}/{p.files_total} files · {_size(p.bytes)} of {_size(p.total)} · "
+            f"{_size(p.speed)}/s · ETA {_eta(p.eta)}\n{p.file}: {_size(p.file_bytes)} of "
+            f"{_size(p.file_total)} · {_size(p.file_speed)}/s · ETA {_eta(p.file_eta)}"
+            + (f"\n{p.message}" if p.message else "")
+        )
+
+    def on_model_screen_ready(self, message: Ready) -> None:
+        self.report = message.report
+        bar = self.query_one("#model-progress", ProgressBar)
+        if bar.total is None:
+            bar.update(total=1, progress=1)
+        self.query_one("#model-report", Static).update(model_summary(message.report))
+        verdict = "valid" if message.report.ok else f"{len(message.report.problems)} problem(s)"
+        self._status(f"{message.action.capitalize()}: {message.report.path} — {verdict}.")
+        if self.data_report is None:
+            self.action_check_data()  # now that a tokenizer may be there, measure the data too
+
+    def on_model_screen_data_checked(self, message: DataChecked) -> None:
+        self.data_report = message.report
+        self.query_one("#data-report", Static).update(data_summary(message.report))
+
+    def on_model_screen_failed(self, message: Failed) -> None:
+        if message.what == "data":
+            self.query_one("#data-report", Static).update(Text(message.error, style="bold red"))
+        else:
+            self._status(message.error, error=True)
+
+    def _status(self, text: str, error: bool = False) -> None:
+        self.query_one("#model-status", Static).update(
+            Text(text, style="bold red") if error else Text(text)
+        )
+
+    def preset_changed(self) -> None:
+        self.report = None
+        self.data_report = None
+        super().preset_changed()
+        if self.is_mounted:
+            self.call_after_refresh(self._start)

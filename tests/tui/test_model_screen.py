@@ -1,0 +1,99 @@
+"""Pilot tests of the Model step: real validation, real data check, a real download."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, Select, Static
+
+from backend.preset import load_preset
+from screens.model import ModelScreen
+from tests.backend.hubserver import FakeHub, Repo, write_llama_dir
+from tests.backend.test_model_validate import shared_tiny
+from tui.app import TrainwizApp
+
+
+async def wait_for(pilot: Pilot[Any], predicate: Any, rounds: int = 600) -> None:
+    for _ in range(rounds):
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not reached")
+
+
+def text_of(screen: ModelScreen, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+@pytest.fixture()
+def tiny_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = Path(os.environ["TRAINWIZ_HOME"]) / "models" / "tiny-llama"
+    shutil.copytree(shared_tiny(tmp_path_factory), target)
+    return target
+
+
+async def test_tiny_model_validated_and_data_checked_on_arrival(tiny_home: Path) -> None:
+    app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="model")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ModelScreen)
+        await wait_for(pilot, lambda: screen.report is not None and screen.data_report is not None)
+        assert screen.report is not None and screen.report.n_params == 166_208
+        assert "parameters 166,208" in text_of(screen, "#model-report")
+        assert "200 records" in text_of(screen, "#data-report")
+        assert "truncated at 256: 0 (0.0%)" in text_of(screen, "#data-report")
+
+
+async def test_download_from_hub_with_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    src = tmp_path / "src"
+    n = write_llama_dir(src)
+    hub = FakeHub()
+    hub.repos["acme/m"] = Repo.from_dir(src)
+    hub.start()
+    progressed: list[ModelScreen.Progressed] = []
+
+    def hook(message: Any) -> None:
+        if isinstance(message, ModelScreen.Progressed):
+            progressed.append(message)
+
+    app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="model")
+    try:
+        async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
+            screen = app.screen
+            assert isinstance(screen, ModelScreen)
+            screen.query_one("#model-source", Select).value = "hf"
+            screen.query_one("#model-repo", Input).value = "acme/m"
+            screen.query_one("#model-dir", Input).value = str(tmp_path / "dst")
+            screen.query_one("#model-endpoint", Input).value = hub.url
+            await pilot.pause()
+            await pilot.press("f")
+            await wait_for(pilot, lambda: screen.report is not None and screen.report.n_params == n)
+            assert app.preset.model.source == "hf" and app.preset.model.repo == "acme/m"
+            assert progressed and progressed[-1].progress.bytes == progressed[-1].progress.total
+            assert "Downloaded" in text_of(screen, "#model-status")
+            assert (tmp_path / "dst" / "model-00001-of-00002.safetensors").is_file()
+    finally:
+        hub.stop()
+
+
+async def test_form_error_is_named_and_nothing_runs(tmp_path: Path) -> None:
+    app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="model")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ModelScreen)
+        screen.query_one("#model-source", Select).value = "hf"
+        screen.query_one("#model-repo", Input).value = ""
+        await pilot.pause()
+        await pilot.press("f")
+        await pilot.pause()
+        assert "source 'hf' needs 'repo'" in text_of(screen, "#model-status")
+        assert app.preset.model.source == "tiny"
