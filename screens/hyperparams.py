@@ -88,6 +88,7 @@ class HyperparamsScreen(StepScreen):
         self.gpu: GpuSpec | None = None
         self.records: tuple[str, int | None, str] = ("", None, "dataset not counted yet")
         self.tune_text = ""
+        self.shown: dict[str, tuple[str, str]] = {}
 
     # ---- layout --------------------------------------------------------------------------
     def compose_body(self) -> ComposeResult:
@@ -148,6 +149,7 @@ class HyperparamsScreen(StepScreen):
 
     def preset_changed(self) -> None:
         self.invalid.clear()
+        self.shown.clear()
         self.tune_text = ""
         if self.is_mounted:
             self.refresh(recompose=True)
@@ -246,14 +248,14 @@ class HyperparamsScreen(StepScreen):
         for issue in sorted(issues, key=lambda i: rank[i.level]):
             by_path.setdefault(issue.path, (issue.message, issue.level))
         for path in self.fields:
-            field = self.query_one(f"#{field_id(path)}", FormField)
             if path in self.invalid:
-                field.set_message(self.invalid[path], "error")
-            elif path in by_path:
-                text, level = by_path[path]
-                field.set_message(text, level)  # type: ignore[arg-type]
+                shown = (self.invalid[path], "error")
             else:
-                field.set_message("", "")
+                shown = by_path.get(path, ("", ""))
+            if self.shown.get(path) != shown:  # touch only rows whose message changed
+                self.shown[path] = shown
+                field = self.query_one(f"#{field_id(path)}", FormField)
+                field.set_message(shown[0], shown[1])  # type: ignore[arg-type]
         self._refresh_derived()
         self._refresh_memory(shape)
         self._refresh_command()
@@ -262,12 +264,7 @@ class HyperparamsScreen(StepScreen):
     @property
     def problems(self) -> list[str]:
         """Every error now on the form (parse/range errors and cross-field errors)."""
-        out = [f"{p}: {m}" for p, m in self.invalid.items()]
-        for path in self.fields:
-            field = self.query_one(f"#{field_id(path)}", FormField)
-            if path not in self.invalid and field.has_class("-invalid"):
-                out.append(f"{path}: {field.message}")
-        return out
+        return [f"{p}: {m}" for p, (m, level) in self.shown.items() if level == "error"]
 
     def _refresh_derived(self) -> None:
         preset = self.preset

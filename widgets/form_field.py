@@ -9,32 +9,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Input, Label, Select, Static, Switch
+from textual.widgets import Checkbox, Input, Label, Select, Static
 
 Level = Literal["error", "warning", "info", ""]
 
 
-class FormField(Vertical):
-    """``kind`` is "bool" (a Switch), "choice" (a Select of ``choices``) or text (an Input)."""
+class FormField(Widget):
+    """``kind`` is "bool" (a Checkbox), "choice" (a Select of ``choices``) or text (an Input).
+
+    Four widgets per row (itself, label, editor, note) and compact editors: the form has ~50
+    rows, and Textual's styling cost grows with the widget count.
+    """
 
     DEFAULT_CSS = """
-    FormField { height: auto; margin: 0 0 0 0; }
-    FormField > Horizontal { height: auto; }
-    FormField .ff-label { width: 34; padding: 1 1 0 0; text-style: bold; }
-    FormField Input { width: 1fr; }
-    FormField Select { width: 1fr; }
-    FormField Switch { width: auto; }
-    FormField .ff-help { color: $text-muted; padding: 0 0 0 34; }
-    FormField .ff-message { padding: 0 0 0 34; height: auto; }
-    FormField .ff-message.-error { color: $error; text-style: bold; }
-    FormField .ff-message.-warning { color: $warning; }
-    FormField .ff-message.-info { color: $text-muted; text-style: italic; }
-    FormField.-invalid Input { border: tall $error; }
+    FormField { layout: grid; grid-size: 2; grid-columns: 34 1fr; height: auto; }
+    FormField .ff-label { text-style: bold; width: 34; }
+    FormField .ff-editor { width: 1fr; }
+    FormField .ff-note { column-span: 2; padding: 0 0 0 2; color: $text-muted; height: auto; }
+    FormField.-error .ff-note { color: $error; }
+    FormField.-warning .ff-note { color: $warning; }
+    FormField.-error .ff-editor { background: $error 20%; }
     """
 
     @dataclass
@@ -61,23 +60,25 @@ class FormField(Vertical):
         self.value = value
         self.help_text = help_text
         self.choices = choices
+        self._message = ""
 
     def compose(self) -> ComposeResult:
-        with Horizontal():
-            yield Label(self.label, classes="ff-label")
-            yield self._editor()
-        if self.help_text:
-            yield Static(self.help_text, classes="ff-help", markup=False)
-        yield Static("", classes="ff-message", markup=False)
+        yield Label(self.label, classes="ff-label")
+        yield self._editor()
+        yield Static(self.help_text, classes="ff-note", markup=False)
 
     def _editor(self) -> Widget:
         if self.kind == "bool":
-            return Switch(value=bool(self.value), classes="ff-editor")
+            return Checkbox("", value=bool(self.value), compact=True, classes="ff-editor")
         if self.kind == "choice":
             options = [(c, c) for c in self.choices]
-            return Select(options, value=str(self.value), allow_blank=False, classes="ff-editor")
+            return Select(
+                options, value=str(self.value), allow_blank=False, compact=True, classes="ff-editor"
+            )
         placeholder = "empty = default" if self.kind.startswith("optional") else ""
-        return Input(value=str(self.value), placeholder=placeholder, classes="ff-editor")
+        return Input(
+            value=str(self.value), placeholder=placeholder, compact=True, classes="ff-editor"
+        )
 
     @property
     def editor(self) -> Widget:
@@ -85,20 +86,27 @@ class FormField(Vertical):
 
     @property
     def message(self) -> str:
-        return str(self.query_one(".ff-message", Static).content)
+        """The validation message now shown (empty when none)."""
+        return self._message
 
     def set_message(self, text: str, level: Level) -> None:
-        widget = self.query_one(".ff-message", Static)
-        widget.update(text)
+        """Show ``text`` under the field, after its help; the row is coloured by ``level``."""
+        self._message = text
+        note = Text(self.help_text, style="dim") if self.help_text else Text()
+        if text:
+            marks = {"error": "✗ ", "warning": "! ", "info": "· "}
+            note = Text.assemble(marks.get(level, ""), (text, "bold" if level == "error" else ""))
+            if self.help_text:
+                note.append(f"  ({self.help_text})", style="dim")
+        self.query_one(".ff-note", Static).update(note)
         for name in ("error", "warning", "info"):
-            widget.set_class(level == name, f"-{name}")
-        self.set_class(level == "error", "-invalid")
+            self.set_class(level == name, f"-{name}")
 
     def set_value(self, value: str | bool) -> None:
         """Show a value set from outside (a tune result) without reporting it as an edit."""
         editor = self.editor
-        with editor.prevent(Input.Changed, Switch.Changed, Select.Changed):
-            if isinstance(editor, Switch):
+        with editor.prevent(Input.Changed, Checkbox.Changed, Select.Changed):
+            if isinstance(editor, Checkbox):
                 editor.value = bool(value)
             elif isinstance(editor, (Select, Input)):
                 editor.value = str(value)
@@ -108,8 +116,8 @@ class FormField(Vertical):
         event.stop()
         self.post_message(self.Edited(self, self.path, event.value))
 
-    @on(Switch.Changed)
-    def _switch(self, event: Switch.Changed) -> None:
+    @on(Checkbox.Changed)
+    def _checkbox(self, event: Checkbox.Changed) -> None:
         event.stop()
         self.post_message(self.Edited(self, self.path, event.value))
 

@@ -247,8 +247,10 @@ def cross_checks(
     if gpu is not None and gpu.bf16_ok and tr.fp16:
         issues.append(Issue("fp16", "info", "this GPU supports bf16, which needs no loss scaling"))
     if tr.eval_strategy != "no" and not tr.eval_data_path:
+        # The trainwiz entry's schema refuses it; FastChat's own script fails at the first eval.
+        level: Level = "error" if launch.entry == "trainwiz" else "warning"
         issues.append(
-            Issue("eval_strategy", "error", "needs eval data: set eval_data_path or choose 'no'")
+            Issue("eval_strategy", level, "needs eval data: set eval_data_path or choose 'no'")
         )
     if tr.eval_data_path and tr.eval_strategy == "no":
         issues.append(Issue("eval_data_path", "info", "unused while eval_strategy is 'no'"))
