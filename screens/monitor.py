@@ -40,7 +40,7 @@ from backend.monitor.logmodel import load_classifier
 from backend.monitor.owner import OwnerResolver
 from screens.base import StepScreen
 from widgets.gpu_panel import GpuPanel
-from widgets.log_pane import LogPane
+from widgets.log_pane import LogPane, OpenTroubleshoot
 from widgets.loss_chart import LossChart
 from widgets.throughput import ThroughputMeter
 
@@ -245,6 +245,13 @@ class MonitorScreen(StepScreen):
             return
         state = str(message.status.get("state") or "")
         self.query_one(ThroughputMeter).show(None, state)
+
+    def on_open_troubleshoot(self, message: OpenTroubleshoot) -> None:
+        """The app owns the Troubleshoot view; until it handles this message, open it plainly."""
+        handler = getattr(self.app, "on_open_troubleshoot", None)
+        fallback = getattr(self.app, "action_troubleshoot", None)
+        if handler is None and callable(fallback):
+            fallback()
 
     # ---- actions ----------------------------------------------------------------------------
     def action_zoom(self) -> None:

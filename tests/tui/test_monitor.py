@@ -246,3 +246,22 @@ async def test_a_run_launched_later_is_picked_up_on_return(tmp_path: Path) -> No
         await settle(pilot, app, len(expected_log_lines(LOG_2G)))
         assert screen.run is not None and screen.run.run_dir == run
         assert screen.query_one(ThroughputMeter).summary.step == 10  # type: ignore[union-attr]
+
+
+async def test_attach_opens_the_monitor_in_the_real_app(tmp_path: Path) -> None:
+    from backend.preset import load_preset
+    from tui.app import TrainwizApp
+
+    run = make_run(tmp_path)
+    app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="monitor", attach_run=run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app, len(expected_log_lines(LOG_2G)))
+        screen = app.screen
+        assert isinstance(screen, MonitorScreen) and screen.run is not None
+        assert screen.run.run_dir == run
+        meter = screen.query_one(ThroughputMeter)
+        assert meter.summary is not None and meter.summary.step == 10
+        assert meter.state == "finished"
+        # This machine has no NVIDIA driver: the real sampler says so in the panel.
+        snap = screen.query_one(GpuPanel).snapshot
+        assert snap is not None and snap.state == "no_driver"
