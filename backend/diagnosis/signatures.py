@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from backend.diagnosis.model import Severity
 
-# Tier: 0 root cause, 1 likely consequence of something else, 2 pure symptom. Sorting puts
-# lower tiers first among findings of equal severity ("root causes win over symptoms").
-TIERS: dict[str, int] = {"host_oom": 1, "nccl": 2}
+# Tier: 0 root cause of a crash, 1 likely consequence of something else, 2 pure symptom, 3 not
+# a crash at all (training goes on, badly). Sorting puts lower tiers first among findings of
+# equal severity ("root causes win over symptoms").
+TIERS: dict[str, int] = {"host_oom": 1, "nccl": 2, "tokenization_mismatch": 3}
 
 
 @dataclass(frozen=True)

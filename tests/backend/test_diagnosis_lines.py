@@ -244,3 +244,11 @@ def test_cancel_stops_reading() -> None:
     cancel.set()
     diagnosis = diagnose_stream(io.BytesIO(b"CUDA out of memory\n"), cancel=cancel)
     assert diagnosis.findings == [] and diagnosis.bytes_read == 0
+
+
+def test_crash_outranks_data_warnings_seen_earlier() -> None:
+    text = "WARNING: tokenization mismatch: 10 vs. 11. (ignored)\n" * 6 + (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\n"
+    )
+    cats = [f.category for f in diagnose_text(text).findings]
+    assert cats == ["cuda_oom", "tokenization_mismatch"]
