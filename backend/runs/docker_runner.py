@@ -78,7 +78,7 @@ def _clear_name(handle: Any, name: str | None, log: IO[bytes]) -> None:
     old.remove(force=True)
 
 
-def _stream(api: Any, chunks: Any, log: IO[bytes]) -> None:
+def _stream(chunks: Any, log: IO[bytes]) -> None:
     for chunk in chunks:
         log.write(chunk)
         log.flush()
@@ -109,12 +109,14 @@ def run_container(
     update_status(
         run_dir,
         container_id=container.id,
+        pid=None,  # a prepare step's pid/pgid would be stale (and reusable) from here on
+        pgid=None,
         state="running" if not execs else "starting",
         step="container",
         message=f"container {container.short_id}",
     )
     if not execs:
-        _stream(handle.api, container.logs(stream=True, follow=True), log)
+        _stream(container.logs(stream=True, follow=True), log)
         result = container.wait()
         return int(result.get("StatusCode", 1))
     code = 0
@@ -134,7 +136,7 @@ def run_container(
             environment=step.get("env") or None,
             workdir=step.get("workdir") or None,
         )["Id"]
-        _stream(handle.api, handle.api.exec_start(exec_id, stream=True), log)
+        _stream(handle.api.exec_start(exec_id, stream=True), log)
         code = _exec_exit_code(handle.api, exec_id)
         if code != 0:
             break

@@ -67,7 +67,8 @@ def run_attach(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
     from tui.app import run_wizard
 
-    return run_wizard(attach=run_dir)
+    preset = run_dir / "preset.yaml"
+    return run_wizard(preset=str(preset) if preset.is_file() else None, attach=run_dir)
 
 
 def run_stop(args: argparse.Namespace) -> int:
