@@ -1,0 +1,40 @@
+"""Snapshot of the Hyperparameters step: FastChat's Vicuna-7B recipe planned for 4 x A100-40G
+(paths in that preset are absolute, so the picture is the same on every machine)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Select
+
+import backend.planner.gpu as planner_gpu
+from backend.preset import load_preset
+from screens.hyperparams import HyperparamsScreen
+from tui.app import TrainwizApp
+
+
+@pytest.fixture(autouse=True)
+def _no_local_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planner_gpu, "detect_local", lambda: None)
+
+
+def _planned_for(app: TrainwizApp, gpu: str) -> Callable[[Pilot[Any]], Any]:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, HyperparamsScreen) and not app.screen.workers:
+                break
+        app.screen.query_one("#hp-gpu", Select).value = gpu
+        await pilot.pause(0.2)
+
+    return run_before
+
+
+def test_hyperparams_a100_40g_150x45(snap_compare: Any) -> None:
+    app = TrainwizApp(
+        load_preset("vicuna-7b-4xa100-40g"), "vicuna-7b-4xa100-40g", start_step="hyperparams"
+    )
+    assert snap_compare(app, terminal_size=(150, 45), run_before=_planned_for(app, "a100-40g"))
