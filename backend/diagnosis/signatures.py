@@ -191,14 +191,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|cudaErrorInsufficientDriver|unsatisfied condition: cuda\s*>="
         r"|forward compatibility was attempted on non supported HW"
         r"|unsupported display driver / cuda driver combination",
-        (
-            "too old",
-            "insufficient",
-            "InsufficientDriver",
-            "unsatisfied condition",
-            "forward compat",
-            "unsupported display driver",
-        ),
+        ("river", "rror"),  # each message names the driver or is printed as an error
     ),
     _sig(
         "docker_gpu",
@@ -208,13 +201,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|unknown or invalid runtime name: nvidia|[Uu]nknown runtime specified nvidia"
         r"|nvidia-container-cli: (?:initialization|mount|detection) error"
         r"|Failed to initialize NVML: Unknown Error",
-        (
-            "could not select device driver",
-            "runtime name",
-            "runtime specified",
-            "nvidia-container-cli",
-            "Failed to initialize NVML",
-        ),
+        ("device driver", "runtime", "error", "Failed to initialize NVML"),
     ),
     # --- container options the host refuses ---
     _sig(
@@ -224,14 +211,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?i)(?:error setting rlimit|unable to apply caps|apply capabilities|setrlimit).{0,200}"
         r"(?:operation not permitted|permission denied)"
         r"|(?:OCI runtime create failed|failed to create shim task).{0,400}operation not permitted",
-        ("rlimit", "caps", "capabilities", "not permitted"),
+        ("not permitted", "ermission denied", "NOT PERMITTED"),
     ),
     _sig(
         "container_permission",
         "warning",
         "A resource limit could not be raised",
         r"ulimit: .{0,60}cannot modify limit: Operation not permitted",
-        ("cannot modify limit",),
+        ("not permitted",),
     ),
     # --- disk ---
     _sig(
@@ -310,12 +297,6 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("nccl", "warning", "NCCL warning", r"NCCL WARN\b", ("NCCL WARN",)),
 )
 
-_SAVE_ANCHORS = (
-    "in save", "in _save", "in safe_save", "in trainer_save", "in state_dict", "in _state_dict",
-    "state_dict_hook", "state_dict_utils", "state_dict()", "save_model(", "save_checkpoint(",
-    "save_pretrained(",
-)  # fmt: skip
-
 MARKERS: tuple[Marker, ...] = (
     # Traceback frames of checkpoint saving (function names, torch's FSDP state-dict module):
     # an OOM message right after them happened while saving. Deprecation warnings that merely
@@ -323,10 +304,9 @@ MARKERS: tuple[Marker, ...] = (
     Marker(
         "save",
         re.compile(
-            r"line \d+, in \w*(?:save|state_dict)\w*|_state_dict_utils\.py|\.state_dict\(\)"
-            r"|(?:save_model|_save_checkpoint|save_pretrained)\("
+            r"line \d+, in \w*(?:save|state_dict)\w*|_state_dict_utils\.py\", line \d+, in "
         ),
-        _SAVE_ANCHORS,
+        (", in ",),
     ),
     # HF Trainer prints its final metrics after the last step, before saving the model.
     Marker("train_done", re.compile(r"['\"]train_runtime['\"]\s*:"), ("train_runtime",)),
@@ -353,13 +333,12 @@ MARKERS: tuple[Marker, ...] = (
 # What the scanner searches blocks for: short substrings that every signature and marker anchor
 # contains (checked below), so a block costs ~45 fast scans however many signatures there are.
 SCAN_ANCHORS: tuple[str, ...] = (
-    "emory", "rror", "ailed", "-7", "-9", " 137", "Kill", "KILL", "oom-kill", "us error",
-    "SIGBUS", "in use", "INUSE", "rrno", "already allocated", "ALLOC_FAILED", "lash",
-    "undefined symbol", "nvcc", "CUDA_HOME", "No module named", "No space left", "uild",
-    "setup.py", "nsufficient", "Preparing metadata", "pip-install-", "mismatch", "NCCL WARN", "NCCL comm",
-    "timeout", "rgument", "river", "unsatisfied condition", "forward compat", "runtime",
-    "nvidia-container-cli", "limit", "caps", "capabilit", "permitted", "os error", "ENOSPC",
-    "quota", "EDQUOT", *_SAVE_ANCHORS, "/dev/shm", "too old", "posix_fallocate",
+    "emory", "rror", "ailed", "-7", "-9", " 137", "Kill", "KILL", "oom-kill", "SIGBUS", "in use",
+    "INUSE", "rrno", "already allocated", "ALLOC_FAILED", "lash", "undefined symbol", "nvcc",
+    "CUDA_HOME", "No module named", "No space left", "uild", "setup.py", "Preparing metadata",
+    "pip-install-", "mismatch", "NCCL WARN", "NCCL comm", "timeout", "rgument", "river",
+    "runtime", "permitted", "ermission denied", "PERMITTED", "os error", "ENOSPC", "quota",
+    "EDQUOT", ", in ", "/dev/shm", "posix_fallocate",
 )  # fmt: skip
 
 

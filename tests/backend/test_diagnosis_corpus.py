@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.diagnosis import diagnose_file
+from backend.diagnosis import classify_line, diagnose_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CORPUS = FIXTURES / "logcorpus"
@@ -71,3 +71,15 @@ def test_oom_after_training_summary_is_a_save_oom() -> None:
     name = "cuda_oom/fastchat-256-fsdp-save-state-dict-clone-oom-after-training.log"
     top = diagnose_file(CORPUS / name).top
     assert top is not None and top.category == "fsdp_save_oom"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((FIXTURES / "h200").glob("train-log-*.txt")) + sorted((CORPUS / "benign").glob("*.log")),
+    ids=lambda p: p.name,
+)
+def test_live_line_flags_on_clean_logs_are_never_errors(path: Path) -> None:
+    """The monitor colours each line with classify_line: clean logs must show no red line."""
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        flag = classify_line(line)
+        assert flag is None or flag.severity != "error", (line, flag)
