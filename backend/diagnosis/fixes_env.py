@@ -105,45 +105,54 @@ def flash_fixes(preset: Preset | None, match: str, runtime: bool) -> list[Fix]:
 
 
 def container_fixes(preset: Preset | None, match: str) -> list[Fix]:
+    """Drop the option the host refused; if the preset does not ask for it, say where it
+    comes from instead of proposing a change that changes nothing."""
     rlimit = re.search(r"rlimit type (\d+)", match)
-    name = (
-        _RLIMITS[int(rlimit.group(1))] if rlimit and int(rlimit.group(1)) < len(_RLIMITS) else None
-    )
+    number = int(rlimit.group(1)) if rlimit else -1
+    name = _RLIMITS[number] if 0 <= number < len(_RLIMITS) else None
     fixes: list[Fix] = []
     if rlimit or "ulimit" in match:
-        keep = (
-            [u.model_dump() for u in preset.container.ulimits if u.name != name]
-            if preset and name
-            else None
-        )
-        changes = (
-            [_change("container.ulimits", keep, f"drop --ulimit {name}")]
-            if keep is not None
-            else []
-        )
-        fixes.append(
-            Fix(
-                f"Drop the {name or 'raised'} ulimit",
-                "this host does not allow raising it",
-                changes,
+        title = f"Drop the {name or 'raised'} ulimit"
+        if preset is None or name is None:
+            fixes.append(Fix(title, "this host does not allow raising it"))
+        elif any(u.name == name for u in preset.container.ulimits):
+            keep = [u.model_dump() for u in preset.container.ulimits if u.name != name]
+            fixes.append(
+                Fix(
+                    title,
+                    "this host does not allow raising it",
+                    [_change("container.ulimits", keep, f"drop --ulimit {name}")],
+                )
             )
-        )
+        else:
+            fixes.append(
+                Fix(
+                    f"The {name} limit does not come from this preset",
+                    "look for the daemon's --default-ulimit or the tool that ran docker",
+                )
+            )
     if re.search(r"(?i)caps|capabilit|privileged", match) or not fixes:
-        changes = (
-            [
-                _change("container.privileged", False, "no extra capabilities"),
-                _change("container.cap_add", [], "no extra capabilities"),
-            ]
-            if preset
-            else []
-        )
-        fixes.append(
-            Fix(
-                "Run without --privileged / --cap-add",
-                "the host refuses extra capabilities",
-                changes,
+        title = "Run without --privileged / --cap-add"
+        if preset is None:
+            fixes.append(Fix(title, "the host refuses extra capabilities"))
+        elif preset.container.privileged or preset.container.cap_add:
+            fixes.append(
+                Fix(
+                    title,
+                    "the host refuses extra capabilities",
+                    [
+                        _change("container.privileged", False, "no extra capabilities"),
+                        _change("container.cap_add", [], "no extra capabilities"),
+                    ],
+                )
             )
-        )
+        else:
+            fixes.append(
+                Fix(
+                    "This preset asks for no extra capabilities",
+                    "the refusal came from another docker run (or a rootless daemon's policy)",
+                )
+            )
     return fixes
 
 

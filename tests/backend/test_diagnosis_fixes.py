@@ -215,3 +215,13 @@ def test_hf_args_names_flags_for_the_installed_version(
         trainwiz_entry=True,
     )
     assert f"--{expected_flag}" in flags
+
+
+def test_refused_option_the_preset_does_not_set_gives_advice_not_a_noop(vicuna: Preset) -> None:
+    assert not vicuna.container.privileged and not vicuna.container.ulimits
+    top = diagnose_file(
+        CORPUS / "container_permission/sandbox-docker-run-memlock-privileged.log", preset=vicuna
+    ).top
+    assert top is not None
+    assert [f.changes for f in top.fixes] == [[], []]
+    assert "memlock" in top.fixes[0].title
