@@ -126,7 +126,7 @@ class ModelScreen(StepScreen):
     DEFAULT_CSS = """
     ModelScreen .model-form-row { height: auto; }
     ModelScreen .model-form-row Label { width: 8; padding: 1 0 0 1; }
-    ModelScreen .model-form-row Select { width: 42; }
+    ModelScreen .model-form-row Select { width: 1fr; max-width: 42; }
     ModelScreen .model-form-row Input { width: 1fr; }
     ModelScreen #model-status { height: auto; margin: 0 0 0 1; }
     ModelScreen #model-progress { margin: 0 1; }
