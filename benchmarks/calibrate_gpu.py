@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -243,12 +244,20 @@ def run_config(args: argparse.Namespace, cfg: tuple, work: Path) -> dict[str, ob
     sampler.start()
     t0 = time.time()
     with open(run_dir / "train.log", "w") as log:
+        # Own process group: on timeout the torchrun workers go too, and free their GPU memory
+        # before the next configuration starts.
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
         try:
-            proc = subprocess.run(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=args.config_timeout_s)  # fmt: skip
-            rc: int | str = proc.returncode
+            rc: int | str = proc.wait(timeout=args.config_timeout_s)
         except subprocess.TimeoutExpired:
             rc = "timeout"
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     sampler.stop.set()
     sampler.join(timeout=2)
     text = (run_dir / "train.log").read_text(errors="replace")
