@@ -55,7 +55,9 @@ def explain(category: str, groups: dict[str, Any], count: int) -> str:
     match = str(groups.get("match", ""))
     if category in ("cuda_oom", "fsdp_save_oom"):
         tried = re.search(r"Tried to allocate ([\d.]+) ([KMGT]iB)", match)
-        total = re.search(r"([\d.]+) ([KMGT]iB) total capacity", match)
+        total = re.search(r"([\d.]+) ([KMGT]iB) total capacity", match) or re.search(
+            r"total capacit?y of ([\d.]+) ([KMGT]iB)", match
+        )
         if tried and total:
             text += (
                 f" It asked for {gib(*tried.groups()):.2f} GiB more on a "

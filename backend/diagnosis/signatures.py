@@ -260,7 +260,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "host_oom",
         "error",
         "A training process was killed (SIGKILL), usually the host out of RAM",
-        _EXIT + r"-9\b|Signal 9 \(SIGKILL\)|Out of memory: Kill(?:ed)? process|invoked oom-killer"
+        _EXIT
+        + r"-9\b|Signal 9 \(SIGKILL\)|[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer"
         r"|oom-kill:|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true|^\s*Killed\s*$",
         (
             ": -9",

@@ -76,6 +76,19 @@ LINES = [
         "host_oom",
     ),
     ("Killed", "host_oom"),
+    ("[12.3] Memory cgroup out of memory: Killed process 4242 (python) total-vm:1kB", "host_oom"),
+    (
+        "docker: Error response from daemon: failed to create task for container: failed to create "
+        "shim task: OCI runtime create failed: runc create failed: unable to start container process: "
+        "error during container init: error running hook #0: error running hook: exit status 1, stdout: "
+        ", stderr: nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
+        "cannot open shared object file: no such file or directory: unknown.",
+        "docker_gpu",
+    ),
+    (
+        "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device",
+        "disk_full",
+    ),
     (
         'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
         "docker_gpu",
@@ -252,3 +265,16 @@ def test_crash_outranks_data_warnings_seen_earlier() -> None:
     )
     cats = [f.category for f in diagnose_text(text).findings]
     assert cats == ["cuda_oom", "tokenization_mismatch"]
+
+
+def test_new_oom_message_format_is_explained() -> None:
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 172.00 MiB. GPU 0 has a "
+        "total capacity of 79.15 GiB of which 5.06 MiB is free. Process 12 has 79.14 GiB memory "
+        "in use. Of the allocated memory 77.50 GiB is allocated by PyTorch, and 1.10 GiB is "
+        "reserved by PyTorch but unallocated."
+    )
+    top = diagnose_text(line + "\n").top
+    assert top is not None and top.category == "cuda_oom"
+    assert "0.17 GiB more on a 79.2 GiB GPU" in top.explanation
+    assert top.fixes[0].title == "Let the allocator expand segments"  # 1.1 GiB free but fragmented
