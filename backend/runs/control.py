@@ -80,9 +80,13 @@ def refresh(run_dir: Path) -> RunStatus:
         return status  # the launcher is still starting the watcher
     stopped = (run_dir / STOP_REQUEST).exists()
     if status.runner == "docker" and status.container_id:
+        from backend.errors import TrainwizError
         from backend.runs.docker_runner import container_state
 
-        docker_status, code = container_state(status.container_id)
+        try:
+            docker_status, code = container_state(status.container_id)
+        except TrainwizError:
+            return status  # daemon unreachable: nothing new can be known
         if docker_status in ("running", "created", "restarting", "paused"):
             return status
         state = "stopped" if stopped else ("finished" if code == 0 else "failed")

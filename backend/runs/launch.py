@@ -186,6 +186,14 @@ def preflight(preset: Preset) -> None:
         client()  # raises with how to start the daemon
     else:
         training_bin(preset)  # raises BadInput naming environment.venv
+        script = Path(preset.launch.script)
+        if preset.launch.entry == "fastchat-train-mem" and not script.is_absolute():
+            base = Path(preset.launch.workdir or ".").expanduser()
+            if not preset.launch.workdir or not (base / script).is_file():
+                raise BadInput(
+                    f"launch.workdir: {preset.launch.script} is relative but "
+                    f"{base / script} does not exist: set workdir to your FastChat clone"
+                )
     if preset.model.source == "local" and not _model_present(preset):
         raise BadInput(f"model.dir: {preset.model.dir} has no config.json: point it at a model")
 

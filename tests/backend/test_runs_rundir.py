@@ -95,3 +95,14 @@ def test_missing_training_env_is_refused_before_any_run_dir(tmp_path: Path) -> N
     with pytest.raises(BadInput, match=r"environment\.venv"):
         launch(preset)
     assert list_run_dirs() == []
+
+
+def test_train_mem_entry_needs_a_fastchat_workdir(tmp_path: Path) -> None:
+    preset = parse_preset_text(_tiny_preset_text())
+    preset.launch.entry = "fastchat-train-mem"
+    with pytest.raises(BadInput, match=r"launch\.workdir"):
+        launch(preset)
+    preset.launch.workdir = str(tmp_path)
+    with pytest.raises(BadInput, match="fastchat/train/train_mem.py does not exist"):
+        launch(preset)
+    assert list_run_dirs() == []
