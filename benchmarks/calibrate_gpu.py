@@ -222,7 +222,7 @@ def run_config(args: argparse.Namespace, cfg: tuple, work: Path) -> dict[str, ob
         "seq": s.seq, "pred_alloc_gib": round(pred.memory.peak_allocated / GIB, 2),
         "pred_reserved_gib": round(pred.memory.peak_reserved / GIB, 2),
         "pred_total_gib": round(pred.memory.total_per_gpu / GIB, 2),
-        "pred_fits": pred.memory.fits, "pred_tokens_per_s": round(pred.throughput.tokens_per_s, 1),
+        "pred_fits": pred.memory.fits, "pred_tight": pred.memory.tight, "pred_tokens_per_s": round(pred.throughput.tokens_per_s, 1),
     }  # fmt: skip
     model_dir = make_model(args.python, model, work)
     run_dir = work / "runs" / name
@@ -313,20 +313,26 @@ def table(paths: list[str]) -> int:
     print("| config | GPUs | tokens/s measured | predicted | peak reserved GiB measured | "
           "predicted | error | nvidia-smi GiB | predicted total | status |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|")
-    within = fit_oom = 0
+    within = fit_oom = tight_oom = 0
     for r in rows:
         measured = r.get("max_reserved_gib")
         err = (r["pred_reserved_gib"] / measured - 1) if measured else None
         within += err is not None and abs(err) <= 0.10
-        fit_oom += bool(r.get("oom") and r.get("pred_fits"))
+        fit_oom += bool(r.get("oom") and r.get("pred_fits") and not r.get("pred_tight"))
+        tight_oom += bool(r.get("oom") and r.get("pred_tight"))
         status = "ok" if r.get("ok") else ("OOM" if r.get("oom") else f"failed rc={r.get('rc')}")
+        if r.get("pred_tight"):
+            status += " (predicted tight)"
+        elif not r.get("pred_fits"):
+            status += " (predicted not to fit)"
         smi = max(r.get("nvml_peak_gib") or [0]) or "-"
         err_text = f"{err:+.1%}" if err is not None else "-"
         print(f"| {r['tag']} | {r['world']} | {r.get('tokens_per_s', '-')} | "
               f"{r['pred_tokens_per_s']} | {measured or '-'} | {r['pred_reserved_gib']} | "
               f"{err_text} | {smi} | {r['pred_total_gib']} | {status} |")  # fmt: skip
     print(f"\n{within} of {len(rows)} configurations within +-10% on peak reserved; "
-          f"{fit_oom} predicted to fit but ran out of memory.")  # fmt: skip
+          f"{fit_oom} predicted to fit but ran out of memory; {tight_oom} predicted "
+          "tight (within the 10% band) ran out of memory.")  # fmt: skip
     return 0
 
 

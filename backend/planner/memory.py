@@ -36,8 +36,10 @@ MISC_BYTES = int(0.25 * GIB)
 # Outside torch's allocator: CUDA context + cuBLAS/cuDNN workspaces, and NCCL's own buffers.
 CUDA_CONTEXT_BYTES = int(0.6 * GIB)
 NCCL_BYTES = int(0.5 * GIB)
-# Verdict margin: "fits" only when the prediction leaves this fraction of the GPU free.
+# Verdict margin: "fits" only when the prediction leaves this fraction of the GPU free, and
+# "tight" when it leaves less than the planner's own error band (calibrated within +-10%).
 FIT_MARGIN = 0.05
+TIGHT_MARGIN = 0.10
 # Eager attention materialises the scores: fp32 softmax + bf16 copy, per head per s x s.
 EAGER_SCORE_BYTES = 6.0
 
@@ -54,6 +56,7 @@ class MemoryPlan:
     total_per_gpu: int = 0  # peak_reserved + fixed: what nvidia-smi would show
     gpu_memory: int = 0
     fits: bool = False
+    tight: bool = False  # fits, but inside the planner's error band: may still run out
     headroom: int = 0  # gpu_memory - total_per_gpu (negative: does not fit)
     host_ram_load: int = 0  # all ranks on the node loading fp32 weights at start
     host_ram_offload: int = 0  # states kept on the host with CPU offload
@@ -64,7 +67,7 @@ class MemoryPlan:
         return round(value / GIB, 2)
 
     def summary(self) -> str:
-        verdict = "fits" if self.fits else "does NOT fit"
+        verdict = ("fits, tight" if self.tight else "fits") if self.fits else "does NOT fit"
         return (
             f"peak {self.gib(self.total_per_gpu)} GiB per GPU of {self.gib(self.gpu_memory)} GiB "
             f"({verdict}); host RAM {self.gib(self.host_ram_peak)} GiB"
@@ -165,6 +168,7 @@ def plan_memory(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> MemoryPlan
     plan.breakdown["allocator slack"] = plan.peak_reserved - plan.peak_allocated
     plan.headroom = gpu.memory_bytes - plan.total_per_gpu
     plan.fits = plan.total_per_gpu <= (1 - FIT_MARGIN) * gpu.memory_bytes
+    plan.tight = plan.fits and plan.total_per_gpu > (1 - TIGHT_MARGIN) * gpu.memory_bytes
 
     # Every rank loads the full fp32 model on the host before FSDP wraps it (FastChat passes no
     # dtype); with offload the sharded states then live on the host (16 bytes/param per node).

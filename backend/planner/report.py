@@ -19,7 +19,11 @@ def _gib(value: int) -> str:
 
 def estimate_lines(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> list[str]:
     mem, thr, s = est.memory, est.throughput, est.settings
-    verdict = "FITS" if mem.fits else "DOES NOT FIT"
+    verdict = (
+        ("FITS (tight: within the planner's 10% error)" if mem.tight else "FITS")
+        if mem.fits
+        else "DOES NOT FIT"
+    )
     lines = [
         f"model: {shape.n_params / 1e9:.2f}B params, {shape.layers} layers, hidden {shape.hidden}, "
         f"vocab {shape.vocab} ({shape.source or 'shape given'})",
@@ -78,6 +82,7 @@ def estimate_dict(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> dict[str, A
             "total_per_gpu": mem.total_per_gpu,
             "total_per_gpu_gib": round(mem.total_per_gpu / GIB, 2),
             "fits": mem.fits,
+            "tight": mem.tight,
             "host_ram_peak": mem.host_ram_peak,
         },
         "throughput": {

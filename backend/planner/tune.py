@@ -201,7 +201,10 @@ def tune(
         base, fsdp_ac_ok=fsdp_ac_ok, free_batch=free_batch, max_micro_batch=max_micro_batch
     )
     estimates = [estimate(shape, s, gpu) for s in pool]
-    fitting = [e for e in estimates if e.memory.fits]
+    # Prefer configurations outside the planner's error band; tight ones only if nothing else.
+    fitting = [e for e in estimates if e.memory.fits and not e.memory.tight] or [
+        e for e in estimates if e.memory.fits
+    ]
     notes: list[str] = []
     if not fitting:
         best = min(estimates, key=lambda e: e.memory.total_per_gpu)
