@@ -21,8 +21,11 @@ def _short(name: str) -> str:
     return name.replace("NVIDIA ", "").replace("GeForce ", "")
 
 
-def render_snapshot(snap: GpuSnapshot | None, width: int = 78) -> Text:
-    """The panel's text; a pure function so tests can assert on it without a terminal."""
+def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = False) -> Text:
+    """The panel's text; a pure function so tests can assert on it without a terminal.
+
+    ``compact`` gives one line per GPU (8 GPUs in an 80x24 terminal): processes become counts.
+    """
     if snap is None:
         return Text("GPUs: waiting for the first sample…", style="dim")
     if snap.state == "no_driver":
@@ -32,7 +35,7 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78) -> Text:
     if not snap.gpus:
         return Text("GPUs: NVML reports no GPU on this machine", style="yellow")
     out = Text()
-    bar_w = max(6, min(24, width - 58))
+    bar_w = max(6, min(24, width - (64 if compact else 58)))
     for n, g in enumerate(snap.gpus):
         if n:
             out.append("\n")
@@ -47,6 +50,16 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78) -> Text:
             style = "red" if frac > 0.95 else ("yellow" if frac > 0.8 else "")
             limit = f"/{g.power_limit_w:.0f}" if g.power_limit_w else ""
             out.append(f" {g.power_w:4.0f}{limit}W", style=style)
+        if compact:
+            ours = sum(p.owner == "this run" for p in g.processes)
+            others = len(g.processes) - ours
+            if ours:
+                out.append(f" ▶{ours} run", style="bold green")
+            if others:
+                out.append(f" {others} other", style="yellow")
+            if not g.processes:
+                out.append(" idle", style="dim")
+            continue
         out.append("\n     ")
         if not g.processes:
             out.append("no processes", style="dim")
@@ -79,4 +92,6 @@ class GpuPanel(Static, can_focus=True):
 
     def show(self, snap: GpuSnapshot) -> None:
         self.snapshot = snap
-        self.update(render_snapshot(snap, self.size.width or 78))
+        # Two lines per GPU while that leaves the chart and log room; one line otherwise.
+        compact = len(snap.gpus) * 2 > max(4, self.screen.size.height // 4)
+        self.update(render_snapshot(snap, self.size.width or 78, compact=compact))

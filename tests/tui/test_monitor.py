@@ -265,3 +265,16 @@ async def test_attach_opens_the_monitor_in_the_real_app(tmp_path: Path) -> None:
         # This machine has no NVIDIA driver: the real sampler says so in the panel.
         snap = screen.query_one(GpuPanel).snapshot
         assert snap is not None and snap.state == "no_driver"
+
+
+def test_eight_gpus_fit_one_line_each_in_compact_mode() -> None:
+    from dataclasses import replace
+
+    src = TraceReplaySource(TRACE_2G, owner=StaticOwner(RUN_PIDS))
+    lines = TRACE_2G.read_text().splitlines()
+    snap = src.snapshot(json.loads(lines[PEAK_ROW]))
+    eight = replace(snap, gpus=tuple(replace(snap.gpus[i % 2], index=i) for i in range(8)))
+    text = render_snapshot(eight, 78, compact=True).plain.split("\n")
+    assert len(text) == 8 and all(len(line) <= 78 for line in text)
+    assert text[7].startswith("GPU7 H200") and text[7].endswith("▶1 run")
+    assert "37.4/140G  52%  58°C  560/700W" in text[7]
