@@ -9,6 +9,7 @@ not available, saves the fixed preset and says where.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,17 @@ class DiagnosisReady(Message):
         super().__init__()
         self.diagnosis = diagnosis
         self.source = source
+
+
+class DiagnosisProgress(Message):
+    def __init__(self, source: str, done: int, total: int | None) -> None:
+        super().__init__()
+        self.source = source
+        self.done = done
+        self.total = total
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DiagnosisProgress)
 
 
 class DiagnosisFailed(Message):
@@ -149,6 +161,7 @@ class TroubleshootScreen(Screen[None]):
         self._preset_source = ""
         self.diagnosis: Diagnosis | None = None
         self._finding: Finding | None = None
+        self._cancel = threading.Event()
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -216,7 +229,9 @@ class TroubleshootScreen(Screen[None]):
     ) -> None:
         self._preset, self._preset_source = self._choose_preset(preset_file)
         self._status(f"Diagnosing {source}…")
-        self._diagnose(log, text, self._preset, source)
+        self._cancel.set()  # a newer request replaces a running scan
+        self._cancel = threading.Event()
+        self._diagnose(log, text, self._preset, source, self._cancel)
 
     def _choose_preset(self, preset_file: Path | None) -> tuple[Preset | None, str]:
         """The run's own preset when it has one, else the preset open in the wizard."""
@@ -231,19 +246,39 @@ class TroubleshootScreen(Screen[None]):
         return None, ""
 
     @work(thread=True, exclusive=True, exit_on_error=False)
-    def _diagnose(self, log: Path | None, text: str, preset: Preset | None, source: str) -> None:
+    def _diagnose(
+        self,
+        log: Path | None,
+        text: str,
+        preset: Preset | None,
+        source: str,
+        cancel: threading.Event,
+    ) -> None:
+        def progress(done: int, total: int | None) -> None:
+            self.post_message(DiagnosisProgress(source, done, total))
+
         try:
-            result = (
-                diagnose_file(log, preset=preset) if log else diagnose_text(text, preset=preset)
-            )
+            if log is not None:
+                result = diagnose_file(log, cancel=cancel, progress=progress, preset=preset)
+            else:
+                result = diagnose_text(text, preset=preset)
         except TrainwizError as exc:
             self.post_message(DiagnosisFailed(str(exc)))
             return
-        self.post_message(DiagnosisReady(result, source))
+        if not cancel.is_set():
+            self.post_message(DiagnosisReady(result, source))
 
     # ---- results ------------------------------------------------------------------------
     def _status(self, text: str) -> None:
         self.query_one("#ts-status", Static).update(text)
+
+    def on_diagnosis_progress(self, message: DiagnosisProgress) -> None:
+        if message.total and message.done < message.total:
+            share = 100 * message.done // message.total
+            self._status(f"Diagnosing {message.source}… {share}% of {message.total >> 20} MiB")
+
+    def on_unmount(self) -> None:
+        self._cancel.set()
 
     def on_diagnosis_failed(self, message: DiagnosisFailed) -> None:
         self._status(message.error)

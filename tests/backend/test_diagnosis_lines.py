@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -278,3 +279,20 @@ def test_new_oom_message_format_is_explained() -> None:
     assert top is not None and top.category == "cuda_oom"
     assert "0.17 GiB more on a 79.2 GiB GPU" in top.explanation
     assert top.fixes[0].title == "Let the allocator expand segments"  # 1.1 GiB free but fragmented
+
+
+def test_progress_reports_bytes_up_to_the_file_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import backend.diagnosis.classifier as classifier
+    from backend.diagnosis import diagnose_file
+
+    monkeypatch.setattr(classifier, "BLOCK", 1000)
+    log = tmp_path / "train.log"
+    log.write_text("{'loss': 1.0}\n" * 1000 + "RuntimeError: CUDA error: out of memory\n")
+    seen: list[tuple[int, int | None]] = []
+    diagnosis = diagnose_file(log, progress=lambda done, total: seen.append((done, total)))
+    size = log.stat().st_size
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen) and seen[-1] == (size, size)
+    assert len(seen) > 10
+    assert diagnosis.top is not None and diagnosis.top.line == 1001
