@@ -109,6 +109,12 @@ async def test_range_and_type_errors_show_and_never_reach_the_preset(tmp_path: P
         await _type(pilot, screen, "per_device_train_batch_size", "8")
         assert field(screen, "per_device_train_batch_size").message == ""
         assert app.preset.training.per_device_train_batch_size == 8
+        # Loading another preset rebuilds the form from it and forgets the old errors.
+        app.set_preset(load_preset("vicuna-7b-4xa100-40g"), "v")
+        await pilot.pause(0.5)
+        editor = field(screen, "per_device_train_batch_size").editor
+        assert isinstance(editor, Input) and editor.value == "2"
+        assert screen.problems == [] and "x 16 accumulation" in text_of(screen, "#hp-derived")
 
 
 async def test_derived_values_follow_every_edit(tmp_path: Path) -> None:
