@@ -285,7 +285,10 @@ def fetch_hub(
     total_rate, file_rate = _Rate(), _Rate()
     error: dict[str, Any] | None = None
     finished = False
-    message = ""
+    message = (
+        f"preflight: {len(plan.files)} files ({len(plan.skipped)} duplicates skipped), "
+        f"{_gib(plan.need_bytes)} to fetch, {_gib(plan.free_bytes)} free"
+    )
     while not finished:
         try:
             event = events.get(timeout=poll_s)
