@@ -160,7 +160,7 @@ def _stream_build(
     partial = ""
     error: str | None = None
     image_id: str | None = None
-    with log_path.open("w", encoding="utf-8") as log:
+    with log_path.open("w", encoding="utf-8", buffering=1) as log:
 
         def take(text: str) -> None:
             text = _ANSI.sub("", text)

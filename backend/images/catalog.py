@@ -7,6 +7,7 @@ from trainwiz's own labels (env images), or left unknown, which the checks say p
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -56,11 +57,21 @@ def load_catalog(path: Path | None = None) -> list[ImageInfo]:
     """The shipped catalog, validated (a broken file is a BadInput naming the entry)."""
     source = path or CATALOG_PATH
     try:
+        stamp = source.stat().st_mtime_ns
+    except OSError as exc:
+        raise TrainwizError(f"cannot read the image catalog {source}: {exc}") from exc
+    return [entry.model_copy() for entry in _load(source, stamp)]
+
+
+@functools.lru_cache(maxsize=4)
+def _load(source: Path, stamp: int) -> tuple[ImageInfo, ...]:
+    """Parsed once per file version: the screens and checks ask for it often."""
+    try:
         raw = yaml.safe_load(source.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TrainwizError(f"cannot read the image catalog {source}: {exc}") from exc
     try:
-        return Catalog.model_validate(raw).images
+        return tuple(Catalog.model_validate(raw).images)
     except ValueError as exc:
         raise BadInput(f"{source}: {exc}") from exc
 
@@ -101,6 +112,10 @@ def _from_labels(info: ImageInfo, labels: dict[str, str]) -> ImageInfo:
         value = labels.get(label)
         if value and getattr(info, field) is None:
             updates[field] = value
+    spec = labels.get("org.trainwiz.torch_spec", "")
+    pinned = re.search(r"==\s*([0-9][^,;\s]*)", spec)
+    if pinned and info.torch is None and "torch" not in updates:
+        updates["torch"] = pinned.group(1)
     if labels.get("org.trainwiz.flash_attn") == "true":
         updates["flash_attn"] = True
     return info.model_copy(update=updates) if updates else info

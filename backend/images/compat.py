@@ -361,11 +361,17 @@ def newest_key(image: ImageInfo) -> tuple[tuple[int, ...], tuple[int, ...], int]
     )
 
 
-def suggest(images: list[ImageInfo], results: list[Compatibility]) -> str | None:
-    """The newest compatible image (None when nothing is compatible)."""
+def suggest(
+    images: list[ImageInfo], results: list[Compatibility], cpu_only: bool = False
+) -> str | None:
+    """The newest compatible image (None when nothing is compatible).
+
+    For CPU training an image without CUDA wins over a multi-GB CUDA one.
+    """
     by_ref = {r.ref: r for r in results}
     ok = [i for i in images if by_ref.get(i.ref) and by_ref[i.ref].verdict == "compatible"]
     if not ok:
         return None
-    needs_devel = any(r.flash_attn_install for r in results)
-    return max(ok, key=lambda i: (newest_key(i), needs_devel and i.flavor == "devel")).ref
+    if cpu_only and any(i.cuda is None for i in ok):
+        ok = [i for i in ok if i.cuda is None]
+    return max(ok, key=newest_key).ref

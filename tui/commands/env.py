@@ -1,16 +1,106 @@
-"""CLI: `trainwiz env` (placeholder until its issue lands: it says so and exits 1)."""
+"""CLI: `trainwiz env build PRESET` (and `tag`, `dockerfile`): the training environment, once.
+
+Docker runner: the cached environment image `trainwiz-env:<hash>`; host runner: a venv under
+the trainwiz home. Build output streams to stderr, the result (or JSON) to stdout; a failed
+image build prints its error line and the diagnosis findings and exits 1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from backend.errors import TrainwizError
+from backend.images.events import BuildStep, LogLine
+from backend.preset.loader import load_preset
+from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("env", help="(env: not built yet)")
-    parser.set_defaults(func=run)
+    parser = subparsers.add_parser(
+        "env",
+        help="build the training environment (image or host venv) once, cached",
+        description="Build the preset's training environment; unchanged inputs are a cache hit.",
+    )
+    sub = parser.add_subparsers(dest="env_command", metavar="SUBCOMMAND", required=True)
+    build = sub.add_parser("build", help="build the image (docker runner) or venv (host runner)")
+    build.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
+    build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+    build.add_argument("--quiet", action="store_true", help="do not stream the build log")
+    add_json_flag(build)
+    build.set_defaults(func=run_build)
+    tag = sub.add_parser("tag", help="print the environment image tag for a preset")
+    tag.add_argument("preset", metavar="PRESET")
+    tag.set_defaults(func=run_tag)
+    dockerfile = sub.add_parser("dockerfile", help="print the generated Dockerfile")
+    dockerfile.add_argument("preset", metavar="PRESET")
+    dockerfile.set_defaults(func=run_dockerfile)
 
 
-def run(args: argparse.Namespace) -> int:
-    raise TrainwizError("'trainwiz env' is not built yet")
+def _stream(quiet: bool) -> object:
+    def show(event: object) -> None:
+        if quiet:
+            return
+        if isinstance(event, BuildStep):
+            print(f"[{event.index}/{event.total}] {event.instruction[:160]}", file=sys.stderr)
+        elif isinstance(event, LogLine):
+            print(event.text, file=sys.stderr)
+
+    return show
+
+
+def run_build(args: argparse.Namespace) -> int:
+    preset = load_preset(args.preset)
+    show = _stream(args.quiet)
+    if preset.launch.runner == "host":
+        from backend.images.venv import build_host_env
+
+        venv = build_host_env(preset, progress=show)  # type: ignore[arg-type]
+        if args.json:
+            print_json({"runner": "host", **_dict(venv)})
+        elif venv.ok:
+            state = "reused" if venv.cached else f"built in {venv.seconds:.0f} s"
+            print(f"host environment {venv.path} ({state}): {venv.versions}")
+        else:
+            print(f"host environment build failed: {venv.error}", file=sys.stderr)
+        return 0 if venv.ok else 1
+    from backend.images.build import build_env_image
+
+    result = build_env_image(preset, progress=show, force=args.force)  # type: ignore[arg-type]
+    if args.json:
+        print_json({"runner": "docker", **_dict(result)})
+    elif result.ok:
+        state = "cache hit" if result.cached else f"built in {result.seconds:.0f} s"
+        print(f"{result.tag} ({state})")
+    else:
+        print(f"environment image build failed: {result.error}", file=sys.stderr)
+        if result.error_line:
+            print(f"  line {result.error_line_no}: {result.error_line}", file=sys.stderr)
+        for finding in result.findings:
+            print(f"  [{finding.severity}] {finding.category}: {finding.title}", file=sys.stderr)
+        print(f"  full log: {result.log_path}", file=sys.stderr)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+def _dict(obj: object) -> dict[str, object]:
+    from tui.commands._common import to_jsonable
+
+    data = to_jsonable(obj)
+    assert isinstance(data, dict)
+    return data
+
+
+def run_tag(args: argparse.Namespace) -> int:
+    from backend.images.build import env_image_tag
+
+    print(env_image_tag(load_preset(args.preset)))
+    return 0
+
+
+def run_dockerfile(args: argparse.Namespace) -> int:
+    from backend.images.build import plan_for
+    from backend.images.dockerfile import render_dockerfile
+
+    print(render_dockerfile(plan_for(load_preset(args.preset))), end="")
+    return 0
