@@ -307,6 +307,39 @@ def calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def tuned_vs_measured(rows: list[dict]) -> list[str]:
+    """Per model and GPU count: the configuration tune() picks, and how fast it really ran."""
+    from backend.planner.tune import candidates
+
+    out = ["", "| model | GPUs | tune picks | its measured tokens/s | best measured | ratio |",
+           "|---|---|---|---|---|---|"]  # fmt: skip
+    for model, world in sorted({(r["model"], r["world"]) for r in rows}):
+        group = [r for r in rows if r["model"] == model and r["world"] == world and r.get("ok")]
+        if not group:
+            continue
+        shape = shape_from_config(MODELS[model])
+        seed = settings_for(world, 1, 1, "trainer", True)
+        pool = candidates(seed, fsdp_ac_ok=True, free_batch=True, max_micro_batch=8)
+        ests = [estimate(shape, s, gpu_spec("h200")) for s in pool]
+        safe = [e for e in ests if e.memory.fits and not e.memory.tight] or [
+            e for e in ests if e.memory.fits
+        ]
+        pick = max(safe, key=lambda e: e.throughput.tokens_per_s).settings
+        ckpt = "fsdp" if pick.fsdp_ac else ("trainer" if pick.trainer_gc else "none")
+        match = [
+            r for r in group
+            if (r["micro_batch"], r["grad_accum"], r["checkpointing"], r["offload"])
+            == (pick.micro_batch, pick.grad_accum, ckpt, pick.offload)
+        ]  # fmt: skip
+        best = max(r["tokens_per_s"] for r in group)
+        got = match[0]["tokens_per_s"] if match else None
+        ratio = f"{got / best:.1%}" if got else "not measured"
+        out.append(
+            f"| {model} | {world} | {pick.label()} ({ckpt}) | {got or '-'} | {best} | {ratio} |"
+        )
+    return out
+
+
 def table(paths: list[str]) -> int:
     """Markdown table of measured vs predicted, plus the acceptance verdict."""
     rows = [json.loads(ln) for p in paths for ln in Path(p).read_text().splitlines() if ln.strip()]
@@ -330,6 +363,8 @@ def table(paths: list[str]) -> int:
         print(f"| {r['tag']} | {r['world']} | {r.get('tokens_per_s', '-')} | "
               f"{r['pred_tokens_per_s']} | {measured or '-'} | {r['pred_reserved_gib']} | "
               f"{err_text} | {smi} | {r['pred_total_gib']} | {status} |")  # fmt: skip
+    for line in tuned_vs_measured(rows):
+        print(line)
     print(f"\n{within} of {len(rows)} configurations within +-10% on peak reserved; "
           f"{fit_oom} predicted to fit but ran out of memory; {tight_oom} predicted "
           "tight (within the 10% band) ran out of memory.")  # fmt: skip

@@ -76,7 +76,9 @@ def candidates(
     """Every variant worth predicting: micro-batch x checkpointing x offload."""
     per_rank = base.micro_batch * base.grad_accum
     if free_batch:
-        batches = [(b, base.grad_accum) for b in range(1, max_micro_batch + 1)]
+        # Powers of two: what people run, and what the calibration grid measures.
+        sizes = [2**i for i in range(8) if 2**i <= max_micro_batch]
+        batches = [(b, base.grad_accum) for b in sizes]
     else:
         batches = [(b, per_rank // b) for b in _divisors(per_rank) if b <= max_micro_batch]
         if base.micro_batch > max_micro_batch:
