@@ -94,6 +94,16 @@ def flash_fixes(preset: Preset | None, match: str, runtime: bool) -> list[Fix]:
     if runtime:
         order = [rebuild, sdpa] if "undefined symbol" in match else [sdpa, rebuild]
     elif re.search(r"No module named", match):
+        if env is not None and env.flash_attn.no_build_isolation:
+            # Isolation is already off, so torch was missing from the environment itself.
+            return [
+                Fix(
+                    "Install torch before flash-attn",
+                    "--no-build-isolation is already on: the build found no torch in the "
+                    "environment itself; install torch first, then flash-attn",
+                ),
+                sdpa,
+            ]
         order = [no_iso, sdpa]
     elif re.search(r"nvcc|CUDA_HOME|No CUDA runtime", match):
         order = [devel, sdpa] if devel else [sdpa]
