@@ -65,6 +65,7 @@ GRIDS: dict[str, list[tuple[str, str, int, int, int, str, bool]]] = {
         ("3b_offload_b4_gc", "3b", 1, 4, 1, "trainer", True),
     ],
     "2gpu": [
+        ("3b_seed_offload_b1_gc_2g", "3b", 2, 1, 1, "trainer", True),  # the seed's configuration
         ("1b_b8_nogc_2g", "1b", 2, 8, 1, "none", False),
         ("3b_b4_nogc_2g", "3b", 2, 4, 1, "none", False),
         ("3b_b8_nogc_2g", "3b", 2, 8, 1, "none", False),
