@@ -20,6 +20,10 @@ RUN_ID = "20261130-040000-vicuna-7b-4xa100-40g"
 
 
 class _Host(App[None]):
+    """The view alone (the wizard's first step runs live checks), styled like the wizard."""
+
+    CSS_PATH = str(REPO / "tui" / "app.tcss")
+
     def on_mount(self) -> None:
         self.push_screen(TroubleshootScreen(run_id=RUN_ID))
 
