@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.errors import BadInput, TrainwizError
+from backend.errors import TrainwizError
+from backend.model.hub_errors import explain_api_error, explain_worker_error
 
 WORKER = Path(__file__).with_name("_hf_worker.py")
 DUPLICATE_WEIGHTS = (".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt", ".gguf")
 DEFAULT_ENDPOINT = "https://huggingface.co"
-MIRROR_HINT = "users in China can set model.endpoint (or --endpoint) to https://hf-mirror.com"
 
 
 class Cancelled(TrainwizError):
@@ -123,31 +123,6 @@ def select_files(
     return keep, skip
 
 
-def _explain(
-    exc: Exception, repo: str, revision: str, endpoint: str, token_env: str
-) -> TrainwizError:
-    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
-
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    if status in (401, 403) or isinstance(exc, GatedRepoError):
-        return BadInput(
-            f"model.token_env: {endpoint} refused access to {repo} (HTTP {status}): put a token "
-            f"with access in the environment variable {token_env} or run 'hf auth login'"
-        )
-    if isinstance(exc, RevisionNotFoundError):
-        return BadInput(f"model.revision: {repo} has no revision '{revision}' at {endpoint}")
-    if isinstance(exc, RepositoryNotFoundError):
-        return BadInput(
-            f"model.repo: no repository '{repo}' at {endpoint} (check the name; a private or "
-            f"gated repo also needs a token in {token_env})"
-        )
-    import requests
-
-    if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
-        return TrainwizError(f"cannot reach {endpoint} ({exc.__class__.__name__}); {MIRROR_HINT}")
-    return TrainwizError(f"the Hub at {endpoint} answered: {str(exc).splitlines()[0]}")
-
-
 def plan_download(
     repo: str,
     target: str | Path,
@@ -169,7 +144,7 @@ def plan_download(
     try:
         info = api.model_info(repo, revision=revision, files_metadata=True)
     except Exception as exc:
-        raise _explain(exc, repo, revision, endpoint, token_env) from exc
+        raise explain_api_error(exc, repo, revision, endpoint, token_env) from exc
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     keep, skipped = select_files(sizes, prefer_safetensors)
     root = Path(target).expanduser()
@@ -315,7 +290,8 @@ def fetch_hub(
             progress(_progress(root, plan, sizes, done, current, total_rate, file_rate, message))
     proc.wait()
     if error is not None or proc.returncode != 0:
-        raise _worker_error(error, plan, token_env, "".join(stderr_tail[-20:]))
+        partial = _incomplete_bytes(root, str((error or {}).get("file") or ""))
+        raise explain_worker_error(error, plan.repo, plan.endpoint, token_env, partial, stderr_tail)
     return FetchResult(
         dir=str(root),
         commit=plan.commit,
@@ -358,30 +334,6 @@ def _progress(
         files_total=len(sizes),
         message=message,
     )
-
-
-def _worker_error(
-    error: dict[str, Any] | None, plan: HubPlan, token_env: str, stderr: str
-) -> TrainwizError:
-    if error is None:
-        tail = stderr.strip().splitlines()[-1:] or ["no output"]
-        return TrainwizError(f"the download process failed: {tail[0]}")
-    kind, name = error.get("kind"), error.get("file")
-    if kind == "auth":
-        return BadInput(
-            f"model.token_env: {plan.endpoint} refused {name} of {plan.repo} "
-            f"(HTTP {error.get('status')}): put a token with access in ${token_env} "
-            "or run 'hf auth login'"
-        )
-    if kind in ("repo_not_found", "revision_not_found", "entry_not_found"):
-        return TrainwizError(f"{plan.repo}: {name} is not on {plan.endpoint} ({error['message']})")
-    if kind == "transient":
-        have = _incomplete_bytes(Path(plan.dir), name or "")
-        return TrainwizError(
-            f"{name}: the connection kept breaking ({error['attempts']} attempts; last: "
-            f"{error['message']}); {have} bytes are kept, run fetch again to resume; {MIRROR_HINT}"
-        )
-    return TrainwizError(f"{name}: download failed: {error.get('message')}")
 
 
 def _pump(stream: Any, out: queue.Queue[dict[str, Any] | None]) -> None:
