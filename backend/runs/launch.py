@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -134,16 +135,45 @@ def _image_exists(image: str) -> bool:
     return True
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_master_port(argv: list[str], nnodes: int, notes: list[str]) -> list[str]:
+    """A single-node run whose master_port is taken gets a free one (torchrun would fail with
+    EADDRINUSE); multi-node runs keep theirs, since every node must agree on it."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg.startswith("--master_port="):
+            port = int(arg.split("=", 1)[1])
+            if nnodes == 1 and not _port_free(port):
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                    sock.bind(("", 0))
+                    new = int(sock.getsockname()[1])
+                out[i] = f"--master_port={new}"
+                notes.append(f"launch.master_port {port} is in use here: using {new} instead")
+            break
+    return out
+
+
 def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dict[str, Any]:
     """launch.json: exactly what the watcher will execute (no secrets: env names only)."""
     train = plan.step("train")
     run_env = {"TRAINWIZ_METRICS": str(run_dir / METRICS), "PYTHONUNBUFFERED": "1"}
+    notes: list[str] = []
     spec: dict[str, Any] = {
         "runner": preset.launch.runner,
         "prepare": prepare_steps(preset, plan, run_dir / PRESET) if prepare else [],
+        "notes": notes,
     }
+    nnodes = preset.launch.nnodes
     if preset.launch.runner == "host":
-        argv = list(train.argv)
+        argv = _free_master_port(train.argv, nnodes, notes)
         if argv[0] == "torchrun":
             argv[0] = str(training_bin(preset))
         spec["train"] = {
@@ -161,6 +191,9 @@ def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dic
         kwargs["image"] = _image_for(preset)  # the plan could not name the env image itself
     kwargs["labels"] = {LABEL_RUN: run_dir.name, LABEL_PRESET: preset.name}
     kwargs["environment"] = {**kwargs.get("environment", {}), **run_env}
+    host_net = kwargs.get("network_mode") == "host"
+    if host_net and kwargs.get("command"):
+        kwargs["command"] = _free_master_port(list(kwargs["command"]), nnodes, notes)
     spec["remove_after"] = bool(kwargs.pop("auto_remove", False))
     spec["docker"] = kwargs
     if train.exec_prefix:  # in_container mode: setup + train are exec'd into the container
@@ -168,7 +201,7 @@ def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dic
         spec["exec"] = [
             {
                 "id": s.id,
-                "argv": s.argv,
+                "argv": _free_master_port(s.argv, nnodes, notes) if host_net else s.argv,
                 "env": {**s.env, **(run_env if s.id == "train" else {})},
                 "workdir": workdir,
             }

@@ -80,6 +80,8 @@ def watch(run_dir: Path) -> int:
     spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
     update_status(run_dir, watcher_pid=os.getpid(), started_at=time.time())
     with open(run_dir / LOG, "ab", buffering=0) as log:
+        for note in spec.get("notes", []):
+            _log_line(log, f"note: {note}")
         try:
             for step in spec.get("prepare", []):
                 if stop_requested(run_dir):

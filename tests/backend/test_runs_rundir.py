@@ -103,6 +103,32 @@ def test_train_mem_entry_needs_a_fastchat_workdir(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"launch\.workdir"):
         launch(preset)
     preset.launch.workdir = str(tmp_path)
-    with pytest.raises(BadInput, match="fastchat/train/train_mem.py does not exist"):
+    with pytest.raises(BadInput, match=r"fastchat/train/train_mem\.py does not exist"):
         launch(preset)
     assert list_run_dirs() == []
+
+
+def test_a_taken_master_port_is_replaced_on_a_single_node(tmp_path: Path) -> None:
+    import socket
+
+    from backend.plan import build_plan
+    from backend.plan.resolve import resolve_preset
+    from backend.runs.launch import launch_spec
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        preset = parse_preset_text(_tiny_preset_text())
+        preset.launch.master_port = port
+        run_dir = create_run_dir(preset.name, "host")
+        plan = build_plan(preset, run_dir=run_dir)
+        spec = launch_spec(resolve_preset(preset, run_dir), plan, run_dir, prepare=False)
+        ports = [a for a in spec["train"]["argv"] if a.startswith("--master_port=")]
+        assert ports and ports[0] != f"--master_port={port}"
+        assert f"master_port {port} is in use" in spec["notes"][0]
+        preset.launch.nnodes = 2  # every node must agree: never changed behind the user's back
+        plan = build_plan(preset, run_dir=run_dir)
+        spec = launch_spec(resolve_preset(preset, run_dir), plan, run_dir, prepare=False)
+        assert f"--master_port={port}" in spec["train"]["argv"]
+        assert spec["notes"] == []
