@@ -1,0 +1,357 @@
+"""Step 4, Image: which image this machine can train in, pulling it, building the environment once.
+
+The table is ``backend.images.survey_images``: the catalog plus local images, each judged against
+this machine's driver and GPUs and the preset. Enter makes the highlighted image the preset's;
+pulling shows each layer; building streams the builder's log and, on failure, the diagnosis
+findings. Everything blocking runs in thread workers; the screen only renders their messages.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, RichLog, Static
+
+from backend.errors import TrainwizError
+from backend.images.build import BuildResult, build_env_image, env_image_tag
+from backend.images.events import BuildStep, LayerProgress, LogLine
+from backend.images.host import HostGpus
+from backend.images.pull import PullResult, pull_image
+from backend.images.survey import ImageRow, ImagesSurvey, survey_images
+from backend.images.venv import VenvResult, build_host_env
+from screens.base import StepScreen
+
+VERDICT_STYLE = {"compatible": "green", "warning": "yellow", "incompatible": "red"}
+VERDICT_MARK = {"compatible": "✓", "warning": "!", "incompatible": "✗"}
+LEVEL_STYLE = {"ok": "green", "warning": "yellow", "incompatible": "bold red"}
+
+
+def host_line(survey: ImagesSurvey) -> Text:
+    """Driver, CUDA and GPUs as measured (or plainly 'none')."""
+    host = survey.host
+    text = Text()
+    if host.driver_version:
+        text.append(f"driver {host.driver_version}", style="bold")
+        text.append(f" · CUDA ≤ {host.cuda_driver or '?'} · ")
+        names = sorted({f"{g.name} (sm{g.sm})" for g in host.gpus})
+        text.append(f"{len(host.gpus)}× " + ", ".join(names) if host.gpus else "no GPUs")
+    else:
+        text.append("no NVIDIA driver on this machine", style="yellow")
+    text.append(f" · preset {survey.preset}")
+    if survey.mirrors:
+        text.append(f"\nregistry mirrors: {', '.join(survey.mirrors)}")
+    if survey.docker_error:
+        text.append(f"\nlocal images not listed: {survey.docker_error}", style="yellow")
+    if survey.suggestion:
+        text.append("\nsuggested: ", style="bold")
+        text.append(survey.suggestion, style="bold green")
+    else:
+        text.append("\nno compatible image for this machine and preset", style="bold red")
+    return text
+
+
+def reasons_text(row: ImageRow, current: str) -> Text:
+    image, compat = row.image, row.compat
+    text = Text()
+    text.append(image.ref, style="bold")
+    if image.ref == current:
+        text.append("  (the preset's image)", style="italic")
+    text.append("\n")
+    facts = [
+        f"torch {image.torch or '?'}",
+        f"CUDA {image.cuda or '-'}",
+        f"cuDNN {image.cudnn or '-'}",
+        f"python {image.python or '?'}",
+        image.flavor or "?",
+        "flash-attn included" if image.flash_attn else "no flash-attn",
+    ]
+    text.append(" · ".join(facts) + "\n", style="dim")
+    for reason in compat.reasons:
+        mark = "✓" if reason.level == "ok" else ("!" if reason.level == "warning" else "✗")
+        text.append(f"{mark} {reason.text}\n", style=LEVEL_STYLE[reason.level])
+    return text
+
+
+def _layers_text(layers: dict[str, LayerProgress]) -> Text:
+    text = Text()
+    for layer, state in list(layers.items())[-8:]:
+        size = ""
+        if state.total:
+            size = f" {state.current or 0:,}/{state.total:,} B"
+        text.append(f"{layer}: {state.status}{size}\n")
+    return text
+
+
+class ImageScreen(StepScreen):
+    """Image table with verdicts, reasons for the highlighted image, pull and build log."""
+
+    STEP_ID = "image"
+    # Tests pin the machine facts and skip the daemon so the screen is reproducible.
+    HOST_OVERRIDE: ClassVar[HostGpus | None] = None
+    INCLUDE_LOCAL: ClassVar[bool] = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "use", "Use image", id="image_use"),
+        Binding("p", "pull", "Pull", id="image_pull"),
+        Binding("b", "build", "Build env", id="image_build"),
+        Binding("a", "toggle_all", "Show all", id="image_toggle_all"),
+        Binding("r", "refresh", "Refresh", id="image_refresh"),
+        Binding("x", "cancel", "Cancel", id="image_cancel"),
+    ]
+    DEFAULT_CSS = """
+    ImageScreen #image-host { height: auto; padding: 0 1; }
+    ImageScreen #image-main { height: 1fr; }
+    ImageScreen #image-table { width: 3fr; }
+    ImageScreen #image-reasons { width: 2fr; border: round $secondary 50%; padding: 0 1; }
+    ImageScreen #image-activity { height: 12; border: round $secondary 50%; }
+    ImageScreen #image-layers { height: auto; max-height: 4; padding: 0 1; }
+    ImageScreen #image-log { height: 1fr; }
+    """
+
+    @dataclass
+    class Surveyed(Message):
+        survey: ImagesSurvey
+
+    @dataclass
+    class Event(Message):
+        event: object
+
+    @dataclass
+    class Pulled(Message):
+        result: PullResult
+
+    @dataclass
+    class Built(Message):
+        result: BuildResult | VenvResult
+
+    @dataclass
+    class Failed(Message):
+        what: str
+        error: str
+
+    def __init__(self, *, step_id: str | None = None) -> None:
+        super().__init__(step_id=step_id)
+        self.survey: ImagesSurvey | None = None
+        self.show_all = False
+        self.pull_layers: dict[str, LayerProgress] = {}
+        self.last_build: BuildResult | VenvResult | None = None
+        self._cancel = threading.Event()
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("Judging images against this machine…", id="image-host")
+        with Horizontal(id="image-main"):
+            yield DataTable(id="image-table", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="image-reasons")
+        with Vertical(id="image-activity"):
+            yield Static("", id="image-layers")
+            yield RichLog(id="image-log", max_lines=2000, wrap=False, markup=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("", "verdict", "image", "torch", "CUDA", "flavor", "local")
+        self.action_refresh()
+
+    # ---- survey ------------------------------------------------------------------------
+    def action_refresh(self) -> None:
+        self._survey()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="image-survey")
+    def _survey(self) -> None:
+        try:
+            survey = survey_images(self.preset, self.HOST_OVERRIDE, self.INCLUDE_LOCAL)
+        except TrainwizError as exc:
+            self.post_message(self.Failed("survey", str(exc)))
+            return
+        self.post_message(self.Surveyed(survey))
+
+    @on(Surveyed)
+    def _show_survey(self, message: Surveyed) -> None:
+        self.survey = message.survey
+        self.query_one("#image-host", Static).update(host_line(message.survey))
+        self._fill_table()
+
+    def _visible_rows(self) -> list[ImageRow]:
+        if self.survey is None:
+            return []
+        current = self.preset.environment.image
+        return [
+            r
+            for r in self.survey.rows
+            if self.show_all or r.compat.verdict != "incompatible" or r.image.ref == current
+        ]
+
+    def _fill_table(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        current = self.preset.environment.image
+        focus_row = 0
+        for index, row in enumerate(self._visible_rows()):
+            verdict = row.compat.verdict
+            style = VERDICT_STYLE[verdict]
+            mark = "●" if row.image.ref == current else ""
+            if row.image.ref == current:
+                focus_row = index
+            table.add_row(
+                mark,
+                Text(f"{VERDICT_MARK[verdict]} {verdict}", style=style),
+                row.image.ref,
+                row.image.torch or "?",
+                row.image.cuda or "-",
+                row.image.flavor or "?",
+                "yes" if row.image.local else "",
+                key=row.image.ref,
+            )
+        if table.row_count:
+            table.move_cursor(row=focus_row)
+            self._show_reasons(focus_row)
+
+    def _selected(self) -> ImageRow | None:
+        rows = self._visible_rows()
+        cursor = self.query_one(DataTable).cursor_row
+        return rows[cursor] if 0 <= cursor < len(rows) else None
+
+    def _show_reasons(self, index: int) -> None:
+        rows = self._visible_rows()
+        if 0 <= index < len(rows):
+            text = reasons_text(rows[index], self.preset.environment.image)
+            self.query_one("#image-reasons", Static).update(text)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_reasons(event.cursor_row)
+
+    def action_toggle_all(self) -> None:
+        self.show_all = not self.show_all
+        self._fill_table()
+
+    def action_use(self) -> None:
+        row = self._selected()
+        if row is None:
+            return
+        env = self.preset.environment.model_copy(update={"image": row.image.ref})
+        self.wizard.preset = self.preset.model_copy(update={"environment": env})
+        verdict = row.compat.verdict
+        self.notify(f"{row.image.ref} ({verdict})", title="Image chosen")
+        self._fill_table()
+        self.action_refresh()
+
+    # ---- pull and build ----------------------------------------------------------------
+    def _log(self, text: str, style: str = "") -> None:
+        self.query_one("#image-log", RichLog).write(Text(text, style=style))
+
+    def action_cancel(self) -> None:
+        self._cancel.set()
+
+    def action_pull(self) -> None:
+        row = self._selected()
+        if row is None:
+            return
+        self._cancel = threading.Event()
+        self.pull_layers = {}
+        self._log(f"pulling {row.image.ref}", "bold")
+        self._pull(row.image.ref, self._cancel)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="image-job")
+    def _pull(self, ref: str, cancel: threading.Event) -> None:
+        def emit(event: object) -> None:
+            self.post_message(self.Event(event))
+
+        try:
+            result = pull_image(ref, progress=emit, cancel=cancel)
+        except TrainwizError as exc:
+            self.post_message(self.Failed("pull", str(exc)))
+            return
+        self.post_message(self.Pulled(result))
+
+    def action_build(self) -> None:
+        self._cancel = threading.Event()
+        runner = self.preset.launch.runner
+        try:
+            target = (
+                env_image_tag(self.preset, self.HOST_OVERRIDE) if runner == "docker" else "a venv"
+            )
+        except TrainwizError as exc:
+            self._log(str(exc), "bold red")
+            return
+        self._log(f"building the {runner} environment ({target})", "bold")
+        self._build(self._cancel)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="image-job")
+    def _build(self, cancel: threading.Event) -> None:
+        def emit(event: object) -> None:
+            self.post_message(self.Event(event))
+
+        result: BuildResult | VenvResult
+        try:
+            if self.preset.launch.runner == "docker":
+                result = build_env_image(
+                    self.preset, progress=emit, cancel=cancel, host=self.HOST_OVERRIDE
+                )
+            else:
+                result = build_host_env(
+                    self.preset, progress=emit, cancel=cancel, host=self.HOST_OVERRIDE
+                )
+        except TrainwizError as exc:
+            self.post_message(self.Failed("build", str(exc)))
+            return
+        self.post_message(self.Built(result))
+
+    @on(Event)
+    def _event(self, message: Event) -> None:
+        event = message.event
+        if isinstance(event, LayerProgress):
+            self.pull_layers[event.layer] = event
+            self.query_one("#image-layers", Static).update(_layers_text(self.pull_layers))
+        elif isinstance(event, BuildStep):
+            self._log(f"[{event.index}/{event.total}] {event.instruction[:200]}", "bold cyan")
+        elif isinstance(event, LogLine):
+            self._log(event.text)
+
+    @on(Pulled)
+    def _pulled(self, message: Pulled) -> None:
+        result = message.result
+        if result.ok:
+            self._log(f"✓ pulled {result.ref} ({len(result.layers)} layers)", "bold green")
+            self.action_refresh()
+        else:
+            self._log(f"✗ pull of {result.ref} failed: {result.error}", "bold red")
+
+    @on(Built)
+    def _built(self, message: Built) -> None:
+        result = self.last_build = message.result
+        if isinstance(result, VenvResult):
+            if result.ok:
+                state = "reused" if result.cached else f"built in {result.seconds:.0f} s"
+                self._log(f"✓ host environment {result.path} ({state})", "bold green")
+            else:
+                self._log(f"✗ host environment failed: {result.error}", "bold red")
+            return
+        if result.ok:
+            state = "cache hit" if result.cached else f"built in {result.seconds:.0f} s"
+            self._log(f"✓ {result.tag} ({state})", "bold green")
+            return
+        self._log(f"✗ build failed: {result.error}", "bold red")
+        if result.error_line:
+            self._log(f"  line {result.error_line_no}: {result.error_line}", "red")
+        for finding in result.findings:
+            self._log(f"  {finding.category}: {finding.title}", "yellow")
+            if finding.explanation:
+                self._log(f"    {finding.explanation}", "")
+        self._log(f"  full log: {result.log_path}", "dim")
+
+    @on(Failed)
+    def _failed(self, message: Failed) -> None:
+        self._log(f"✗ {message.what}: {message.error}", "bold red")
+        if message.what == "survey":
+            self.query_one("#image-host", Static).update(Text(message.error, style="bold red"))
+
+    def preset_changed(self) -> None:
+        if self.is_mounted:
+            self.action_refresh()
