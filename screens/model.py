@@ -201,6 +201,7 @@ class ModelScreen(StepScreen):
         else:
             verb = ACTION_LABEL[self.preset.model.source]
             self._status(f"{target} does not exist yet: press f to {verb} the model.")
+            self.action_check_data()  # the structure can be checked without a tokenizer
 
     # ---- form ------------------------------------------------------------------------------
     def _sync_form(self) -> None:
@@ -311,10 +312,13 @@ class ModelScreen(StepScreen):
         self.query_one("#model-report", Static).update(model_summary(message.report))
         verdict = "valid" if message.report.ok else f"{len(message.report.problems)} problem(s)"
         self._status(f"{message.action.capitalize()}: {message.report.path} — {verdict}.")
-        if self.data_report is None:
+        if self.data_report is None or self.data_report.tokens is None:
             self.action_check_data()  # now that a tokenizer may be there, measure the data too
 
     def on_model_screen_data_checked(self, message: DataChecked) -> None:
+        current = self.data_report
+        if current is not None and current.tokens is not None and message.report.tokens is None:
+            return  # a late structure-only result must not hide the measured lengths
         self.data_report = message.report
         self.query_one("#data-report", Static).update(data_summary(message.report))
 
