@@ -7,6 +7,11 @@ wait4) and `grep -E -c -f <patterns>` where the patterns are the classifier's ow
 translated to POSIX ERE. Prints and writes JSON results.
 
     .venv/bin/python benchmarks/diagnose_bench.py --size-mb 1024 --out docs/diagnose_bench.json
+
+On a GPU machine, ``--provoke-gpu DIR`` instead makes real GPU failures (a CUDA OOM, a 2-rank
+run where rank 1 runs out of memory while rank 0 waits in a collective, and a 2-rank NCCL
+watchdog timeout), writes each log to DIR and, where backend.diagnosis imports, its findings to
+DIR/provoked.json (else run `trainwiz diagnose DIR/<name>.log` on the fetched logs).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from backend.diagnosis.signatures import SIGNATURES  # noqa: E402
 
 BENIGN = [
     "{'loss': 1.3491, 'grad_norm': 0.83, 'learning_rate': 1.2045437948275952e-05, 'epoch': 0.98}\n",
@@ -90,16 +94,101 @@ def timed(argv: list[str]) -> tuple[float, float, int, str]:
     return time.perf_counter() - start, cpu, usage.ru_maxrss // 1024, out
 
 
+_OOM_ONE = """
+import torch
+hold = []
+while True:
+    hold.append(torch.empty(1 << 30, dtype=torch.uint8, device="cuda"))
+"""
+_OOM_RANK1 = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("nccl")
+rank = dist.get_rank()
+torch.cuda.set_device(rank)
+x = torch.ones(1 << 20, device="cuda")
+dist.all_reduce(x)
+hold = []
+if rank == 1:
+    while True:
+        hold.append(torch.empty(1 << 30, dtype=torch.uint8, device="cuda"))
+dist.all_reduce(x)
+"""
+_TIMEOUT = """
+import datetime, time, torch, torch.distributed as dist
+dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=20))
+rank = dist.get_rank()
+torch.cuda.set_device(rank)
+x = torch.ones(1 << 20, device="cuda")
+dist.all_reduce(x)
+torch.cuda.synchronize()
+if rank == 1:
+    time.sleep(120)
+dist.all_reduce(x)
+torch.cuda.synchronize()
+"""
+_EXPECTED = {
+    "cuda_oom": {"cuda_oom"},
+    "oom_rank1_of_2": {"cuda_oom"},
+    "nccl_timeout": {"nccl"},
+}
+
+
+def provoke_gpu(out: Path) -> int:
+    """Real failures on real GPUs; every log is kept whatever diagnosis says."""
+    out.mkdir(parents=True, exist_ok=True)
+    python = os.environ.get("PYTHON", sys.executable)
+    cases = {
+        "cuda_oom": (_OOM_ONE, [python]),
+        "oom_rank1_of_2": (
+            _OOM_RANK1,
+            [python, "-m", "torch.distributed.run", "--nproc_per_node", "2"],
+        ),
+        "nccl_timeout": (
+            _TIMEOUT,
+            [python, "-m", "torch.distributed.run", "--nproc_per_node", "2"],
+        ),
+    }
+    report: dict[str, object] = {}
+    for name, (code, launcher) in cases.items():
+        script = out / f"{name}.py"
+        script.write_text(code)
+        log = out / f"{name}.log"
+        with log.open("wb") as handle:
+            proc = subprocess.run([*launcher, str(script)], stdout=handle, stderr=subprocess.STDOUT,
+                                  timeout=300, check=False)  # fmt: skip
+        report[name] = {"returncode": proc.returncode, "log_bytes": log.stat().st_size}
+    try:
+        from backend.diagnosis import diagnose_file
+    except ImportError as exc:  # e.g. no pydantic on the GPU box: diagnose the logs elsewhere
+        report["diagnosis"] = f"not run here: {exc}"
+    else:
+        for name in cases:
+            findings = diagnose_file(out / f"{name}.log").findings
+            entry = report[name]
+            assert isinstance(entry, dict)
+            entry["top"] = findings[0].category if findings else None
+            entry["accepted"] = bool(findings) and findings[0].category in _EXPECTED[name]
+            entry["findings"] = [(f.category, f.severity, f.line, f.text[:160]) for f in findings]
+    (out / "provoked.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--provoke-gpu", type=Path, default=None, metavar="DIR")
     args = parser.parse_args()
+    if args.provoke_gpu is not None:
+        return provoke_gpu(args.provoke_gpu)
     with tempfile.TemporaryDirectory(prefix="trainwiz-bench-") as tmp:
         log = Path(tmp) / "train.log"
         t0 = time.perf_counter()
         inserted = generate(log, args.size_mb << 20)
         gen_s = time.perf_counter() - t0
+        from backend.diagnosis.signatures import SIGNATURES  # here: --provoke-gpu needs none
+
         patterns = Path(tmp) / "signatures.ere"
         patterns.write_text("\n".join(to_ere(s.pattern.pattern) for s in SIGNATURES) + "\n")
         size = log.stat().st_size
