@@ -108,10 +108,10 @@ class ImageScreen(StepScreen):
     DEFAULT_CSS = """
     ImageScreen #image-host { height: auto; padding: 0 1; }
     ImageScreen #image-main { height: 1fr; }
-    ImageScreen #image-table { width: 3fr; }
-    ImageScreen #image-reasons { width: 2fr; border: round $secondary 50%; padding: 0 1; }
-    ImageScreen #image-activity { height: 12; border: round $secondary 50%; }
-    ImageScreen #image-layers { height: auto; max-height: 4; padding: 0 1; }
+    ImageScreen #image-table { width: 2fr; }
+    ImageScreen #image-reasons { width: 1fr; max-width: 50; border: round $secondary 50%; padding: 0 1; }
+    ImageScreen #image-activity { height: 9; border: round $secondary 50%; }
+    ImageScreen #image-layers { height: auto; max-height: 4; padding: 0 1; display: none; }
     ImageScreen #image-log { height: 1fr; }
     """
 
@@ -156,6 +156,11 @@ class ImageScreen(StepScreen):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("", "verdict", "image", "torch", "CUDA", "flavor", "local")
+        self._log(
+            f"Enter uses the highlighted image · p pulls it · b builds the {self.preset.launch.runner}"
+            " environment once (cached by a hash of its inputs)",
+            "dim",
+        )
         self.action_refresh()
 
     # ---- survey ------------------------------------------------------------------------
@@ -226,6 +231,12 @@ class ImageScreen(StepScreen):
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_reasons(event.cursor_row)
+
+    @on(DataTable.RowSelected)
+    def _selected_row(self, event: DataTable.RowSelected) -> None:
+        """Enter on the table selects the row there; it means the same as the screen's Enter."""
+        event.stop()
+        self.action_use()
 
     def action_toggle_all(self) -> None:
         self.show_all = not self.show_all
@@ -308,7 +319,9 @@ class ImageScreen(StepScreen):
         event = message.event
         if isinstance(event, LayerProgress):
             self.pull_layers[event.layer] = event
-            self.query_one("#image-layers", Static).update(_layers_text(self.pull_layers))
+            layers = self.query_one("#image-layers", Static)
+            layers.display = True
+            layers.update(_layers_text(self.pull_layers))
         elif isinstance(event, BuildStep):
             self._log(f"[{event.index}/{event.total}] {event.instruction[:200]}", "bold cyan")
         elif isinstance(event, LogLine):

@@ -1,0 +1,42 @@
+"""Snapshots of the Image step: the seed preset judged on the seed's server and on the H200.
+
+Machine facts are pinned (driver/CUDA/GPUs as the seed and nvidia-smi on the H200 report them)
+and the Docker daemon is left out, so only the catalog and the compatibility rules are on screen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from backend.preset import load_preset
+from screens.image import ImageScreen
+from tests.tui.test_image import H200, SEED_HOST
+from tui.app import TrainwizApp
+
+
+async def _surveyed(pilot: Pilot[Any]) -> None:
+    screen = pilot.app.screen
+    assert isinstance(screen, ImageScreen)
+    for _ in range(400):
+        if screen.survey is not None:
+            break
+        await pilot.pause(0.05)
+    assert screen.survey is not None
+    await pilot.pause()
+
+
+def test_image_step_seed_server_120x40(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ImageScreen, "HOST_OVERRIDE", SEED_HOST)
+    monkeypatch.setattr(ImageScreen, "INCLUDE_LOCAL", False)
+    app = TrainwizApp(load_preset("vicuna-13b-v1.3-8xa100"), "seed", start_step="image")
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_surveyed)
+
+
+def test_image_step_h200_80x24(snap_compare: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ImageScreen, "HOST_OVERRIDE", H200)
+    monkeypatch.setattr(ImageScreen, "INCLUDE_LOCAL", False)
+    app = TrainwizApp(load_preset("vicuna-13b-v1.3-8xa100"), "seed", start_step="image")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_surveyed)
