@@ -278,3 +278,34 @@ def test_eight_gpus_fit_one_line_each_in_compact_mode() -> None:
     assert len(text) == 8 and all(len(line) <= 78 for line in text)
     assert text[7].startswith("GPU7 H200") and text[7].endswith("▶1 run")
     assert "37.4/140G  52%  58°C  560/700W" in text[7]
+
+
+async def test_live_run_updates_as_the_log_grows(tmp_path: Path) -> None:
+    raw = LOG_2G.read_bytes()
+    cut = raw.index(b"{'loss': 7.6375")  # mid-training: three steps logged so far
+    partial = tmp_path / "partial.log"
+    partial.write_bytes(raw[:cut])
+    run = make_run(tmp_path, partial, state="running")
+    app = MonitorHarness(
+        MonitorScreen(run, gpu_source=replay_factory(one_row_trace(tmp_path)), gpu_interval=0.05)
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        meter = app.screen.query_one(ThroughputMeter)
+        for _ in range(2000):
+            await pilot.pause()
+            if meter.summary is not None and meter.summary.step == 3 and meter.state:
+                break
+        s = meter.summary
+        assert s is not None and (s.step, s.max_steps, s.finished) == (3, 10, False)
+        assert meter.state == "running" and s.eta_s is not None and s.eta_s > 0
+        assert app.screen.query_one(LossChart).view.points == 3  # type: ignore[union-attr]
+        with open(run / "train.log", "ab") as fh:
+            fh.write(raw[cut:])
+        status = json.loads((run / "status.json").read_text())
+        (run / "status.json").write_text(json.dumps({**status, "state": "finished"}))
+        await settle(pilot, app, len(expected_log_lines(LOG_2G)))
+        assert meter.summary is not None and meter.summary.step == 10
+        assert meter.state == "finished"
+        assert app.screen.query_one(LossChart).view.points == 10  # type: ignore[union-attr]
+        pane = app.screen.query_one(LogPane)
+        assert [ln.text for ln in pane.model.lines] == expected_log_lines(LOG_2G)
