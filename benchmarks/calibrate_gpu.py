@@ -171,7 +171,28 @@ class NvmlPeak(threading.Thread):
             return
 
 
-def make_model(python: str, name: str, work: Path) -> Path:
+def reusable(name: str, given: dict[str, str]) -> Path | None:
+    """A model directory made elsewhere (--model-dir 1b=/tmp/llama-1b) if its shape matches."""
+    if name not in given:
+        return None
+    path = Path(given[name])
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        print(f"[calibrate] {path}: no readable config.json; making {name} here", flush=True)
+        return None
+    dims = ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab")
+    have, want = shape_from_config(config), shape_from_config(MODELS[name])
+    if any(getattr(have, d) != getattr(want, d) for d in dims):
+        print(f"[calibrate] {path}: not the {name} shape; making it here", flush=True)
+        return None
+    return path
+
+
+def make_model(python: str, name: str, work: Path, given: dict[str, str] | None = None) -> Path:
+    found = reusable(name, given or {})
+    if found is not None:
+        return found
     target = work / f"llama-{name}"
     if (target / "model.safetensors.index.json").exists() or (
         target / "model.safetensors"
@@ -225,7 +246,8 @@ def run_config(args: argparse.Namespace, cfg: tuple, work: Path) -> dict[str, ob
         "pred_total_gib": round(pred.memory.total_per_gpu / GIB, 2),
         "pred_fits": pred.memory.fits, "pred_tight": pred.memory.tight, "pred_tokens_per_s": round(pred.throughput.tokens_per_s, 1),
     }  # fmt: skip
-    model_dir = make_model(args.python, model, work)
+    given = dict(item.split("=", 1) for item in args.model_dir)
+    model_dir = make_model(args.python, model, work, given)
     run_dir = work / "runs" / name
     if run_dir.exists():
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)
@@ -380,6 +402,10 @@ def main() -> int:
     parser.add_argument("--workdir", default="/tmp/trainwiz-calib", help="models + run dirs")
     parser.add_argument("--resume-from", nargs="*", default=[], help="earlier results JSONL")
     parser.add_argument("--python", default=sys.executable, help="the training python")
+    parser.add_argument(
+        "--model-dir", nargs="*", default=[], metavar="NAME=DIR",
+        help="reuse a model made elsewhere, e.g. 1b=/tmp/llama-1b (its shape is checked)",
+    )  # fmt: skip
     parser.add_argument("--gpu", default="h200", help="GPU name for the predictions")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--offload-steps", type=int, default=4)
