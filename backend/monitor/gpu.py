@@ -167,11 +167,11 @@ class TraceReplaySource:
     path: Path
     owner: OwnerResolver = field(default_factory=lambda: UnknownOwner())
     loop: bool = False
-    exhausted: bool = False
-    _header: dict[str, Any] = field(default_factory=dict)
-    _rows: list[dict[str, Any]] = field(default_factory=list)
-    _pos: int = 0
-    _last: GpuSnapshot | None = None
+    exhausted: bool = field(default=False, init=False)
+    _header: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _rows: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
+    _pos: int = field(default=0, init=False, repr=False)
+    _last: GpuSnapshot | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)

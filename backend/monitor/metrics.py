@@ -116,10 +116,10 @@ class MetricsFollower:
 
     path: Path
     max_read: int = 4 << 20
-    bad_lines: int = 0
-    resets: int = 0
-    _offset: int = 0
-    _partial: bytes = b""
+    bad_lines: int = field(default=0, init=False)
+    resets: int = field(default=0, init=False)
+    _offset: int = field(default=0, init=False, repr=False)
+    _partial: bytes = field(default=b"", init=False, repr=False)
 
     @property
     def behind(self) -> bool:
@@ -174,10 +174,10 @@ class HfLogParser:
     values, the ``{'train_runtime': ...}`` dict the end.
     """
 
-    step: int = 0
-    max_steps: int | None = None
-    step_time_s: float | None = None
-    _logged: int = field(default=0)
+    step: int = field(default=0, init=False)
+    max_steps: int | None = field(default=None, init=False)
+    step_time_s: float | None = field(default=None, init=False)
+    _logged: int = field(default=0, init=False, repr=False)
 
     def feed(self, segment: str) -> list[MetricsEvent]:
         out: list[MetricsEvent] = []

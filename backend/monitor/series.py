@@ -36,10 +36,10 @@ class _Bucket:
 @dataclass
 class MinMaxSeries:
     cap: int = 512
-    count: int = 0
-    last: tuple[float, float] | None = None
-    _buckets: list[_Bucket] = field(default_factory=list)
-    _per_bucket: int = 1
+    count: int = field(default=0, init=False)
+    last: tuple[float, float] | None = field(default=None, init=False)
+    _buckets: list[_Bucket] = field(default_factory=list, init=False, repr=False)
+    _per_bucket: int = field(default=1, init=False, repr=False)
 
     def append(self, x: float, y: float) -> None:
         if not math.isfinite(y):
@@ -127,9 +127,9 @@ class SpikeDetector:
     factor: float = 5.0
     min_history: int = 8
     max_kept: int = 200
-    spikes: deque[Spike] = field(default_factory=lambda: deque(maxlen=200))
-    total: int = 0
-    _recent: deque[float] = field(default_factory=lambda: deque(maxlen=50))
+    spikes: deque[Spike] = field(default_factory=deque, init=False)
+    total: int = field(default=0, init=False)
+    _recent: deque[float] = field(default_factory=deque, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._recent = deque(maxlen=self.window)

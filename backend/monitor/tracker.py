@@ -61,16 +61,16 @@ class RunTracker:
     source: Literal["metrics", "log", "none"] = "none"
     window: int = 20
     cap: int = 512
-    start: RunStart | None = None
-    end: RunEnd | None = None
-    last: StepRecord | None = None
-    first_time: float | None = None
-    loss: MinMaxSeries = field(default_factory=MinMaxSeries)
-    lr: MinMaxSeries = field(default_factory=MinMaxSeries)
-    grad_norm: MinMaxSeries = field(default_factory=MinMaxSeries)
-    spikes: SpikeDetector = field(default_factory=SpikeDetector)
-    nonfinite_loss: deque[int] = field(default_factory=lambda: deque(maxlen=50))
-    _recent: deque[StepRecord] = field(default_factory=lambda: deque(maxlen=20))
+    start: RunStart | None = field(default=None, init=False)
+    end: RunEnd | None = field(default=None, init=False)
+    last: StepRecord | None = field(default=None, init=False)
+    first_time: float | None = field(default=None, init=False)
+    loss: MinMaxSeries = field(init=False)
+    lr: MinMaxSeries = field(init=False)
+    grad_norm: MinMaxSeries = field(init=False)
+    spikes: SpikeDetector = field(default_factory=SpikeDetector, init=False)
+    nonfinite_loss: deque[int] = field(default_factory=lambda: deque(maxlen=50), init=False)
+    _recent: deque[StepRecord] = field(default_factory=deque, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._recent = deque(maxlen=self.window)
