@@ -157,8 +157,13 @@ def shape_for_preset(preset: Any) -> ModelShape | None:
             max_positions=tiny.max_position_embeddings,
             source="preset model.tiny",
         )
-    if model.dir and not str(model.dir).startswith("@"):
-        found = shape_from_dir(model.dir)
+    if model.dir:
+        from backend.model.placeholders import resolve_placeholders
+
+        try:
+            found = shape_from_dir(resolve_placeholders(str(model.dir), None))
+        except BadInput:  # @run has no meaning before a launch
+            found = None
         if found is not None:
             return found
     if model.repo and model.repo.lower() in KNOWN_CONFIGS:

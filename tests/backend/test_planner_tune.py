@@ -161,3 +161,22 @@ def test_cli_plan_bad_gpu_and_missing_shape(tmp_path: Path) -> None:
     config.write_text((FIXTURES / "planner" / "llama-1.35b-config.json").read_text())
     proc = _cli("plan", str(path), "--gpu", "h200", "--config", str(config), "--json")
     assert json.loads(proc.stdout)["estimate"]["model"]["n_params"] == 1_345_423_360
+
+
+def test_shape_for_preset_reads_the_model_dir_under_trainwiz_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backend.planner import shape_for_preset
+
+    monkeypatch.setenv("TRAINWIZ_HOME", str(tmp_path))
+    model = tmp_path / "models" / "m"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(
+        (FIXTURES / "planner" / "llama-1.35b-config.json").read_text()
+    )
+    preset = load_preset("vicuna-7b-4xa100-40g").model_copy(deep=True)
+    preset.model.dir = "@home/models/m"
+    preset.model.repo = "someone/unlisted"
+    shape = shape_for_preset(preset)
+    assert shape is not None and shape.n_params == 1_345_423_360
+    assert shape.source == str(model / "config.json")
