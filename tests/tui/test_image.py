@@ -46,7 +46,9 @@ async def test_seed_image_on_seed_server(seed_machine: None) -> None:
         assert "driver 535.54.03 · CUDA ≤ 12.2 · 8× NVIDIA A100-SXM4-80GB (sm80)" in host
         assert "suggested: pytorch/pytorch:2.7.1-cuda11.8-cudnn9-devel" in host
         reasons = text_of(screen, "#image-reasons")
-        assert reasons.startswith("pytorch/pytorch:2.0.1-cuda11.7-cudnn8-devel  (the preset's image)")
+        assert reasons.startswith(
+            "pytorch/pytorch:2.0.1-cuda11.7-cudnn8-devel  (the preset's image)"
+        )
         assert "driver 535.54.03 (CUDA ≤ 12.2) runs CUDA 11.7" in reasons
         table = screen.query_one(DataTable)
         shown = table.row_count
