@@ -118,6 +118,8 @@ def run_container(
     if not execs:
         _stream(container.logs(stream=True, follow=True), log)
         result = container.wait()
+        if spec.get("remove_after"):  # container.remove (--rm), after the exit code is known
+            container.remove(force=True)
         return int(result.get("StatusCode", 1))
     code = 0
     for step in execs:
@@ -140,8 +142,10 @@ def run_container(
         code = _exec_exit_code(handle.api, exec_id)
         if code != 0:
             break
-    if not spec.get("keep_container"):
-        container.stop(timeout=10)
+    # The idle container would hold its GPUs forever: stop it (or remove it for --rm).
+    container.stop(timeout=10)
+    if spec.get("remove_after"):
+        container.remove(force=True)
     return code
 
 

@@ -13,6 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
+import docker
 import pytest
 import yaml
 
@@ -92,6 +93,7 @@ def test_image_mode_container_streams_and_stops(
     (home / "models" / "tiny-llama" / "config.json").write_text("{}")
     preset = docker_preset(home, command_preset=False)
     preset.model.source = "local"
+    preset.container.remove = True  # --rm: removed once the exit status is recorded
     launch_mod = importlib.import_module("backend.runs.launch")
 
     # Use the base image itself as the "environment image" and a python loop as the training,
@@ -127,11 +129,18 @@ def test_image_mode_container_streams_and_stops(
     assert (run_dir / "metrics.jsonl").read_text().count("\n") >= 1
     stopped = stop_run(run_dir, timeout=2)
     assert stopped.state == "stopped"
-    container.reload()
-    assert container.status == "exited"
+    assert stopped.exit_code is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            docker_client.containers.get(status.container_id)
+        except docker.errors.NotFound:
+            break
+        time.sleep(0.2)
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(status.container_id)
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == list(range(1, len(lines) + 1))
-    container.remove(force=True)
 
 
 @pytest.mark.training
