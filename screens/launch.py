@@ -25,6 +25,7 @@ from backend import paths
 from backend.errors import BadInput, TrainwizError
 from backend.plan import Plan, build_plan
 from backend.runs import LaunchResult, launch
+from backend.runs.launch import step_outlook
 from screens.base import StepScreen
 
 
@@ -82,6 +83,7 @@ class LaunchScreen(StepScreen):
     class Planned(Message):
         plan: Plan | None
         error: str | None
+        outlook: dict[str, str] | None = None
 
     @dataclass
     class Launched(Message):
@@ -120,7 +122,11 @@ class LaunchScreen(StepScreen):
         except (BadInput, TrainwizError) as exc:
             self.post_message(self.Planned(None, str(exc)))
             return
-        self.post_message(self.Planned(plan, None))
+        try:
+            outlook: dict[str, str] | None = step_outlook(self.preset)
+        except (BadInput, TrainwizError) as exc:
+            outlook = {"train": f"cannot start: {exc}"}
+        self.post_message(self.Planned(plan, None, outlook))
 
     def on_launch_screen_planned(self, message: Planned) -> None:
         target = self.query_one("#launch-plan-text", Static)
@@ -128,7 +134,7 @@ class LaunchScreen(StepScreen):
             target.update(Text(f"The plan cannot be built:\n{message.error}", style="bold red"))
             return
         self.plan = message.plan
-        target.update(self._plan_text(message.plan))
+        target.update(self._plan_text(message.plan, message.outlook or {}))
         self._update_status()
 
     def _summary_text(self) -> Text:
@@ -145,10 +151,14 @@ class LaunchScreen(StepScreen):
         return text
 
     @staticmethod
-    def _plan_text(plan: Plan) -> Text:
+    def _plan_text(plan: Plan, outlook: dict[str, str]) -> Text:
         text = Text()
         for number, step in enumerate(plan.steps, 1):
-            text.append(f"{number}. [{step.group}] {step.title}\n", style="bold")
+            text.append(f"{number}. [{step.group}] {step.title}", style="bold")
+            if outlook.get(step.id):
+                style = "red" if "cannot" in outlook[step.id] else "yellow"
+                text.append(f"  ({outlook[step.id]})", style=style)
+            text.append("\n")
             if step.note:
                 text.append(f"   {step.note}\n", style="dim")
             text.append(f"   {step.display()}\n\n", style="cyan")

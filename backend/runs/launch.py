@@ -94,6 +94,18 @@ def prepare_steps(preset: Preset, plan: Plan, preset_file: Path) -> list[dict[st
     return out
 
 
+def step_outlook(preset: Preset) -> dict[str, str]:
+    """What a launch will do with each step, for the Launch screen (may ask the Docker daemon)."""
+    resolved = resolve_preset(preset, None)
+    out = {"model": "present: skipped" if _model_present(resolved) else "missing: runs first"}
+    ready = _environment_ready(resolved)
+    out["environment"] = "ready: skipped" if ready else "missing: runs first"
+    out["image"] = "done by the environment build" if preset.launch.runner == "docker" else ""
+    if preset.launch.runner == "host" and ready:
+        out["train"] = f"torchrun: {training_bin(resolved)}"
+    return out
+
+
 def _prepare_step(step: PlanStep, what: str, preset_file: Path) -> dict[str, Any]:
     return {
         "id": step.id,
