@@ -22,7 +22,7 @@ from backend.errors import BadInput, TrainwizError
 from backend.plan import Plan, PlanStep, build_plan
 from backend.plan.resolve import resolve_preset
 from backend.preset.loader import preset_to_yaml
-from backend.preset.schema import Preset
+from backend.preset.schema import Preset, map_container_path
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN
 from backend.runs.rundir import (
     LAUNCH,
@@ -193,7 +193,8 @@ def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dic
             "title": train.title,
             "argv": argv,
             "env": {**train.env, **run_env},
-            "cwd": preset.launch.workdir or str(run_dir),
+            # Relative paths in the preset mean what they meant where `trainwiz launch` ran.
+            "cwd": preset.launch.workdir or os.getcwd(),
             "display": train.display(),
         }
         return spec
@@ -239,8 +240,28 @@ def preflight(preset: Preset) -> None:
                     f"launch.workdir: {preset.launch.script} is relative but "
                     f"{base / script} does not exist: set workdir to your FastChat clone"
                 )
+    for field in ("data_path", "eval_data_path"):
+        value = getattr(preset.training, field)
+        where = _host_file(preset, value) if value else None
+        if where is not None and not where.is_file():
+            raise BadInput(
+                f"training.{field}: {value} does not exist"
+                + (f" (on the host: {where})" if str(where) != value else "")
+                + ": point it at a FastChat conversation JSON"
+            )
     if preset.model.source == "local" and not _model_present(preset):
         raise BadInput(f"model.dir: {preset.model.dir} has no config.json: point it at a model")
+
+
+def _host_file(preset: Preset, path: str) -> Path | None:
+    """Where the trainer's file is on the host; None when only the container can see it."""
+    if preset.launch.runner == "docker":
+        full = (
+            path if path.startswith("/") else f"{(preset.launch.workdir or '/').rstrip('/')}/{path}"
+        )
+        mapped = map_container_path(path, preset.container.volumes, preset.launch.workdir)
+        return None if mapped == full else Path(mapped)
+    return Path(preset.launch.workdir or os.getcwd()).expanduser() / Path(path).expanduser()
 
 
 def start_watcher(run_dir: Path) -> int:

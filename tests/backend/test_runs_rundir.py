@@ -132,3 +132,24 @@ def test_a_taken_master_port_is_replaced_on_a_single_node(tmp_path: Path) -> Non
         spec = launch_spec(resolve_preset(preset, run_dir), plan, run_dir, prepare=False)
         assert f"--master_port={port}" in spec["train"]["argv"]
         assert spec["notes"] == []
+
+
+def test_missing_data_file_is_refused_before_any_run_dir(tmp_path: Path) -> None:
+    preset = parse_preset_text(_tiny_preset_text(data_path=str(tmp_path / "nope.json")))
+    with pytest.raises(BadInput, match=r"training\.data_path: .*nope\.json does not exist"):
+        launch(preset)
+    assert list_run_dirs() == []
+
+
+def test_docker_data_paths_are_checked_through_the_volumes(tmp_path: Path) -> None:
+    from backend.preset.schema import Volume
+    from backend.runs.launch import _host_file
+
+    preset = parse_preset_text(_tiny_preset_text())
+    preset.launch.runner = "docker"
+    preset.launch.workdir = "/app/FastChat"
+    preset.container.volumes = [Volume(host=str(tmp_path), container="/app")]
+    # The seed's relative path under the workdir maps onto the host through /data:/app.
+    assert _host_file(preset, "data/x.json") == tmp_path / "FastChat" / "data" / "x.json"
+    # A path no volume covers exists only inside the image: nothing to check on the host.
+    assert _host_file(preset, "/opt/data/x.json") is None
