@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -20,21 +21,31 @@ def _app() -> TrainwizApp:
     return TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu")
 
 
+async def _settle(pilot: object, app: TrainwizApp, step: str, timeout: float = 20.0) -> None:
+    """Wait until the app shows ``step`` (screen switches are asynchronous; CI may be loaded)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while app.current_step != step and loop.time() < deadline:
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+
+
 async def test_next_and_back_walk_the_steps_in_order() -> None:
     app = _app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
+        ids = [s for s, _ in STEPS]
+        await _settle(pilot, app, ids[0])
         seen = [app.current_step]
-        for _ in range(len(STEPS) - 1):
+        for step in ids[1:]:
             await pilot.press("ctrl+n")
-            await pilot.pause(0.1)
+            await _settle(pilot, app, step)
             seen.append(app.current_step)
-        assert seen == [s for s, _ in STEPS]
+        assert seen == ids
         await pilot.press("ctrl+n")  # past the last step: stays
         await pilot.pause(0.1)
         assert app.current_step == "monitor"
         await pilot.press("ctrl+b")
-        await pilot.pause(0.1)
+        await _settle(pilot, app, "launch")
         assert app.current_step == "launch"
 
 
@@ -84,12 +95,12 @@ async def test_a_blocked_step_cannot_be_reached_with_next() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         app.goto_step("hyperparams")
-        await pilot.pause(0.1)
+        await _settle(pilot, app, "hyperparams")
         app.blocked = {"launch": ["nvidia_driver"]}
         await pilot.press("ctrl+n")
         await pilot.pause(0.1)
         assert app.current_step == "hyperparams"
         app.blocked = {}
         await pilot.press("ctrl+n")
-        await pilot.pause(0.1)
+        await _settle(pilot, app, "launch")
         assert app.current_step == "launch"
