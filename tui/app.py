@@ -31,7 +31,6 @@ STEP_SCREENS: dict[str, str] = {
     "launch": "screens.launch:LaunchScreen",
     "monitor": "screens.monitor:MonitorScreen",
 }
-TROUBLESHOOT_SCREEN = "screens.troubleshoot:TroubleshootScreen"
 
 
 def _load_class(spec: str) -> type[Screen[None]] | None:
@@ -184,13 +183,35 @@ class TrainwizApp(App[int]):
         self.push_screen(SavePresetDialog(self.preset))
 
     def action_troubleshoot(self) -> None:
-        cls = _load_class(TROUBLESHOOT_SCREEN)
-        if cls is None:
-            self.notify("The Troubleshoot view is not built yet.", severity="warning")
+        run_id = self.current_run.name if self.current_run is not None else None
+        self._open_troubleshoot(run_id, None)
+
+    def on_open_troubleshoot(self, message: object) -> None:
+        """The log pane's request: troubleshoot this run (or this log file)."""
+        self._open_troubleshoot(
+            getattr(message, "run_id", None), getattr(message, "log_path", None)
+        )
+
+    def _open_troubleshoot(self, run_id: str | None, log_path: Path | None) -> None:
+        from screens.troubleshoot import TroubleshootScreen
+
+        if isinstance(self.screen, TroubleshootScreen):
             return
-        if isinstance(self.screen, cls):
-            return
-        self.push_screen(cls())
+        self.push_screen(TroubleshootScreen(run_id=run_id, log_path=log_path))
+
+    def relaunch(self, preset: Preset) -> None:
+        """Apply-and-relaunch from Troubleshoot: load the fixed preset, then the Launch step's
+        own confirm-and-launch (one launch mechanism; the plan is shown before anything runs)."""
+        from screens.troubleshoot import TroubleshootScreen
+
+        self.set_preset(preset, f"{preset.name} (fixed)")
+        if isinstance(self.screen, TroubleshootScreen):
+            self.pop_screen()
+        self.goto_step("launch")
+        launch_screen = self._screen_for("launch")
+        start = getattr(launch_screen, "action_launch", None)
+        if callable(start):
+            self.call_after_refresh(start)
 
 
 def run_wizard(preset: str | None = None, attach: Path | None = None) -> int:

@@ -104,3 +104,28 @@ async def test_a_blocked_step_cannot_be_reached_with_next() -> None:
         await pilot.press("ctrl+n")
         await _settle(pilot, app, "launch")
         assert app.current_step == "launch"
+
+
+async def test_troubleshoot_opens_from_anywhere_and_relaunch_asks_first() -> None:
+    from screens.troubleshoot import TroubleshootScreen
+
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+t")
+        for _ in range(100):
+            if isinstance(app.screen, TroubleshootScreen):
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, TroubleshootScreen)
+        fixed = app.preset.model_copy(update={"name": "tiny-cpu-fixed"})
+        app.relaunch(fixed)
+        await _settle(pilot, app, "launch")
+        assert app.preset.name == "tiny-cpu-fixed"
+        # the Launch step's own confirmation comes up; nothing has been launched
+        for _ in range(100):
+            if type(app.screen).__name__ == "ConfirmLaunch":
+                break
+            await pilot.pause(0.05)
+        assert type(app.screen).__name__ == "ConfirmLaunch"
+        assert app.current_run is None
