@@ -157,7 +157,7 @@ class Replay:
                     cancel=self.cancel,
                 )
                 return StepReport("environment", "done", f"environment image {tag}")
-            from backend.images.host import ensure_host_env
+            from backend.images import ensure_host_env
 
             venv = ensure_host_env(self.preset, cancel=self.cancel)
             return StepReport("environment", "done", f"training venv {venv}")
