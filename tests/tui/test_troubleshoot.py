@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from textual.widgets import OptionList, Static, TextArea
 
 from backend.preset import Preset, load_preset
@@ -41,7 +42,11 @@ def test_list_runs_reads_state() -> None:
     assert [(r.run_id, r.state, r.preset is not None) for r in runs] == [(RUN_ID, "failed", True)]
 
 
-async def test_pick_run_review_fix_and_save_when_launch_unavailable() -> None:
+async def test_pick_run_review_fix_and_save_when_launch_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A host without a relaunch hook (the app has one): the fixed preset is saved and loaded.
+    monkeypatch.setattr(TrainwizApp, "relaunch", None)
     _make_run()
     app = _app()
     async with app.run_test(size=(140, 45)) as pilot:
