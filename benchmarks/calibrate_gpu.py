@@ -14,6 +14,7 @@ Usage on the GPU machine (python with torch, transformers 4.57, fschat 0.2.36, s
     python3 benchmarks/calibrate_gpu.py --grid 1gpu --out "$OUT" [--resume-from rows.jsonl]
     python3 benchmarks/calibrate_gpu.py --grid 2gpu --out "$OUT"
     python3 benchmarks/calibrate_gpu.py --table rows.jsonl [more.jsonl ...]  # Markdown table
+(the table re-predicts every row with the current planner; --stored-pred shows the recorded ones)
 Resumable: configurations already in --resume-from (or the work dir's results) are skipped;
 a time budget (--budget-s) stops before a configuration that would not finish.
 """
@@ -36,17 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from backend.planner import GIB, TrainSettings, estimate, gpu_spec, shape_from_config  # noqa: E402
+from backend.planner.calibration import MODELS as CAL_MODELS  # noqa: E402
+from backend.planner.calibration import load_rows, repredict, tuned_checks  # noqa: E402
 
-MODELS = {
-    # The 1.35B of the notes' H200 table, and an OpenLLaMA-3B-shaped model (3.43B).
-    "1b": {"hidden_size": 2048, "intermediate_size": 5504, "num_hidden_layers": 24,
-           "num_attention_heads": 16, "vocab_size": 32000},
-    "3b": {"hidden_size": 3200, "intermediate_size": 8640, "num_hidden_layers": 26,
-           "num_attention_heads": 32, "vocab_size": 32000},
-    # CPU smoke test of this script itself (no FSDP, fp32): run with --grid smoke anywhere.
-    "tiny": {"hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
-             "num_attention_heads": 4, "vocab_size": 2000},
-}  # fmt: skip
+# The 1.35B of the notes' H200 table, an OpenLLaMA-3B-shaped model (3.43B) and a CPU smoke model.
+MODELS = CAL_MODELS
 SEQ = 2048
 
 # name: (model, nproc, micro-batch, grad accumulation, checkpointing, offload), in priority order.
@@ -330,67 +325,65 @@ def calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def tuned_vs_measured(rows: list[dict]) -> list[str]:
+def tuned_vs_measured(rows: list[dict], gpu: str) -> list[str]:
     """Per model and GPU count: the configuration tune() picks, and how fast it really ran."""
-    from backend.planner.tune import candidates
-
-    out = ["", "| model | GPUs | tune picks | its measured tokens/s | best measured | ratio |",
-           "|---|---|---|---|---|---|"]  # fmt: skip
-    for model, world in sorted({(r["model"], r["world"]) for r in rows}):
-        group = [r for r in rows if r["model"] == model and r["world"] == world and r.get("ok")]
-        if not group:
-            continue
-        shape = shape_from_config(MODELS[model])
-        seed = settings_for(world, 1, 1, "trainer", True)
-        pool = candidates(seed, fsdp_ac_ok=True, free_batch=True, max_micro_batch=8)
-        ests = [estimate(shape, s, gpu_spec("h200")) for s in pool]
-        safe = [e for e in ests if e.memory.fits and not e.memory.tight] or [
-            e for e in ests if e.memory.fits
-        ]
-        pick = max(safe, key=lambda e: e.throughput.tokens_per_s).settings
-        ckpt = "fsdp" if pick.fsdp_ac else ("trainer" if pick.trainer_gc else "none")
-        match = [
-            r for r in group
-            if (r["micro_batch"], r["grad_accum"], r["checkpointing"], r["offload"])
-            == (pick.micro_batch, pick.grad_accum, ckpt, pick.offload)
-        ]  # fmt: skip
-        best = max(r["tokens_per_s"] for r in group)
-        got = match[0]["tokens_per_s"] if match else None
-        ratio = f"{got / best:.1%}" if got else "not measured"
+    out = ["", "| model | GPUs | tune picks (from the seed's settings) | its measured tokens/s | "
+           "best measured | ratio |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for c in tuned_checks(rows, gpu_spec(gpu)):
+        ckpt = "fsdp-ac" if c.pick.fsdp_ac else ("gc" if c.pick.trainer_gc else "no recompute")
+        ratio = f"{c.ratio:.1%}" if c.ratio else "not measured"
         out.append(
-            f"| {model} | {world} | {pick.label()} ({ckpt}) | {got or '-'} | {best} | {ratio} |"
+            f"| {c.model} | {c.world} | b{c.pick.micro_batch} ga{c.pick.grad_accum} {ckpt}"
+            f"{' offload' if c.pick.offload else ''} | {c.measured or '-'} | {c.best} "
+            f"({c.best_tag}) | {ratio} |"
         )
     return out
 
 
-def table(paths: list[str]) -> int:
-    """Markdown table of measured vs predicted, plus the acceptance verdict."""
-    rows = [json.loads(ln) for p in paths for ln in Path(p).read_text().splitlines() if ln.strip()]
-    print("| config | GPUs | tokens/s measured | predicted | peak reserved GiB measured | "
-          "predicted | error | nvidia-smi GiB | predicted total | status |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    within = fit_oom = tight_oom = 0
+def _pct(pred: float, measured: float | None) -> str:
+    return f"{pred / measured - 1:+.1%}" if measured else "-"
+
+
+def table(paths: list[str], gpu: str = "h200", stored: bool = False) -> int:
+    """Markdown table of measured vs predicted, plus the acceptance verdict.
+
+    Predictions are made NOW by the current planner from each row's configuration (``stored``
+    shows the ones recorded with the row instead, i.e. the planner of measurement time)."""
+    rows = load_rows(list(paths))
+    print("| config | GPUs | tokens/s measured | predicted | err | alloc GiB measured | "
+          "predicted | err | reserved GiB measured | predicted | err | verdict | outcome |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    n_alloc = n_res = fit_oom = tight_oom = measured_rows = 0
     for r in rows:
-        measured = r.get("max_reserved_gib")
-        err = (r["pred_reserved_gib"] / measured - 1) if measured else None
-        within += err is not None and abs(err) <= 0.10
-        fit_oom += bool(r.get("oom") and r.get("pred_fits") and not r.get("pred_tight"))
-        tight_oom += bool(r.get("oom") and r.get("pred_tight"))
-        status = "ok" if r.get("ok") else ("OOM" if r.get("oom") else f"failed rc={r.get('rc')}")
-        if r.get("pred_tight"):
-            status += " (predicted tight)"
-        elif not r.get("pred_fits"):
-            status += " (predicted not to fit)"
-        smi = max(r.get("nvml_peak_gib") or [0]) or "-"
-        err_text = f"{err:+.1%}" if err is not None else "-"
-        print(f"| {r['tag']} | {r['world']} | {r.get('tokens_per_s', '-')} | "
-              f"{r['pred_tokens_per_s']} | {measured or '-'} | {r['pred_reserved_gib']} | "
-              f"{err_text} | {smi} | {r['pred_total_gib']} | {status} |")  # fmt: skip
-    for line in tuned_vs_measured(rows):
+        if stored and "pred_alloc_gib" in r:
+            p_alloc, p_res = r["pred_alloc_gib"], r["pred_reserved_gib"]
+            p_tok, fits, tight = r["pred_tokens_per_s"], r["pred_fits"], r["pred_tight"]
+        else:
+            e = repredict(r, gpu_spec(gpu))
+            p_alloc = round(e.memory.peak_allocated / GIB, 2)
+            p_res = round(e.memory.peak_reserved / GIB, 2)
+            p_tok, fits, tight = round(e.throughput.tokens_per_s), e.memory.fits, e.memory.tight
+        m_alloc, m_res, m_tok = (
+            r.get("max_alloc_gib"),
+            r.get("max_reserved_gib"),
+            r.get("tokens_per_s"),
+        )
+        if m_alloc:
+            measured_rows += 1
+            n_alloc += abs(p_alloc / m_alloc - 1) <= 0.10
+            n_res += abs(p_res / m_res - 1) <= 0.10
+        fit_oom += bool(r.get("oom") and fits and not tight)
+        tight_oom += bool(r.get("oom") and tight)
+        verdict = ("fits, tight" if tight else "fits") if fits else "does not fit"
+        outcome = "ran" if r.get("ok") else ("OOM" if r.get("oom") else f"failed rc={r.get('rc')}")
+        print(f"| {r['tag']} | {r['world']} | {m_tok or '-'} | {p_tok} | {_pct(p_tok, m_tok)} | "
+              f"{m_alloc or '-'} | {p_alloc} | {_pct(p_alloc, m_alloc)} | {m_res or '-'} | "
+              f"{p_res} | {_pct(p_res, m_res)} | {verdict} | {outcome} |")  # fmt: skip
+    for line in tuned_vs_measured(rows, gpu):
         print(line)
-    print(f"\n{within} of {len(rows)} configurations within +-10% on peak reserved; "
-          f"{fit_oom} predicted to fit but ran out of memory; {tight_oom} predicted "
-          "tight (within the 10% band) ran out of memory.")  # fmt: skip
+    print(f"\nOf {measured_rows} measured configurations, {n_alloc} within +-10% on peak allocated "
+          f"and {n_res} on peak reserved; {fit_oom} predicted to fit (not tight) ran out of "
+          f"memory; {tight_oom} predicted tight ran out of memory.")  # fmt: skip
     return 0
 
 
@@ -413,9 +406,13 @@ def main() -> int:
     parser.add_argument("--min-left-s", type=float, default=45)
     parser.add_argument("--config-timeout-s-max", type=float, default=180)
     parser.add_argument("--table", nargs="*", help="print the Markdown table of these JSONL files")
+    parser.add_argument(
+        "--stored-pred", action="store_true",
+        help="with --table: show the predictions recorded in the rows, not today's planner's",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.table:
-        return table(args.table)
+        return table(args.table, args.gpu, args.stored_pred)
     return calibrate(args)
 
 

@@ -96,8 +96,8 @@ def settings_from_preset(preset: Any) -> TrainSettings:
     tr = preset.training
     attn = tr.attn_implementation
     if attn == "auto":
-        # The trainwiz entry picks flash-attn when importable, else SDPA; FastChat's train_mem
-        # patches flash-attn in. Both avoid materialising the s x s scores, as SDPA does.
+        # The trainwiz entry picks flash-attn when importable, else SDPA; plan for SDPA, the
+        # conservative case: it falls back to the s x s math kernel when head_dim % 8 != 0.
         attn = "sdpa"
     fsdp_ac = bool((tr.fsdp_config or {}).get("activation_checkpointing", False))
     return TrainSettings(

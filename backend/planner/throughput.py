@@ -12,35 +12,45 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from backend.planner.gpu import GpuSpec
+from backend.planner.memory import attention_kernel
 from backend.planner.settings import TrainSettings
 from backend.planner.shape import ModelShape
 
-# CALIBRATED (H200, 1.35B, seq 2048, 1 and 2 GPUs; max error 1.2% over the five rows without
-# offload): fraction of dense peak the matmuls reach, recompute cost factor of HF's gradient
-# checkpointing, and the fixed per-optimizer-step time. The per-layer micro-step overhead (FSDP
-# hooks, kernel launches; x1.3 with recompute) was chosen at 40 ms for 24 layers: the five rows
-# fit equally well from 0 to 60 ms, and a zero would make micro-batch size irrelevant under
-# gradient accumulation, which it is not.
-MATMUL_EFFICIENCY = 0.61
-RECOMPUTE_FACTOR = 1.72
-STEP_OVERHEAD_S = 0.088
-MICRO_STEP_OVERHEAD_PER_LAYER_S = 0.04 / 24
+# CALIBRATED (H200, 1.35B and 3.43B, seq 2048, 1 and 2 GPUs; the 21 runs without offload, all
+# within +-12%): fraction of dense peak the matmuls reach, recompute cost factor, the fixed
+# per-optimizer-step time and the per-layer micro-step overhead (FSDP hooks, kernel launches;
+# x1.3 with recompute). The grid's micro-batch 1/2/8 and grad-accumulation rows separate the
+# per-token from the per-micro-step cost, which the first seven rows could not.
+MATMUL_EFFICIENCY = 0.44
+RECOMPUTE_FACTOR = 1.32
+STEP_OVERHEAD_S = 0.002
+MICRO_STEP_OVERHEAD_PER_LAYER_S = 0.0037
 RECOMPUTE_OVERHEAD_FACTOR = 1.3
 # AdamW (foreach) + grad clipping bytes streamed per parameter shard per step.
 OPTIMIZER_BYTES_PER_PARAM = 64.0
 # CALIBRATED (H200 host, 1 and 2 ranks): host AdamW seconds per parameter with offload, and how
 # it worsens as ranks on one node compete for the same cores and memory bandwidth.
-HOST_ADAM_S_PER_PARAM = 1.50e-9
-HOST_CONTENTION_EXP = 1.76
+HOST_ADAM_S_PER_PARAM = 0.74e-9
+HOST_CONTENTION_EXP = 2.58
 # With offload every micro-step copies fp32 param shards in (forward and backward) and grads out.
 OFFLOAD_BYTES_PER_PARAM = 12.0
 OFFLOAD_PCIE_BYTES_PER_S = 25e9
+# CALIBRATED: per optimizer step and FSDP unit, offload's synchronous host round trips.
+OFFLOAD_PER_LAYER_S = 0.038
 # Collective bandwidth per GPU (bytes/s): NVLink-class inside a node, PCIe otherwise, network
 # between nodes. Only exposed time (beyond the compute it overlaps) counts.
 NVLINK_BYTES_PER_S = 200e9
 PCIE_BYTES_PER_S = 20e9
 INTER_NODE_BYTES_PER_S = 20e9
 EAGER_SLOWDOWN = 0.8
+# SDPA's math fallback (head_dim not a multiple of 8) upcasts to fp32 by default, so the
+# attention matmuls (12·L·h·s FLOPs per token) run on CUDA cores, not tensor cores: the dense
+# fp32 peak is ~1/15 of bf16 on A100/H100/H200. CALIBRATED: the fraction of that fp32 peak the
+# batched s x s matmuls reach, and the fp32 score traffic per b·a·s² element (forward: scores,
+# mask, softmax, probabilities; backward: their gradients).
+FP32_SIMT_RATIO = 1 / 15
+MATH_ATTN_EFFICIENCY = 0.9
+MATH_SCORE_TRAFFIC_BYTES = 38.0
 
 
 @dataclass
@@ -73,8 +83,20 @@ def predict_throughput(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> Thr
     fpt = shape.flops_per_token(s.seq)
     out.flops_per_token = fpt
     tokens_micro = s.micro_batch * s.seq
-    efficiency = MATMUL_EFFICIENCY * (EAGER_SLOWDOWN if s.attn == "eager" else 1.0)
+    kernel = attention_kernel(shape, s)
+    efficiency = MATMUL_EFFICIENCY * (EAGER_SLOWDOWN if kernel == "eager" else 1.0)
     compute = tokens_micro * fpt / (gpu.peak_flops * efficiency)
+    if kernel == "math":
+        attn_flops = 12.0 * shape.layers * shape.hidden * s.seq * tokens_micro
+        fused = attn_flops / (gpu.peak_flops * efficiency)
+        fp32 = attn_flops / (gpu.peak_flops * FP32_SIMT_RATIO * MATH_ATTN_EFFICIENCY)
+        scores = shape.layers * shape.heads * s.seq * tokens_micro
+        compute += fp32 - fused + MATH_SCORE_TRAFFIC_BYTES * scores / gpu.hbm_bytes_per_s
+        out.notes.append(
+            f"head_dim {shape.head_dim} is not a multiple of 8: SDPA falls back to its math "
+            "kernel (fp32 s x s scores, slow and memory-hungry); flash-attn or a model with "
+            "head_dim % 8 == 0 avoids it"
+        )
     if s.checkpointing:
         compute *= RECOMPUTE_FACTOR
     # Per micro-step, each rank all-gathers bf16 params for forward and backward and
@@ -103,7 +125,7 @@ def predict_throughput(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> Thr
     if s.offload:
         # Measured on 1 and 2 ranks only; beyond 2 the per-rank slowdown is held at 2's value.
         contention = min(N, 2) ** (1 + HOST_CONTENTION_EXP)
-        optimizer = HOST_ADAM_S_PER_PARAM * P / N * contention
+        optimizer = HOST_ADAM_S_PER_PARAM * P / N * contention + OFFLOAD_PER_LAYER_S * shape.layers
         out.notes.append("CPU offload: AdamW runs on the host and bounds the step time")
     else:
         optimizer = OPTIMIZER_BYTES_PER_PARAM * P / N / gpu.hbm_bytes_per_s
