@@ -25,6 +25,7 @@ pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = os.environ.get("TRAINWIZ_BASE_IMAGE", "trainwiz-base:bookworm")
+WHEELS = os.environ.get("TRAINWIZ_WHEELS", "/opt/wheels")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,13 @@ def docker_preset(home: Path, *, command_preset: bool, **training: object):
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["name"] = "tiny-docker"
     data["launch"]["runner"] = "docker"
-    data["environment"] = {"mode": "in_container" if command_preset else "image", "image": BASE}
+    data["environment"] = {
+        "mode": "in_container" if command_preset else "image",
+        "image": BASE,
+        # CPU torch from the machine's local wheel, not a multi-GB CUDA build from PyPI.
+        "torch_spec": "torch==2.13.0",
+        "find_links": [WHEELS],
+    }
     data["container"] = {
         "gpus": None,
         "interactive": False,

@@ -106,3 +106,31 @@ def test_replay_bad_step_names_are_bad_input(tmp_path: Path) -> None:
     result = replay(str(_preset(tmp_path)), "--from", "launch", "--until", "model")
     assert result.returncode == 2
     assert "--from launch comes after --until model" in result.stderr
+
+
+@pytest.mark.docker
+def test_replay_through_docker_then_skips_the_built_image(tmp_path: Path) -> None:
+    """tiny-cpu in a container: checks, model, environment image, launch, follow — twice."""
+    from tests.integration.test_launch_docker import docker_preset
+
+    home = Path(os.environ["TRAINWIZ_HOME"])
+    preset = docker_preset(home, command_preset=False, max_steps=12)
+    preset.launch.master_port = _free_port()
+    path = tmp_path / "docker.yaml"
+    from backend.preset import save_preset
+
+    save_preset(preset, path)
+    first = replay(str(path), "--yes", "--json")
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    report = json.loads(first.stdout)
+    assert {s["step"]: s["outcome"] for s in report["steps"]}["follow"] == "done"
+    run_dir = home / "runs" / report["run_id"]
+    steps = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    losses = [s["loss"] for s in steps if s["kind"] == "step" and s["loss"] is not None]
+    assert len(losses) == 12 and losses[-1] < losses[0]
+    second = replay(str(path), "--yes", "--json")
+    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
+    again = {s["step"]: s for s in json.loads(second.stdout)["steps"]}
+    assert again["model"]["outcome"] == "skipped"
+    assert again["environment"]["outcome"] == "skipped"
+    assert "environment image present" in again["environment"]["message"]
