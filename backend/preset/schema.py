@@ -280,10 +280,10 @@ class Preset(_Strict):
             and self.launch.entry == "trainwiz"
         ):
             raise ValueError(
-                    "training.eval_strategy is "
-                    f"'{self.training.eval_strategy}' but training.eval_data_path is empty: "
-                    "set eval_data_path or eval_strategy: 'no'"
-                )
+                "training.eval_strategy is "
+                f"'{self.training.eval_strategy}' but training.eval_data_path is empty: "
+                "set eval_data_path or eval_strategy: 'no'"
+            )
         if self.launch.device == "cpu" and (self.training.bf16 or self.training.tf32):
             raise ValueError("launch.device 'cpu' cannot use bf16/tf32: set them to false")
         return self
