@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --dev
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff"; ruff check .
+echo "== ruff"; ruff check . && ruff format --check .
 echo "== mypy"; mypy
 echo "== import-linter"; lint-imports
 echo "== pytest"; python -m pytest "$@"
