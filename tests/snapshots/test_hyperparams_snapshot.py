@@ -38,3 +38,10 @@ def test_hyperparams_a100_40g_150x45(snap_compare: Any) -> None:
         load_preset("vicuna-7b-4xa100-40g"), "vicuna-7b-4xa100-40g", start_step="hyperparams"
     )
     assert snap_compare(app, terminal_size=(150, 45), run_before=_planned_for(app, "a100-40g"))
+
+
+def test_hyperparams_h200_120x40(snap_compare: Any) -> None:
+    app = TrainwizApp(
+        load_preset("vicuna-13b-v1.3-8xa100"), "vicuna-13b-v1.3-8xa100", start_step="hyperparams"
+    )
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_planned_for(app, "h200"))

@@ -19,7 +19,7 @@ from widgets.form_field import FormField
 def _no_local_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import backend.planner.gpu as gpu
 
-    monkeypatch.setattr(gpu, "local_gpu", lambda: None, raising=False)
+    monkeypatch.setattr(gpu, "detect_local", lambda: None)
 
 
 async def test_preset_saved_from_the_wizard_replays_to_the_same_plan(tmp_path: Path) -> None:
