@@ -38,7 +38,12 @@ sys.path.insert(0, str(ROOT))
 
 from backend.planner import GIB, TrainSettings, estimate, gpu_spec, shape_from_config  # noqa: E402
 from backend.planner.calibration import MODELS as CAL_MODELS  # noqa: E402
-from backend.planner.calibration import load_rows, repredict, tuned_checks  # noqa: E402
+from backend.planner.calibration import (  # noqa: E402
+    grid_settings,
+    load_rows,
+    repredict,
+    tuned_checks,
+)
 
 # The 1.35B of the notes' H200 table, an OpenLLaMA-3B-shaped model (3.43B) and a CPU smoke model.
 MODELS = CAL_MODELS
@@ -109,16 +114,7 @@ def settings_for(
 ) -> TrainSettings:
     if cpu:
         return TrainSettings(micro_batch=micro, grad_accum=ga, seq=256, fsdp="", mixed=False)
-    return TrainSettings(
-        micro_batch=micro,
-        grad_accum=ga,
-        seq=SEQ,
-        nproc=nproc,
-        fsdp="full_shard auto_wrap" + (" offload" if offload else ""),
-        trainer_gc=ckpt == "trainer",
-        fsdp_ac=ckpt == "fsdp",
-        attn="sdpa",
-    )
+    return grid_settings(nproc, micro, ga, ckpt, offload, SEQ)
 
 
 def entry_argv(model_dir: Path, data: Path, out: Path, s: TrainSettings, steps: int) -> list[str]:

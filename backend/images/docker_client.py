@@ -18,7 +18,8 @@ def docker_client(timeout: int = 600) -> Any:
     except DockerException as exc:
         raise TrainwizError(
             "the Docker daemon does not answer "
-            f"({exc}); start it (sudo systemctl start docker, or scripts/ci-docker.sh)"
+            f"({exc}); start it (sudo systemctl start docker, or scripts/ci-docker.sh), "
+            "or use launch.runner: host"
         ) from exc
     return client
 

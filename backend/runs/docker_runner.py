@@ -20,18 +20,11 @@ LABEL_PRESET = "trainwiz.preset"
 
 
 def client() -> Any:
-    """A docker client, or a TrainwizError that says how to get the daemon up."""
-    try:
-        import docker
+    """The shared docker client (backend.images.docker_client), or a TrainwizError saying how
+    to get the daemon up."""
+    from backend.images.docker_client import docker_client
 
-        handle = docker.from_env()
-        handle.ping()
-        return handle
-    except Exception as exc:
-        raise TrainwizError(
-            f"cannot reach the Docker daemon ({type(exc).__name__}: {exc}): start it "
-            "(systemctl start docker, or dockerd &) or use launch.runner: host"
-        ) from exc
+    return docker_client()
 
 
 def sdk_kwargs(raw: dict[str, Any]) -> dict[str, Any]:
