@@ -61,6 +61,7 @@ class StepCommands(Provider):
             ("Open preset…", app.action_open_preset),
             ("Troubleshoot a run or a log", app.action_troubleshoot),
             ("Save the current preset", app.action_save_preset),
+            ("Run all steps (replay the preset)", app.action_run_all),
         ):
             score = matcher.match(label)
             if score > 0:
@@ -79,6 +80,7 @@ class TrainwizApp(App[int]):
         Binding("ctrl+o", "open_preset", "Preset", id="open_preset"),
         Binding("ctrl+s", "save_preset", "Save", id="save_preset"),
         Binding("ctrl+t", "troubleshoot", "Troubleshoot", id="troubleshoot"),
+        Binding("ctrl+r", "run_all", "Run all", id="run_all"),
     ]
 
     def __init__(
@@ -198,6 +200,18 @@ class TrainwizApp(App[int]):
         if isinstance(self.screen, TroubleshootScreen):
             return
         self.push_screen(TroubleshootScreen(run_id=run_id, log_path=log_path))
+
+    def action_run_all(self) -> None:
+        """Replay the open preset with the CLI's own pipeline; the Monitor follows the run."""
+        from backend.replay import ReplayResult
+        from screens.replay import RunAllScreen
+
+        def finished(result: ReplayResult | None) -> None:
+            if result is not None and result.run_dir is not None:
+                self.current_run = result.run_dir
+                self.goto_step("monitor")
+
+        self.push_screen(RunAllScreen(self.preset), finished)
 
     def relaunch(self, preset: Preset) -> None:
         """Apply-and-relaunch from Troubleshoot: load the fixed preset, then the Launch step's
