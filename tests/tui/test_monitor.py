@@ -304,6 +304,10 @@ async def test_live_run_updates_as_the_log_grows(tmp_path: Path) -> None:
         status = json.loads((run / "status.json").read_text())
         (run / "status.json").write_text(json.dumps({**status, "state": "finished"}))
         await settle(pilot, app, len(expected_log_lines(LOG_2G)))
+        for _ in range(2000):  # the status poll is its own worker: wait for it, not a timer
+            if meter.state == "finished":
+                break
+            await pilot.pause(0.01)
         assert meter.summary is not None and meter.summary.step == 10
         assert meter.state == "finished"
         assert app.screen.query_one(LossChart).view.points == 10  # type: ignore[union-attr]
