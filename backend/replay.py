@@ -142,9 +142,9 @@ class Replay:
         return not validate_model_dir(target).problems
 
     def step_environment(self) -> StepReport:
-        from backend.runs.launch import _environment_ready
+        from backend.runs.launch import environment_ready
 
-        if _environment_ready(self.preset):
+        if environment_ready(self.preset):
             what = "environment image" if self.preset.launch.runner == "docker" else "training env"
             return StepReport("environment", "skipped", f"{what} present")
         try:

@@ -88,7 +88,7 @@ def prepare_steps(preset: Preset, plan: Plan, preset_file: Path) -> list[dict[st
     for step in plan.steps:
         if step.id == "model" and not _model_present(preset):
             out.append(_prepare_step(step, "model", preset_file))
-        elif step.id == "environment" and not _environment_ready(preset):
+        elif step.id == "environment" and not environment_ready(preset):
             # Host: preflight already demanded a training env; docker: build the missing image.
             out.append(_prepare_step(step, "environment", preset_file))
     return out
@@ -98,7 +98,7 @@ def step_outlook(preset: Preset) -> dict[str, str]:
     """What a launch will do with each step, for the Launch screen (may ask the Docker daemon)."""
     resolved = resolve_preset(preset, None)
     out = {"model": "present: skipped" if _model_present(resolved) else "missing: runs first"}
-    ready = _environment_ready(resolved)
+    ready = environment_ready(resolved)
     out["environment"] = "ready: skipped" if ready else "missing: runs first"
     out["image"] = "done by the environment build" if preset.launch.runner == "docker" else ""
     if preset.launch.runner == "host" and ready:
@@ -116,7 +116,7 @@ def _prepare_step(step: PlanStep, what: str, preset_file: Path) -> dict[str, Any
     }
 
 
-def _environment_ready(preset: Preset) -> bool:
+def environment_ready(preset: Preset) -> bool:
     if preset.launch.runner == "host":
         try:
             training_bin(preset)
