@@ -162,18 +162,27 @@ def _index(root: Path, name: str, report: ModelReport) -> list[str] | None:
     return sorted(set(weight_map.values()))
 
 
+def _present_shard(root: Path, name: str, report: ModelReport) -> ShardReport | None:
+    """Record the shard; None (with the problem noted) when the index lists a missing file."""
+    shard = ShardReport(name=name)
+    report.shards.append(shard)
+    path = root / name
+    if not path.is_file():
+        shard.ok, shard.problem = False, "missing"
+        report.problems.append(f"{name} is missing (listed in the shard index): fetch again")
+        return None
+    shard.size = path.stat().st_size
+    report.weights_bytes += shard.size
+    return shard
+
+
 def _safetensors_check(root: Path, names: list[str], report: ModelReport) -> None:
     counts: dict[str, int] = {}
     for name in names:
-        shard = ShardReport(name=name)
-        report.shards.append(shard)
-        path = root / name
-        if not path.is_file():
-            shard.ok, shard.problem = False, "missing"
-            report.problems.append(f"{name} is missing (listed in the shard index): fetch again")
+        shard = _present_shard(root, name, report)
+        if shard is None:
             continue
-        shard.size = path.stat().st_size
-        report.weights_bytes += shard.size
+        path = root / name
         try:
             header, shard.expected_size = read_safetensors_header(path)
         except (OSError, ValueError) as exc:
@@ -203,15 +212,10 @@ def _safetensors_check(root: Path, names: list[str], report: ModelReport) -> Non
 
 def _bin_check(root: Path, names: list[str], config: ConfigSummary, report: ModelReport) -> None:
     for name in names:
-        shard = ShardReport(name=name)
-        report.shards.append(shard)
-        path = root / name
-        if not path.is_file():
-            shard.ok, shard.problem = False, "missing"
-            report.problems.append(f"{name} is missing (listed in the shard index): fetch again")
+        shard = _present_shard(root, name, report)
+        if shard is None:
             continue
-        shard.size = path.stat().st_size
-        report.weights_bytes += shard.size
+        path = root / name
         if not _zip_complete(path):
             shard.ok, shard.problem = False, "no zip end record"
             report.problems.append(
