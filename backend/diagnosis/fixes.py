@@ -29,6 +29,13 @@ def _change(path: str, value: Any, reason: str) -> PresetChange:
     return PresetChange(path=path, value=value, reason=reason)
 
 
+def _env_changes(preset: Preset | None, key: str, value: str, reason: str) -> list[PresetChange]:
+    """``launch.env`` with one variable set, as a preset change (advice only without a preset)."""
+    if preset is None:
+        return []
+    return [_change("launch.env", {**preset.launch.env, key: value}, reason)]
+
+
 def _unallocated_gib(match: str) -> float | None:
     """Memory PyTorch holds but has not handed out, from either message format."""
     new = re.search(r"([\d.]+) ([KMGT]iB) is reserved by PyTorch but unallocated", match)
@@ -47,15 +54,16 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
     tried = re.search(r"Tried to allocate ([\d.]+) ([KMGT]iB)", match)
     if unalloc is not None and tried is not None and unalloc >= gib(*tried.groups()):
         # Reserved-but-free memory would have covered the request: fragmentation.
-        env = dict(preset.launch.env) if preset else {}
-        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         fixes.append(
             Fix(
                 "Let the allocator expand segments",
                 "free but fragmented memory becomes usable; nothing else changes",
-                [_change("launch.env", env, "allocator setting for fragmentation")]
-                if preset
-                else [],
+                _env_changes(
+                    preset,
+                    "PYTORCH_CUDA_ALLOC_CONF",
+                    "expandable_segments:True",
+                    "allocator setting for fragmentation",
+                ),
             )
         )
     if preset is None:
@@ -244,13 +252,11 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
                     )
                 )
         if category == "nccl":
-            env = dict(preset.launch.env) if preset else {}
-            env["NCCL_DEBUG"] = "INFO"
             fixes.append(
                 Fix(
                     "Rerun with NCCL_DEBUG=INFO",
                     "NCCL then prints the failing call",
-                    [_change("launch.env", env, "NCCL diagnostics")] if preset else [],
+                    _env_changes(preset, "NCCL_DEBUG", "INFO", "NCCL diagnostics"),
                 )
             )
             if "timeout" in match and preset is not None:
