@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from backend.entry import ENTRY_SOURCE, copy_entry
+from backend.entry import ENTRY_SOURCE, copy_entry, entry_modules
 
 
 @pytest.fixture(scope="module")
@@ -25,25 +25,29 @@ def entry() -> ModuleType:
     return module
 
 
-def test_entry_imports_only_stdlib_torch_transformers_fastchat() -> None:
+@pytest.mark.parametrize("module", entry_modules(), ids=lambda p: p.name)
+def test_entry_imports_only_stdlib_torch_transformers_fastchat(module: Path) -> None:
+    """Each file of the entry imports the standard library, the training stack, or a sibling."""
     import ast
     import sys
 
-    tree = ast.parse(ENTRY_SOURCE.read_text())
+    tree = ast.parse(module.read_text())
     roots = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             roots |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             roots.add(node.module.split(".")[0])
-    allowed = {"torch", "transformers", "fastchat", "flash_attn", "__future__"}
-    assert roots - allowed <= set(sys.stdlib_module_names)
+    siblings = {p.stem for p in entry_modules()}
+    allowed = {"torch", "transformers", "fastchat", "flash_attn", "liger_kernel", "__future__"}
+    assert roots - allowed - siblings <= set(sys.stdlib_module_names)
 
 
 def test_copy_entry_puts_it_in_the_run_dir(tmp_path: Path) -> None:
     target = copy_entry(tmp_path)
     assert target == tmp_path / "entry" / "train_entry.py"
     assert target.read_bytes() == ENTRY_SOURCE.read_bytes()
+    assert sorted(p.name for p in target.parent.iterdir()) == [p.name for p in entry_modules()]
 
 
 def test_pop_option_both_spellings(entry: ModuleType) -> None:
