@@ -57,6 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command is None:
+            if not (sys.stdin.isatty() and sys.stdout.isatty()):
+                print(
+                    "trainwiz: the wizard needs a terminal (stdin and stdout are not one); "
+                    "for scripts use a subcommand, e.g. 'trainwiz replay PRESET --yes' "
+                    "(trainwiz --help lists them)",
+                    file=sys.stderr,
+                )
+                return 2
             from tui.app import run_wizard
 
             return run_wizard(preset=args.preset)
@@ -72,10 +80,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trainwiz: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """`trainwiz plan P | head`: the reader closed the pipe. Stop quietly, as `cat` would.
+
+    Pointing stdout at /dev/null keeps the interpreter's final flush from raising a second
+    BrokenPipeError at exit; 141 is the shell's code for a command ended by SIGPIPE.
+    """
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 def entry() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _reader_went_away()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -46,17 +46,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
+    """Without --preset this is a listing for the machine (exit 0); with one, a verdict
+    for that job: exit 1 when no image can run it."""
     preset = load_preset(args.preset) if args.preset else None
     host = host_override(detect_host_gpus(), args.driver, args.cuda, args.gpu)
     survey = survey_images(preset, host, include_local=not args.no_local)
     if args.json:
         print_json(survey)
     else:
-        _print(survey, args.all)
+        _print(
+            survey,
+            args.all,
+            "none (a CUDA training with default settings)" if preset is None else survey.preset,
+        )
+        if preset is None:
+            print(
+                "judged for a CUDA training with default settings; --preset P judges for your job",
+                file=sys.stderr,
+            )
+    if preset is None:
+        return 0
     return 0 if survey.suggestion else 1
 
 
-def _print(survey: ImagesSurvey, show_all: bool) -> None:
+def _print(survey: ImagesSurvey, show_all: bool, preset_label: str) -> None:
     from rich.console import Console
     from rich.text import Text
 
@@ -65,7 +78,7 @@ def _print(survey: ImagesSurvey, show_all: bool) -> None:
     gpus = ", ".join(f"{g.name} (sm{g.sm})" for g in host.gpus) or "none"
     console.print(
         f"driver {host.driver_version or 'none'} (CUDA {host.cuda_driver or '-'}), GPUs: {gpus}; "
-        f"preset {survey.preset}"
+        f"preset: {preset_label}"
     )
     if survey.docker_error:
         console.print(Text(f"local images not listed: {survey.docker_error}", style="yellow"))

@@ -11,7 +11,8 @@ import sys
 
 from backend.preset import load_preset
 from backend.runs import follow_log, launch, refresh
-from tui.commands._common import add_json_flag, print_json
+from backend.runs.summary import RunSummary, summarize_run
+from tui.commands._common import add_json_flag, print_json, to_jsonable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -68,10 +69,28 @@ def run(args: argparse.Namespace) -> int:
         )
         return 130
     status = refresh(result.run_dir)
+    failed = status.state != "finished"
+    summary = summarize_run(result.run_dir, with_diagnosis=failed)
     if args.json:
-        print_json(status.model_dump())
+        print_json({**status.model_dump(), "summary": to_jsonable(summary)})
     else:
         print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
+        print(f"trainwiz: {summary.line()}", file=sys.stderr)
+        if failed:
+            _print_failure_hint(status.run_id, summary)
     if status.state == "finished":
         return 0
     return status.exit_code if status.exit_code not in (None, 0) and status.exit_code > 0 else 1
+
+
+def _print_failure_hint(run_id: str, summary: RunSummary) -> None:
+    """The most likely cause first, then where the whole diagnosis and its fixes are."""
+    top = summary.top_finding
+    if top is not None:
+        print(
+            f"trainwiz: likely cause: {top.category}: {top.title} (log line {top.line})",
+            file=sys.stderr,
+        )
+        if top.fixes:
+            print(f"trainwiz: first fix: {top.fixes[0].title}", file=sys.stderr)
+    print(f"trainwiz: see the findings and fixes: trainwiz diagnose {run_id}", file=sys.stderr)

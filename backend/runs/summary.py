@@ -1,0 +1,85 @@
+"""A run in one line: what a finished or failed launch prints last, and what `runs` can show.
+
+The numbers come from the run's own files (metrics.jsonl through the monitor's reader, the log
+through the diagnosis classifier), so the summary never says more than the record holds. Real
+tokens/s counts the tokens the data really has (no padding), the figure a user compares runs by.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend.diagnosis import diagnose_file
+from backend.diagnosis.model import Finding
+from backend.monitor.metrics import MetricsFollower, RunEnd, StepRecord, finite
+from backend.runs.rundir import LOG
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    steps: int
+    max_steps: int | None
+    loss_first: float | None
+    loss_last: float | None
+    real_tokens_per_s: float | None
+    output_dir: str | None
+    top_finding: Finding | None = None
+
+    def line(self) -> str:
+        """'150/150 steps, loss 6.29 → 1.87, 1,234 real tokens/s, model in DIR'."""
+        parts = [
+            f"{self.steps}/{self.max_steps} steps" if self.max_steps else f"{self.steps} steps"
+        ]
+        if self.loss_first is not None and self.loss_last is not None:
+            parts.append(f"loss {self.loss_first:.3g} → {self.loss_last:.3g}")
+        if self.real_tokens_per_s is not None:
+            parts.append(f"{self.real_tokens_per_s:,.0f} real tokens/s")
+        if self.output_dir:
+            parts.append(f"model in {self.output_dir}")
+        return ", ".join(parts)
+
+
+def _real_tokens_per_s(steps: list[StepRecord]) -> float | None:
+    """Non-pad tokens over step time, summed over the steady steps (the first step warms up)."""
+    timed = [s for s in steps if s.tokens_nonpad and s.step_time_s and s.step_time_s > 0]
+    if len(timed) > 1:
+        timed = timed[1:]
+    tokens = sum(s.tokens_nonpad or 0 for s in timed)
+    seconds = sum(s.step_time_s or 0.0 for s in timed)
+    if tokens and seconds > 0:
+        return tokens / seconds
+    rates = [s.tokens_nonpad_per_s for s in steps if finite(s.tokens_nonpad_per_s)]
+    return rates[-1] if rates else None
+
+
+def summarize_run(run_dir: Path, *, with_diagnosis: bool = False) -> RunSummary:
+    """Read the run's metrics (and, when asked, diagnose its log) into a ``RunSummary``."""
+    follower = MetricsFollower(run_dir / "metrics.jsonl")
+    steps: list[StepRecord] = []
+    end: RunEnd | None = None
+    while True:
+        events = follower.poll()
+        if not events and not follower.behind:
+            break
+        for event in events:
+            if isinstance(event, StepRecord):
+                steps.append(event)
+            elif isinstance(event, RunEnd):
+                end = event
+    losses = [s.loss for s in steps if finite(s.loss)]
+    top = None
+    log = run_dir / LOG
+    if with_diagnosis and log.is_file():
+        top = diagnose_file(log).top
+    return RunSummary(
+        run_id=run_dir.name,
+        steps=steps[-1].step if steps else 0,
+        max_steps=steps[-1].max_steps if steps else None,
+        loss_first=losses[0] if losses else None,
+        loss_last=losses[-1] if losses else None,
+        real_tokens_per_s=_real_tokens_per_s(steps),
+        output_dir=end.saved_to if end is not None else None,
+        top_finding=top,
+    )
