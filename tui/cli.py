@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import resolve_language, set_language
 
 __version__ = "0.1.0"
 
@@ -45,17 +46,34 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME|PATH",
         help="open the wizard with this preset loaded (a shipped name or a YAML path)",
     )
+    parser.add_argument("--lang", metavar="LANG", help=LANG_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"tui.commands.{name}")
         module.register(subparsers)
+    _add_lang_everywhere(subparsers)
     return parser
+
+
+LANG_HELP = "language of messages: en, zh (default: TRAINWIZ_LANG, then the locale)"
+
+
+def _add_lang_everywhere(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """`trainwiz check --lang zh` as well as `trainwiz --lang zh check`: every (sub)command
+    takes --lang; SUPPRESS keeps a subcommand from resetting a value given before it."""
+    for sub in subparsers.choices.values():
+        sub.add_argument("--lang", metavar="LANG", default=argparse.SUPPRESS, help=LANG_HELP)
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _add_lang_everywhere(action)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        # Machine output stays English (scripts read the same texts everywhere).
+        set_language("en" if getattr(args, "json", False) else resolve_language(args.lang))
         if args.command is None:
             if not (sys.stdin.isatty() and sys.stdout.isatty()):
                 print(

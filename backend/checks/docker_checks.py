@@ -16,6 +16,7 @@ from typing import Any
 
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
+from backend.i18n import _
 
 INSTALL_DOCKER = (
     "sudo apt-get update && sudo apt-get install -y docker.io && sudo systemctl enable --now docker"
@@ -99,7 +100,7 @@ def check_docker_daemon(ctx: CheckContext) -> CheckResult:
     if skipped:
         return skipped
     facts = docker_facts(ctx)
-    why = "The environment image is built and the training container runs through this daemon."
+    why = _("The environment image is built and the training container runs through this daemon.")
     if facts["reachable"]:
         info = facts["info"]
         detail = (
@@ -145,7 +146,7 @@ def check_docker_access(ctx: CheckContext) -> CheckResult:
     if skipped:
         return skipped
     sock = socket_path(ctx.targets.docker_host)
-    why = "Without rights on the socket every docker call fails with 'permission denied'."
+    why = _("Without rights on the socket every docker call fails with 'permission denied'.")
     if sock is None:
         return finding(
             "skip",
@@ -183,7 +184,7 @@ def check_docker_access(ctx: CheckContext) -> CheckResult:
             f"{user} was added to {group} but this login predates it",
             detail=detail,
             why=why,
-            fix="log out and back in (or run `newgrp docker`)",
+            fix=_("log out and back in (or run `newgrp docker`)"),
             blocks=["image", "launch"],
             data=data,
         )
@@ -214,7 +215,7 @@ def check_nvidia_runtime(ctx: CheckContext) -> CheckResult:
     skipped = _not_applicable(ctx)
     if skipped:
         return skipped
-    why = (
+    why = _(
         "`docker run --gpus all` needs the NVIDIA Container Toolkit; without it Docker says "
         "'could not select device driver \"\" with capabilities: [[gpu]]'."
     )
@@ -262,7 +263,7 @@ def check_gpu_probe(ctx: CheckContext) -> CheckResult:
     skipped = _not_applicable(ctx)
     if skipped:
         return skipped
-    why = "Proves end to end that a container sees the GPUs, before a long image build."
+    why = _("Proves end to end that a container sees the GPUs, before a long image build.")
     if not _wants_gpus(ctx):
         return finding("skip", "not needed: the container gets no GPUs", why=why)
     facts = docker_facts(ctx)
@@ -297,8 +298,10 @@ def _run_probe(client: Any, image: str, why: str) -> CheckResult:
             "a GPU container did not start",
             detail=f"{' '.join(argv)}\n{text}",
             why=why,
-            fix="sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker; "
-            "an 'NVML: Driver/library version mismatch' needs a reboot after a driver update",
+            fix=_(
+                "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker; "
+                "an 'NVML: Driver/library version mismatch' needs a reboot after a driver update"
+            ),
             blocks=["launch"],
         )
     finally:
@@ -322,6 +325,6 @@ def _run_probe(client: Any, image: str, why: str) -> CheckResult:
         f"GPU probe in {image} exited {code}",
         detail=logs,
         why=why,
-        fix="read the output above; reboot after a driver update",
+        fix=_("read the output above; reboot after a driver update"),
         blocks=["launch"],
     )

@@ -15,6 +15,7 @@ from typing import Any
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
 from backend.checks.sizing import human
+from backend.i18n import _
 
 
 def _os_tag() -> str:
@@ -130,7 +131,9 @@ def _needs_gpu(ctx: CheckContext) -> bool:
 
 def check_driver(ctx: CheckContext) -> CheckResult:
     snap = nvml(ctx)
-    why = "Every CUDA program talks to the GPU through the driver; it caps the CUDA version an image may use."
+    why = _(
+        "Every CUDA program talks to the GPU through the driver; it caps the CUDA version an image may use."
+    )
     if "error" in snap:
         detail = f"NVML: {snap['error']} ({snap['error_type']})"
         if not _needs_gpu(ctx):
@@ -180,7 +183,9 @@ def check_driver(ctx: CheckContext) -> CheckResult:
 
 def check_gpus(ctx: CheckContext) -> CheckResult:
     snap = nvml(ctx)
-    why = "bf16, tf32 and FlashAttention-2 need compute capability ≥ 8.0; each process needs its own GPU."
+    why = _(
+        "bf16, tf32 and FlashAttention-2 need compute capability ≥ 8.0; each process needs its own GPU."
+    )
     if "error" in snap:
         if not _needs_gpu(ctx):
             return finding("skip", "no GPUs; not needed (launch.device: cpu)", why=why)
@@ -188,7 +193,7 @@ def check_gpus(ctx: CheckContext) -> CheckResult:
             ctx.severity("fail"),
             "no GPUs visible (no NVIDIA driver: see nvidia_driver)",
             why=why,
-            fix="install the driver (see nvidia_driver's fix)",
+            fix=_("install the driver (see nvidia_driver's fix)"),
             blocks=["launch"],
         )
     gpus = snap["gpus"]

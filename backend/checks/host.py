@@ -17,6 +17,7 @@ from backend.checks.context import IMAGE_DISK_ESTIMATE, CheckContext
 from backend.checks.docker_checks import docker_facts, socket_path
 from backend.checks.model import STEPS, CheckResult, Status, Step, finding
 from backend.checks.sizing import human, parse_size
+from backend.i18n import _
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -110,7 +111,7 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         elif free < need * 1.2:
             tight.append(f"{names} (needs {human(need)}, {human(free)} free)")
     data = {"locations": locations}
-    why = (
+    why = _(
         "A full disk stops a download half way, or kills training at the first checkpoint "
         "(PytorchStreamWriter failed / No space left on device) after hours of work."
     )
@@ -120,9 +121,11 @@ def check_disk(ctx: CheckContext) -> CheckResult:
             f"not enough disk for {', '.join(short)}",
             detail="\n".join(lines),
             why=why,
-            fix="free space (`du -xh --max-depth=1 <dir> | sort -h`), put the directory on a larger "
-            "disk, or lower training.save_total_limit; Docker: `docker system prune` or move "
-            "data-root in /etc/docker/daemon.json",
+            fix=_(
+                "free space (`du -xh --max-depth=1 <dir> | sort -h`), put the directory on a larger "
+                "disk, or lower training.save_total_limit; Docker: `docker system prune` or move "
+                "data-root in /etc/docker/daemon.json"
+            ),
             blocks=sorted(set(blocks)),
             data=data,
         )
@@ -151,7 +154,7 @@ def check_ram(ctx: CheckContext) -> CheckResult:
     data: dict[str, Any] = {"total": total, "available": available}
     facts = f"{human(total)} total, {human(available)} available"
     needs, p = ctx.needs, ctx.needs.params
-    why = (
+    why = _(
         "FastChat loads the model in fp32 in every rank before FSDP shards it (4 bytes/param × "
         "processes), and CPU offload keeps params, grads and Adam state on the host (~16 "
         "bytes/param): too little RAM ends in a SIGKILL from the OOM killer (exit code -9)."
@@ -202,7 +205,7 @@ def check_shm(ctx: CheckContext) -> CheckResult:
     data: dict[str, Any] = {"path": ctx.targets.shm_path, "size": size, "free": free}
     facts = f"{ctx.targets.shm_path}: {human(size)} ({human(free)} free)"
     needs = ctx.needs
-    why = (
+    why = _(
         "NCCL passes data between GPUs of one node through /dev/shm and DataLoader workers pass "
         "batches through it; too small ends in 'Bus error' or 'NCCL error: unhandled system error'."
     )
@@ -221,7 +224,7 @@ def check_shm(ctx: CheckContext) -> CheckResult:
                 f"the container gets {where}; {needs.nproc} processes want ≥ {human(want)}",
                 detail=facts,
                 why=why,
-                fix="set container.ipc: host (as the seed does) or container.shm_size: 16g",
+                fix=_("set container.ipc: host (as the seed does) or container.shm_size: 16g"),
                 blocks=["launch"] if needs.nproc > 1 else [],
                 data=data,
             )
@@ -231,7 +234,7 @@ def check_shm(ctx: CheckContext) -> CheckResult:
             ctx.severity("fail"),
             f"{facts}, want ≥ {human(want)}",
             why=why,
-            fix="sudo mount -o remount,size=16G /dev/shm (persist it in /etc/fstab)",
+            fix=_("sudo mount -o remount,size=16G /dev/shm (persist it in /etc/fstab)"),
             blocks=["launch"],
             data=data,
         )
@@ -240,7 +243,7 @@ def check_shm(ctx: CheckContext) -> CheckResult:
             "warn",
             f"{facts}: mostly used",
             why=why,
-            fix="remove stale files: ls -la /dev/shm",
+            fix=_("remove stale files: ls -la /dev/shm"),
             data=data,
         )
     return finding("ok", facts, why=why, data=data)
@@ -254,7 +257,7 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
     soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     data = {"soft": soft, "hard": hard, "unlimited": soft == resource.RLIM_INFINITY}
     facts = f"memlock soft {_limit_text(soft)}, hard {_limit_text(hard)}"
-    why = (
+    why = _(
         "InfiniBand/RDMA (multi-node NCCL) pins memory and needs an unlimited memlock; the seed "
         "passes --ulimit memlock=-1, which a daemon without that hard limit refuses "
         "('error setting rlimit type 8: operation not permitted')."
@@ -272,8 +275,10 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
                 f"{_limit_text(hard)}",
                 detail=facts + "\nA daemon started with this limit refuses a higher one.",
                 why=why,
-                fix="drop the memlock ulimit from container.ulimits (single node: not needed), or "
-                "raise the daemon's: `sudo systemctl edit docker` → [Service] LimitMEMLOCK=infinity",
+                fix=_(
+                    "drop the memlock ulimit from container.ulimits (single node: not needed), or "
+                    "raise the daemon's: `sudo systemctl edit docker` → [Service] LimitMEMLOCK=infinity"
+                ),
                 data=data,
             )
         return finding(
@@ -288,7 +293,7 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
             "warn",
             f"{facts}; multi-node NCCL over RDMA wants unlimited",
             why=why,
-            fix="add `* - memlock unlimited` to /etc/security/limits.conf and log in again",
+            fix=_("add `* - memlock unlimited` to /etc/security/limits.conf and log in again"),
             data=data,
         )
     return finding(

@@ -13,6 +13,7 @@ import subprocess
 
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
+from backend.i18n import _
 
 
 def port_free(port: int, host: str = "") -> tuple[bool, str]:
@@ -49,7 +50,9 @@ def port_holder(port: int) -> str | None:
 def check_port(ctx: CheckContext) -> CheckResult:
     needs = ctx.needs
     port = needs.master_port
-    why = "torchrun's rendezvous binds master_port; a taken port fails with 'EADDRINUSE' at start."
+    why = _(
+        "torchrun's rendezvous binds master_port; a taken port fails with 'EADDRINUSE' at start."
+    )
     if ctx.judged and needs.node_rank > 0:
         return finding(
             "skip",
@@ -92,7 +95,7 @@ def check_git(ctx: CheckContext) -> CheckResult:
     needs = ctx.needs
     needed = needs.model_source == "git_lfs" or (needs.runner == "host" and needs.fastchat_editable)
     version = _version(["git", "--version"]) if shutil.which("git") else None
-    why = "git clones the model (git-lfs source) and FastChat (editable install)."
+    why = _("git clones the model (git-lfs source) and FastChat (editable install).")
     if version:
         return finding("ok", version, why=why, data={"version": version})
     if ctx.judged and not needed:
@@ -101,7 +104,7 @@ def check_git(ctx: CheckContext) -> CheckResult:
         ctx.severity("fail"),
         "git not found",
         why=why,
-        fix="sudo apt-get install -y git",
+        fix=_("sudo apt-get install -y git"),
         blocks=["model"] if needs.model_source == "git_lfs" else ["image"],
     )
 
@@ -109,7 +112,7 @@ def check_git(ctx: CheckContext) -> CheckResult:
 def check_git_lfs(ctx: CheckContext) -> CheckResult:
     needs = ctx.needs
     needed = needs.model_source == "git_lfs"
-    why = (
+    why = _(
         "Without git-lfs (or without `git lfs install`), a clone of a Hub repo holds ~130-byte "
         "pointer files instead of weights, and loading fails much later."
     )
@@ -125,7 +128,7 @@ def check_git_lfs(ctx: CheckContext) -> CheckResult:
             ctx.severity("fail"),
             "git-lfs not found",
             why=why,
-            fix="sudo apt-get install -y git-lfs && git lfs install",
+            fix=_("sudo apt-get install -y git-lfs && git lfs install"),
             blocks=["model"],
         )
     hooked = _version(["git", "config", "--get", "filter.lfs.process"])
@@ -134,7 +137,7 @@ def check_git_lfs(ctx: CheckContext) -> CheckResult:
             ctx.severity("fail") if needed else "warn",
             f"{version}, but `git lfs install` was not run",
             why=why,
-            fix="git lfs install",
+            fix=_("git lfs install"),
             blocks=["model"] if needed else [],
             data={"version": version},
         )

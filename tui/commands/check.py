@@ -10,11 +10,14 @@ import argparse
 
 from backend.checks import CheckResult, blocked_steps, check_ids, run_checks
 from backend.errors import BadInput
+from backend.i18n import N_, _
 from backend.preset.loader import load_preset
 from tui.commands._common import add_json_flag, print_json
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 _MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "–"}
+# Status words as shown to people (JSON keeps the English keys).
+_STATUS = {"ok": N_("ok"), "warn": N_("warn"), "fail": N_("fail"), "skip": N_("skip")}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -65,28 +68,43 @@ def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
 
     console = Console()
     title = (
-        f"trainwiz check — preset {preset_name}" if preset_name else "trainwiz check — no preset"
+        _("trainwiz check — preset {name}").format(name=preset_name)
+        if preset_name
+        else _("trainwiz check — no preset")
     )
     table = Table(title=title, show_lines=False, expand=False)
     table.add_column("", width=1)
-    table.add_column("check", style="bold")
-    table.add_column("status")
-    table.add_column("found")
+    table.add_column(_("check"), style="bold")
+    table.add_column(_("status"))
+    table.add_column(_("found"))
     for r in results:
         style = _STYLE[r.status]
         table.add_row(
-            Text(_MARK[r.status], style=style), r.id, Text(r.status, style=style), r.summary
+            Text(_MARK[r.status], style=style),
+            r.id,
+            Text(_(_STATUS[r.status]), style=style),
+            r.summary,
         )
     console.print(table)
     for r in results:
-        if r.status in ("fail", "warn") and r.fix:
-            console.print(Text(f"{r.id} ({r.status}) — fix:", style=_STYLE[r.status]))
-            console.print(Text("  " + r.fix.replace("\n", "\n  ")), soft_wrap=True)
+        if r.status in ("fail", "warn"):
+            status = _(_STATUS[r.status])
+            console.print(Text(f"{r.id} ({status})", style=_STYLE[r.status]))
+            if r.why:
+                console.print(Text("  " + _("why: {why}").format(why=r.why)), soft_wrap=True)
+            if r.fix:
+                fix = r.fix.replace("\n", "\n  ")
+                console.print(Text("  " + _("fix: {fix}").format(fix=fix)), soft_wrap=True)
     blocked = blocked_steps(results)
     if blocked:
         for step, ids in blocked.items():
-            console.print(Text(f"blocks step '{step}': {', '.join(ids)}", style="bold red"))
+            console.print(
+                Text(
+                    _("blocks step '{step}': {checks}").format(step=step, checks=", ".join(ids)),
+                    style="bold red",
+                )
+            )
     elif not preset_name:
         console.print(
-            Text("(no preset: missing pieces are warnings; use --preset to judge)", style="dim")
+            Text(_("(no preset: missing pieces are warnings; use --preset to judge)"), style="dim")
         )
