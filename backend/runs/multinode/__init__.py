@@ -76,12 +76,23 @@ def _env(train: PlanStep, run_dir: Path | str) -> dict[str, str]:
     return {**train.env, "TRAINWIZ_METRICS": metrics, "PYTHONUNBUFFERED": "1", "LOGLEVEL": "INFO"}
 
 
+def _torchrun(preset: Preset) -> str:
+    """The torchrun the launch will use (so the plan is exact), or plain 'torchrun'."""
+    from backend.errors import BadInput
+    from backend.runs.launch import training_bin
+
+    try:
+        return str(training_bin(preset))
+    except BadInput:
+        return "torchrun"
+
+
 def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[PlanStep]:
     """The plan's per-node steps: each node's ssh command, or the sbatch script and sbatch."""
     base: Path | str = run_dir if run_dir is not None else "<run_dir>"
     rdzv_id = run_dir.name if run_dir is not None else "<run_id>"
-    agent = _agent(preset, train, "torchrun", rdzv_id, None)
-    env, cwd = _env(train, base), preset.launch.workdir or "."
+    agent = _agent(preset, train, _torchrun(preset), rdzv_id, None)
+    env, cwd = _env(train, base), preset.launch.workdir or os.getcwd()
     train.note = "run on every node by the steps below (c10d rendezvous instead of ranks)"
     if preset.launch.scheduler == "ssh":
         return [

@@ -223,8 +223,10 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
         time.sleep(1.0)
     time.sleep(0.5)
     follower.poll(final=True)
-    update_status(run_dir, nodes=nlog.records())
     code = _exit_code(info)
+    for node in nlog.nodes:  # the job's end is every node's end
+        node.state = "exited"
+    update_status(run_dir, nodes=nlog.records())
     if code == 0:
         return 0, ""
     nodes = sorted(nlog.nodes, key=lambda n: n.index)
