@@ -168,8 +168,11 @@ def test_a_node_that_never_joins_fails_the_run_naming_it(
         final = wait_state(run_id, ("finished", "failed", "stopped"), timeout=180)
     message = final["message"]
     assert final["state"] == "failed", message
-    assert "rendezvous timed out after 15 s" in message
+    assert "rendezvous timeout after 15 s" in message
     assert f"never joined: node 1 ({dead})" in message
     assert "node 0" not in message
     assert "RendezvousTimeoutError" in (run_dir / "train.log").read_text()
+    diagnosis = json.loads(cli("diagnose", run_id, "--json", check=False).stdout)
+    top = diagnosis["findings"][0]
+    assert top["category"] == "rendezvous_timeout" and top["text"].startswith("[node0 ")
     wait_no_leftovers(run_id)

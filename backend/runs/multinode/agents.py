@@ -122,9 +122,9 @@ def finding(nodes: list[NodeState], join_timeout: int) -> str:
         missing = [n for n in nodes if not n.rdzv_timeout and not n.joined]
         if missing:
             names = "; ".join(f"node {n.index} ({n.host}) {_why_missing(n)}" for n in missing)
-            return f"rendezvous timed out after {join_timeout} s: never joined: {names}"
+            return f"rendezvous timeout after {join_timeout} s: never joined: {names}"
         return (
-            f"rendezvous timed out after {join_timeout} s on every node: they cannot reach "
+            f"rendezvous timeout after {join_timeout} s on every node: they cannot reach "
             "each other at launch.rdzv_endpoint (check the port and the firewall)"
         )
     failed = [n for n in nodes if n.exit_code not in (0, None)]
