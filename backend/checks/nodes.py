@@ -41,6 +41,14 @@ def _probe_script(torchrun: str, token_path: str, endpoint: tuple[str, int] | No
         " | sed 's/^/gpu=/' || true",
         f"test -x {shlex.quote(torchrun)} && echo torchrun=ok || echo torchrun=missing",
         f"cat {shlex.quote(token_path)} 2>/dev/null | sed 's/^/token=/' || true",
+        # The training environment's versions: the same preset must train the same code.
+        f"{shlex.quote(str(Path(torchrun).parent / 'python'))} -c "
+        + shlex.quote(
+            "import torch, transformers; print('env=' + torch.__version__ + ' transformers ' "
+            "+ transformers.__version__)"
+        )
+        + " 2>/dev/null || echo env=none",
+        "df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print \"shm_kib=\" $2}'",
     ]
     if endpoint:
         host, port = endpoint
@@ -105,7 +113,7 @@ def probe_nodes(ctx: CheckContext) -> list[dict[str, Any]]:
                 out, err, code = proc.stdout, proc.stderr, proc.returncode
             except subprocess.TimeoutExpired:
                 out, err, code = "", f"no answer within {_PROBE_TIMEOUT:.0f} s", 255
-            facts = dict(re.findall(r"^(gpu|torchrun|token|rdzv)=(.*)$", out, re.M))
+            facts = dict(re.findall(r"^(torchrun|token|rdzv|env|shm_kib)=(.*)$", out, re.M))
             results[index] = {
                 "node": node,
                 "reached": "trainwiz-probe" in out,
@@ -114,6 +122,8 @@ def probe_nodes(ctx: CheckContext) -> list[dict[str, Any]]:
                 "torchrun": facts.get("torchrun", ""),
                 "shared": facts.get("token", "") == token,
                 "rdzv": facts.get("rdzv", "unknown" if listener is None else "closed"),
+                "env": facts.get("env", ""),
+                "shm_gib": round(int(facts.get("shm_kib", "0") or 0) / 1024**2, 1),
             }
 
         threads = [
@@ -202,6 +212,19 @@ def check_nodes_alike(ctx: CheckContext) -> CheckResult:
             blocks=["launch"],
             data=data,
         )
+    envs = {p["node"]: p["env"] for p in probes}
+    data["environments"] = envs
+    if len(set(envs.values())) > 1:
+        return finding(
+            ctx.severity("fail"),
+            f"the nodes' training environments differ: {envs}",
+            why="every rank must run the same torch and transformers (a mismatch hangs or "
+            "crashes in the first collective, or trains different code)",
+            fix="build environment.venv from the same preset on every node "
+            "('trainwiz env build PRESET' there)",
+            blocks=["launch"],
+            data=data,
+        )
     assert ctx.preset is not None
     want = ctx.preset.launch.nproc_per_node
     have = next(iter(counts.values()))
@@ -214,7 +237,10 @@ def check_nodes_alike(ctx: CheckContext) -> CheckResult:
             data=data,
         )
     family = ", ".join(next(iter(families.values()))) or "none"
-    return finding("ok", f"every node has {have} GPU(s), driver family {family}", data=data)
+    env = next(iter(envs.values())) or "no training env found"
+    return finding(
+        "ok", f"every node has {have} GPU(s), driver family {family}, torch {env}", data=data
+    )
 
 
 def check_nodes_shared_dir(ctx: CheckContext) -> CheckResult:

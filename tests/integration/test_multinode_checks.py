@@ -45,6 +45,10 @@ def test_two_reachable_nodes_pass_every_node_check(
     assert results["nccl_iface"]["status"] in ("ok", "warn")
     assert code == 0
     assert "every node reaches the rendezvous at 127.0.0.1:" in results["rdzv_port"]["summary"]
+    import torch  # the environment every node reported is the one this test runs in
+
+    assert f"torch {torch.__version__}" in results["nodes_alike"]["summary"]
+    assert all(p["shared"] and p["torchrun"] == "ok" for p in results["nodes_ssh"]["data"]["nodes"])
 
 
 def test_an_unreachable_node_fails_the_ssh_check_naming_it(
