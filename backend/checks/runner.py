@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from backend.checks import docker_checks, gpu, host, network, tools
+from backend.checks import docker_checks, gpu, host, network, nodes, tools
 from backend.checks.context import CheckContext, Targets, build_context
 from backend.checks.model import CheckResult, Status, Step
 from backend.preset.schema import Preset
@@ -56,6 +56,12 @@ CHECKS: list[CheckSpec] = [
     CheckSpec("hf_endpoint", "Hugging Face endpoint", network.check_hf, 5.0, "fail", ["model"]),
     CheckSpec("pip_index", "pip index", network.check_pip, 5.0, "fail", ["image"]),
     CheckSpec("registry", "Image registry", network.check_registry, 5.0, "fail", ["image"]),
+    # Between the nodes of a multi-node preset (backend/checks/nodes.py); skipped otherwise.
+    CheckSpec("nodes_ssh", "Nodes over SSH", nodes.check_nodes_reach, 45.0, "fail", ["launch"]),
+    CheckSpec("nodes_alike", "Nodes alike", nodes.check_nodes_alike, 45.0),
+    CheckSpec("nodes_shared", "Shared run dir", nodes.check_nodes_shared_dir, 45.0),
+    CheckSpec("rdzv_port", "Rendezvous port", nodes.check_rdzv_port, 45.0, "fail", ["launch"]),
+    CheckSpec("nccl_iface", "NCCL interface", nodes.check_nccl_interface),
 ]
 
 

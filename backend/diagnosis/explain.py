@@ -20,6 +20,10 @@ _EXPLAIN: dict[str, str] = {
     "stalled (OOM, a crash, a full /dev/shm), or the network between GPUs/nodes misbehaves.",
     "shm": "Shared memory (/dev/shm) is too small: docker gives containers 64 MB by default, and "
     "DataLoader workers and NCCL's intra-node transport need far more (bus error, SIGBUS, exit -7).",
+    "rendezvous_timeout": "torchrun's c10d rendezvous waited launch.rdzv_timeout seconds for all "
+    "launch.nnodes agents and at least one never came: its agent did not start (ssh or Slurm), "
+    "it cannot reach node 0's rendezvous port (firewall, wrong address), or it runs with another "
+    "nnodes or rendezvous id. The run's status names the node that never joined.",
     "port_in_use": "torchrun's rendezvous (TCPStore) could not bind its port: another run, a "
     "stale process or another service holds it.",
     "host_oom": "A process got SIGKILL (-9 / 137). Unless someone killed it, that is the kernel's "

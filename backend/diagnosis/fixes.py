@@ -212,6 +212,19 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
                 [_change("launch.master_port", port, "the old port is taken")] if preset else [],
             )
         ]
+    if category == "rendezvous_timeout":
+        wait = preset.launch.rdzv_timeout * 2 if preset else 1200
+        return [
+            Fix(
+                "Check the nodes from node 0",
+                "`trainwiz check --preset PRESET`: ssh to each node, the rendezvous port, GPUs",
+            ),
+            Fix(
+                f"Give slow nodes {wait} s to join",
+                "when a node's agent starts late (a busy login, a slow file system)",
+                [_change("launch.rdzv_timeout", wait, "more time to join")] if preset else [],
+            ),
+        ]
     if category in ("shm", "nccl"):
         fixes = []
         if preset is None or preset.container.ipc != "host":

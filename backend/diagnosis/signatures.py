@@ -77,6 +77,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|(?:No space left on device|Bus error).*/dev/shm",
         ("NCCL WARN", "shared memory", "posix_fallocate", "/dev/shm"),
     ),
+    # --- multi-node: an agent that never joined torchrun's rendezvous (issue 18) ---
+    _sig(
+        "rendezvous_timeout",
+        "error",
+        "A node never joined the rendezvous",
+        r"RendezvousTimeoutError|rendezvous timeout after",
+        ("RendezvousTimeoutError", "rendezvous timeout"),
+    ),
     # --- ports ---
     _sig(
         "port_in_use",

@@ -146,6 +146,10 @@ def build_plan(
             steps.append(train)
     else:
         steps.append(train)
+    if preset.launch.scheduler != "local":  # multi-node: one agent per node (issue 18)
+        from backend.runs.multinode import plan_steps
+
+        steps.extend(plan_steps(preset, run_dir, train))
     return Plan(preset=preset.name, runner=preset.launch.runner, transformers=target, steps=steps)
 
 

@@ -6,6 +6,7 @@ Text, not widgets: the CLI prints it and the wizard shows it in a Static, so bot
 from __future__ import annotations
 
 import difflib
+from dataclasses import asdict
 from typing import Any
 
 from backend.planner.gpu import GIB, GpuSpec
@@ -154,6 +155,12 @@ def planner_report(
     est = estimate(shape, settings_from_preset(preset), gpu)
     lines = estimate_lines(est, shape, gpu)
     data: dict[str, Any] = {"estimate": estimate_dict(est, shape, gpu)}
+    if preset.launch.nnodes > 1:  # the link between nodes (backend/planner/multinode.py)
+        from backend.planner.multinode import scaling, scaling_lines
+
+        across = scaling(shape, settings_from_preset(preset), gpu)
+        lines += scaling_lines(across)
+        data["multinode"] = asdict(across)
     if do_tune:
         result = tune(preset, gpu, shape, free_batch=free_batch)
         lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))

@@ -174,6 +174,98 @@ class ContainerConfig(_Strict):
     remove: bool = False
 
 
+# --- Multi-node (issue 18): where the nodes come from and how their agents start ------------
+# Everything here ends up on a command line (ssh argv, an sbatch script), so every value is
+# checked against a strict pattern here: anything that could read as an option or as shell is
+# refused with the field's name, never quoted into something else later.
+_HOST = r"(?:[A-Za-z0-9][A-Za-z0-9_.-]*@)?[A-Za-z0-9][A-Za-z0-9_.-]*(?::[0-9]{1,5})?"
+_ENDPOINT = r"[A-Za-z0-9][A-Za-z0-9_.-]*:[0-9]{1,5}"
+_SLURM_NAME = r"[A-Za-z0-9][A-Za-z0-9_.,-]*"
+_SLURM_TIME = r"(?:[0-9]+-)?[0-9]+(?::[0-9]{1,2}){0,2}|UNLIMITED|INFINITE"
+_SLURM_OPTION = r"--[a-z][a-z0-9-]*(?:=[A-Za-z0-9_.,:/@%+=-]+)?"
+_MODULE = r"[A-Za-z0-9][A-Za-z0-9_.+/-]*"
+
+
+def _matches(pattern: str, value: str, what: str) -> str:
+    if not re.fullmatch(pattern, value):
+        raise ValueError(f"'{value}' is not {what}")
+    return value
+
+
+class SshConfig(_Strict):
+    """How node 0 reaches the other nodes: OpenSSH with the user's own keys and known_hosts."""
+
+    port: int = Field(22, ge=1, le=65535, description="sshd port when a node names none")
+    user: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    identity_file: str | None = Field(None, description="a private key file (default: ssh's)")
+    known_hosts_file: str | None = Field(None, description="default: ~/.ssh/known_hosts")
+    connect_timeout: int = Field(10, ge=1, le=600, description="ssh ConnectTimeout, seconds")
+
+
+class SlurmConfig(_Strict):
+    """The sbatch options of a Slurm launch; each value is checked, none is passed raw."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_limit: str | None = Field(None, description="sbatch --time, e.g. 1-12:00:00")
+    gpus_per_node: int | None = Field(None, ge=0, le=64)
+    cpus_per_task: int | None = Field(None, ge=1, le=1024)
+    mem: str | None = Field(None, pattern=r"^[0-9]+[KMGT]?$", description="per node, e.g. 480G")
+    extra_options: list[str] = Field(
+        default_factory=list, description="more sbatch options, each '--name=value'"
+    )
+    modules: list[str] = Field(default_factory=list, description="'module load' before srun")
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else _matches(_SLURM_NAME, value, "a Slurm name")
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time(cls, value: str | None) -> str | None:
+        what = "a Slurm time like 90, 12:00:00 or 1-12:00:00"
+        return None if value is None else _matches(_SLURM_TIME, value, what)
+
+    @field_validator("extra_options")
+    @classmethod
+    def _options(cls, value: list[str]) -> list[str]:
+        for option in value:
+            _matches(_SLURM_OPTION, option, "an sbatch option like --constraint=a100")
+        return value
+
+    @field_validator("modules")
+    @classmethod
+    def _modules(cls, value: list[str]) -> list[str]:
+        for module in value:
+            _matches(_MODULE, module, "a module name like cuda/12.4")
+        return value
+
+
+def _multinode_checks(launch: LaunchConfig) -> None:
+    """The node list, the node count and the scheduler must agree (called by LaunchConfig)."""
+    if launch.scheduler == "local":
+        if launch.nodes:
+            raise ValueError("launch.nodes is set but launch.scheduler is 'local': use 'ssh'")
+        return
+    if launch.runner != "host":
+        raise ValueError(
+            f"launch.scheduler '{launch.scheduler}' runs torchrun on each node's host for now: "
+            "set launch.runner: host (with environment.venv on every node)"
+        )
+    if launch.scheduler == "ssh":
+        if not launch.nodes:
+            raise ValueError("launch.scheduler 'ssh' needs launch.nodes: [node0, node1, ...]")
+        if launch.nnodes != len(launch.nodes):
+            raise ValueError(
+                f"launch.nnodes is {launch.nnodes} but launch.nodes lists {len(launch.nodes)}: "
+                f"set nnodes: {len(launch.nodes)}"
+            )
+    elif launch.nodes:
+        raise ValueError("launch.nodes is for 'ssh': with 'slurm' the allocation names the nodes")
+
+
 class LaunchConfig(_Strict):
     runner: Literal["docker", "host"] = "docker"
     entry: Literal["trainwiz", "fastchat-train-mem"] = Field(
@@ -192,6 +284,36 @@ class LaunchConfig(_Strict):
     master_addr: str | None = None
     master_port: int = Field(29500, ge=1, le=65535)
     env: dict[str, str] = Field(default_factory=dict)
+    # Multi-node (issue 18; docs/multi-node.md).
+    scheduler: Literal["local", "ssh", "slurm"] = Field(
+        "local", description="local: this machine; ssh: launch.nodes over SSH; slurm: sbatch"
+    )
+    nodes: list[str] = Field(
+        default_factory=list, description="[user@]host[:sshport], node 0 first"
+    )
+    rdzv_endpoint: str | None = Field(
+        None, description="host:port of the c10d rendezvous; None: node 0 and master_port"
+    )
+    rdzv_timeout: int = Field(600, ge=1, description="seconds to wait for every node to join")
+    ssh: SshConfig = Field(default_factory=SshConfig)
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_names(cls, value: list[str]) -> list[str]:
+        for node in value:
+            _matches(_HOST, node, "a node like host, user@host or host:2222")
+        return value
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        return None if value is None else _matches(_ENDPOINT, value, "host:port")
+
+    @model_validator(mode="after")
+    def _multinode(self) -> LaunchConfig:
+        _multinode_checks(self)
+        return self
 
 
 class TrainingArgs(_Strict):

@@ -74,6 +74,10 @@ def metrics_end(run_dir: Path) -> dict | None:
 def refresh(run_dir: Path) -> RunStatus:
     """The run's state, repaired and saved when its watcher died before recording the end."""
     status = read_status(run_dir)
+    if not status.final and (status.model_extra or {}).get("slurm_job_id"):
+        from backend.runs import multinode  # Slurm knows the job's state, from any login
+
+        return multinode.refresh(run_dir, status, watcher_alive(status)) or status
     if status.final or watcher_alive(status):
         return status
     if status.watcher_pid is None and status.started_at is None:
@@ -138,6 +142,10 @@ def stop_run(run_dir: Path, timeout: float = 30.0, wait: float = 15.0) -> RunSta
     status = refresh(run_dir)
     if status.final:
         return status
+    if (status.model_extra or {}).get("scheduler") in ("ssh", "slurm"):
+        from backend.runs import multinode  # every node: scancel, or kill over SSH
+
+        return multinode.stop_run(run_dir, timeout, wait)
     (run_dir / STOP_REQUEST).touch()
     if status.runner == "docker" and status.container_id:
         from backend.runs.docker_runner import stop_container

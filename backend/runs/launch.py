@@ -184,6 +184,10 @@ def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dic
         "notes": notes,
     }
     nnodes = preset.launch.nnodes
+    if preset.launch.scheduler != "local":  # multi-node: backend/runs/multinode
+        from backend.runs import multinode
+
+        return multinode.launch_spec(preset, plan, run_dir, spec, str(training_bin(preset)))
     if preset.launch.runner == "host":
         argv = _free_master_port(train.argv, nnodes, notes)
         if argv[0] == "torchrun":

@@ -94,6 +94,12 @@ def watch(run_dir: Path) -> int:
                     return _finish(run_dir, log, state, code, message)
             if stop_requested(run_dir):
                 return _finish(run_dir, log, "stopped", None, "stopped before training started")
+            if spec.get("scheduler") in ("ssh", "slurm"):  # backend/runs/multinode
+                from backend.runs import multinode
+
+                code, finding = multinode.run(run_dir, spec, log)
+                state, message = _final_state(run_dir, code)
+                return _finish(run_dir, log, state, code, finding if state == "failed" else message)
             if spec["runner"] == "host":
                 code = run_host_step(run_dir, spec["train"], log, train=True)
             else:

@@ -1,0 +1,322 @@
+"""Checks between the nodes of a multi-node run (``launch.scheduler: ssh``).
+
+What only matters once there are several machines: can node 0 reach every node over SSH the
+way the launcher will (BatchMode, the preset's key and known_hosts), do the nodes agree (GPU
+count, driver family, the same torchrun), do they see the run directory (the launcher puts
+the entry and the metrics file there, so it must be a shared file system), can each node reach
+the rendezvous port on node 0, and which network interface NCCL/gloo would pick. Each node
+answers one probe over one ssh call, memoized for all checks of a run.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from backend import paths
+from backend.checks.context import CheckContext
+from backend.checks.model import CheckResult, finding
+
+_PROBE_TIMEOUT = 40.0
+
+
+def _multinode(ctx: CheckContext) -> bool:
+    return ctx.preset is not None and ctx.preset.launch.scheduler == "ssh"
+
+
+def _skip() -> CheckResult:
+    return finding("skip", "single-node preset (launch.scheduler is not 'ssh')")
+
+
+def _probe_script(torchrun: str, token_path: str, endpoint: tuple[str, int] | None) -> str:
+    parts = [
+        "echo trainwiz-probe",
+        "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null"
+        " | sed 's/^/gpu=/' || true",
+        f"test -x {shlex.quote(torchrun)} && echo torchrun=ok || echo torchrun=missing",
+        f"cat {shlex.quote(token_path)} 2>/dev/null | sed 's/^/token=/' || true",
+        # The training environment's versions: the same preset must train the same code.
+        f"{shlex.quote(str(Path(torchrun).parent / 'python'))} -c "
+        + shlex.quote(
+            "import torch, transformers; print('env=' + torch.__version__ + ' transformers ' "
+            "+ transformers.__version__)"
+        )
+        + " 2>/dev/null || echo env=none",
+        "df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print \"shm_kib=\" $2}'",
+    ]
+    if endpoint:
+        host, port = endpoint
+        target = shlex.quote(f"/dev/tcp/{host}/{port}")
+        parts.append(
+            f"(timeout 5 bash -c 'exec 3<>\"$1\"' _ {target} 2>/dev/null"
+            " && echo rdzv=ok || echo rdzv=closed)"
+        )
+    return "; ".join(parts)
+
+
+def _torchrun(ctx: CheckContext) -> str:
+    from backend.errors import BadInput
+    from backend.runs.launch import training_bin
+
+    assert ctx.preset is not None
+    try:
+        return str(training_bin(ctx.preset))
+    except BadInput:
+        return "torchrun"
+
+
+def _endpoint(ctx: CheckContext) -> tuple[str, int]:
+    from backend.runs.multinode.ssh import split_node
+
+    assert ctx.preset is not None
+    launch = ctx.preset.launch
+    if launch.rdzv_endpoint:
+        host, _, port = launch.rdzv_endpoint.rpartition(":")
+        return host, int(port)
+    return split_node(launch.nodes[0], launch.ssh.port)[1], launch.master_port
+
+
+def probe_nodes(ctx: CheckContext) -> list[dict[str, Any]]:
+    """One ssh probe per node, in parallel, while node 0 listens on the rendezvous port."""
+
+    def compute() -> list[dict[str, Any]]:
+        from backend.runs.multinode.ssh import ssh_base
+
+        assert ctx.preset is not None
+        launch = ctx.preset.launch
+        home = paths.runs_dir().parent
+        home.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(8)
+        token_file = home / f".nodecheck-{token}"
+        token_file.write_text(token + "\n", encoding="utf-8")
+        endpoint = _endpoint(ctx)
+        listener = _listen(endpoint[1])
+        script = _probe_script(_torchrun(ctx), str(token_file), endpoint if listener else None)
+        results: list[dict[str, Any]] = [{} for _ in launch.nodes]
+
+        def one(index: int, node: str) -> None:
+            argv = [*ssh_base(launch.ssh, node), script]
+            try:
+                proc = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=_PROBE_TIMEOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+                out, err, code = proc.stdout, proc.stderr, proc.returncode
+            except subprocess.TimeoutExpired:
+                out, err, code = "", f"no answer within {_PROBE_TIMEOUT:.0f} s", 255
+            facts = dict(re.findall(r"^(torchrun|token|rdzv|env|shm_kib)=(.*)$", out, re.M))
+            results[index] = {
+                "node": node,
+                "reached": "trainwiz-probe" in out,
+                "error": err.strip().splitlines()[-1] if err.strip() else f"exit code {code}",
+                "gpus": [g.strip() for g in re.findall(r"^gpu=(.*)$", out, re.M)],
+                "torchrun": facts.get("torchrun", ""),
+                "shared": facts.get("token", "") == token,
+                "rdzv": facts.get("rdzv", "unknown" if listener is None else "closed"),
+                "env": facts.get("env", ""),
+                "shm_gib": round(int(facts.get("shm_kib", "0") or 0) / 1024**2, 1),
+            }
+
+        threads = [
+            threading.Thread(target=one, args=(i, n), daemon=True)
+            for i, n in enumerate(launch.nodes)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(_PROBE_TIMEOUT + 5)
+        token_file.unlink(missing_ok=True)
+        if listener is not None:
+            listener.close()
+        return results
+
+    return ctx.memo("nodes-probe", compute)  # type: ignore[no-any-return]
+
+
+def _listen(port: int) -> socket.socket | None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("", port))
+        sock.listen(64)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def check_nodes_reach(ctx: CheckContext) -> CheckResult:
+    if not _multinode(ctx):
+        return _skip()
+    probes = probe_nodes(ctx)
+    bad = [p for p in probes if not p.get("reached")]
+    why = "node 0 starts every node's torchrun agent over ssh, without a terminal to ask anything"
+    if bad:
+        text = "; ".join(f"{p.get('node')}: {p.get('error')}" for p in bad)
+        return finding(
+            ctx.severity("fail"),
+            f"{len(bad)} of {len(probes)} nodes cannot be reached over ssh: {text}",
+            why=why,
+            fix=_ssh_fix(bad[0].get("error", "")),
+            blocks=["launch"],
+            data={"nodes": probes},
+        )
+    missing = [p["node"] for p in probes if p["torchrun"] != "ok"]
+    if missing:
+        return finding(
+            ctx.severity("fail"),
+            f"torchrun {_torchrun(ctx)} is missing on {', '.join(missing)}",
+            why="every node runs the same torchrun path as node 0",
+            fix="build the same environment.venv at the same path on every node",
+            blocks=["launch"],
+            data={"nodes": probes},
+        )
+    return finding(
+        "ok", f"all {len(probes)} nodes answer over ssh", why=why, data={"nodes": probes}
+    )
+
+
+def _ssh_fix(error: str) -> str:
+    if "Host key verification failed" in error:
+        return "ssh to each node once by hand to accept its host key (or add it to known_hosts)"
+    if "Permission denied" in error:
+        return "install your public key on the node: ssh-copy-id [-p PORT] user@node"
+    return "check the node's name, sshd port (launch.ssh.port or host:port) and that it is up"
+
+
+def check_nodes_alike(ctx: CheckContext) -> CheckResult:
+    if not _multinode(ctx):
+        return _skip()
+    probes = [p for p in probe_nodes(ctx) if p.get("reached")]
+    if not probes:
+        return finding("skip", "no node answered (see the ssh check)")
+    counts = {p["node"]: len(p["gpus"]) for p in probes}
+    families = {p["node"]: sorted({g.split(".")[0] for g in p["gpus"]}) for p in probes}
+    data = {"gpu_counts": counts, "driver_families": families}
+    if len(set(counts.values())) > 1 or len({tuple(f) for f in families.values()}) > 1:
+        return finding(
+            ctx.severity("fail"),
+            f"the nodes differ: GPUs {counts}, driver families {families}",
+            why="torchrun starts nproc_per_node workers on every node; NCCL across driver "
+            "families is a common cause of hangs",
+            fix="use nodes with the same GPUs and driver branch",
+            blocks=["launch"],
+            data=data,
+        )
+    envs = {p["node"]: p["env"] for p in probes}
+    data["environments"] = envs
+    if len(set(envs.values())) > 1:
+        return finding(
+            ctx.severity("fail"),
+            f"the nodes' training environments differ: {envs}",
+            why="every rank must run the same torch and transformers (a mismatch hangs or "
+            "crashes in the first collective, or trains different code)",
+            fix="build environment.venv from the same preset on every node "
+            "('trainwiz env build PRESET' there)",
+            blocks=["launch"],
+            data=data,
+        )
+    assert ctx.preset is not None
+    want = ctx.preset.launch.nproc_per_node
+    have = next(iter(counts.values()))
+    if ctx.preset.launch.device == "cuda" and have < want:
+        return finding(
+            ctx.severity("fail"),
+            f"each node has {have} GPU(s) but launch.nproc_per_node is {want}",
+            fix=f"set launch.nproc_per_node: {have}",
+            blocks=["launch"],
+            data=data,
+        )
+    family = ", ".join(next(iter(families.values()))) or "none"
+    env = next(iter(envs.values())) or "no training env found"
+    return finding(
+        "ok", f"every node has {have} GPU(s), driver family {family}, torch {env}", data=data
+    )
+
+
+def check_nodes_shared_dir(ctx: CheckContext) -> CheckResult:
+    if not _multinode(ctx):
+        return _skip()
+    probes = [p for p in probe_nodes(ctx) if p.get("reached")]
+    apart = [p["node"] for p in probes if not p["shared"]]
+    where = str(paths.runs_dir())
+    if apart:
+        return finding(
+            ctx.severity("fail"),
+            f"{', '.join(apart)} cannot see {where}",
+            why="each node runs the run's entry from the run directory and rank 0 writes the "
+            "metrics there",
+            fix="put TRAINWIZ_HOME on a file system every node mounts at the same path (NFS)",
+            blocks=["launch"],
+        )
+    return finding("ok", f"every node sees {where} (shared file system)")
+
+
+def check_rdzv_port(ctx: CheckContext) -> CheckResult:
+    if not _multinode(ctx):
+        return _skip()
+    host, port = _endpoint(ctx)
+    probes = [p for p in probe_nodes(ctx) if p.get("reached")]
+    if probes and all(p["rdzv"] == "unknown" for p in probes):
+        return finding("warn", f"port {port} is in use here, so it could not be tried")
+    closed = [p["node"] for p in probes if p["rdzv"] != "ok"]
+    if closed:
+        return finding(
+            ctx.severity("fail"),
+            f"{', '.join(closed)} cannot reach the rendezvous at {host}:{port}",
+            why="every agent joins torchrun's c10d rendezvous on node 0; a blocked port ends "
+            "as a rendezvous timeout",
+            fix=f"open TCP {port} on node 0's firewall, or set launch.rdzv_endpoint to an "
+            "address all nodes reach",
+            blocks=["launch"],
+        )
+    return finding("ok", f"every node reaches the rendezvous at {host}:{port}")
+
+
+def check_nccl_interface(ctx: CheckContext) -> CheckResult:
+    if not _multinode(ctx):
+        return _skip()
+    assert ctx.preset is not None
+    env = ctx.preset.launch.env
+    names = [n for n in interfaces() if not n.startswith(("lo", "docker", "veth", "br-", "virbr"))]
+    chosen = env.get("NCCL_SOCKET_IFNAME") or env.get("GLOO_SOCKET_IFNAME")
+    data = {"interfaces": names, "set": chosen}
+    if chosen:
+        return finding("ok", f"NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME = {chosen}", data=data)
+    if len(names) > 1:
+        return finding(
+            "warn",
+            f"{len(names)} network interfaces ({', '.join(names)}): NCCL may pick the wrong one",
+            why="NCCL and gloo pick an interface by themselves; on a machine with a management "
+            "and a fast network the pick can be the slow or unrouted one (hangs at init)",
+            fix=f"set launch.env NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the fast one, "
+            f"e.g. {names[0]}",
+            data=data,
+        )
+    return finding(
+        "ok", f"one network interface ({', '.join(names) or 'loopback only'})", data=data
+    )
+
+
+def interfaces() -> list[str]:
+    net = Path("/sys/class/net")
+    if not net.is_dir():
+        return []
+    up = []
+    for entry in sorted(net.iterdir()):
+        try:
+            state = (entry / "operstate").read_text().strip()
+        except OSError:
+            continue
+        if state in ("up", "unknown"):
+            up.append(entry.name)
+    return up

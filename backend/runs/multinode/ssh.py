@@ -1,0 +1,175 @@
+"""The SSH launcher: node 0's watcher starts one torchrun agent per node over real OpenSSH.
+
+Every ssh call is an argv list with ``BatchMode=yes`` (a missing key fails at once instead of
+asking for a password), the user's own keys and known_hosts (or the preset's files), and ``--``
+before the host. The command on the node is the only shell text: it is made with
+``shlex.join`` from the agent's argv, so every value reaches the node as one quoted word. The
+node's shell prints its pid first (sshd makes each session its own process group, and ``exec``
+keeps that pid for torchrun), which is what ``stop`` signals on every node.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from backend.preset.schema import Preset, SshConfig
+from backend.runs.multinode.agents import PID_MARK, NodeLog, NodeState, finding
+from backend.runs.rundir import STOP_REQUEST, update_status
+
+
+def split_node(node: str, default_port: int) -> tuple[str | None, str, int]:
+    """``[user@]host[:port]`` (validated by the schema) -> (user, host, port)."""
+    user, _, rest = node.rpartition("@")
+    host, _, port = rest.partition(":")
+    return (user or None, host, int(port) if port else default_port)
+
+
+def ssh_base(config: SshConfig, node: str) -> list[str]:
+    """``ssh`` with the options every trainwiz call uses, up to and including the host."""
+    user, host, port = split_node(node, config.port)
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={config.connect_timeout}"]
+    argv += ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-p", str(port)]
+    if config.identity_file:
+        argv += ["-i", str(Path(config.identity_file).expanduser()), "-o", "IdentitiesOnly=yes"]
+    if config.known_hosts_file:
+        argv += ["-o", f"UserKnownHostsFile={Path(config.known_hosts_file).expanduser()}"]
+    if user or config.user:
+        argv += ["-l", str(user or config.user)]
+    return [*argv, "--", host]
+
+
+def remote_command(argv: list[str], env: dict[str, str], cwd: str) -> str:
+    """What the node's shell runs: its pid, then the agent in ``cwd`` with ``env``."""
+    assignments = [f"{key}={value}" for key, value in env.items()]
+    agent = shlex.join(["env", *assignments, *argv])
+    return f"echo {PID_MARK}$$; cd {shlex.quote(cwd)} && exec {agent} 2>&1"
+
+
+def node_specs(
+    preset: Preset, agent: list[str], env: dict[str, str], cwd: str
+) -> list[dict[str, Any]]:
+    """launch.json's ``nodes``: the exact ssh argv for each node, node 0 first."""
+    config = preset.launch.ssh
+    out = []
+    for index, node in enumerate(preset.launch.nodes):
+        base = ssh_base(config, node)
+        out.append(
+            {
+                "index": index,
+                "host": node,
+                "ssh": base,
+                "argv": [*base, remote_command(agent, env, cwd)],
+            }
+        )
+    return out
+
+
+def signal_nodes(nodes: list[dict[str, Any]], states: list[NodeState], sig: str) -> None:
+    """``kill -SIG -- -PID`` on every node whose agent told its pid (in parallel)."""
+    calls = [
+        subprocess.Popen(
+            [*spec["ssh"], f"kill -{sig} -- -{state.pid} 2>/dev/null || true"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for spec, state in zip(nodes, states)
+        if state.pid and state.state != "exited"
+    ]
+    for call in calls:
+        try:
+            call.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            call.kill()
+
+
+def _reader(proc: subprocess.Popen[bytes], node: NodeState, nlog: NodeLog) -> None:
+    assert proc.stdout is not None
+    for raw in iter(proc.stdout.readline, b""):
+        nlog.line(node, raw.decode("utf-8", errors="replace"))
+    node.exit_code = proc.wait()
+    node.state = "exited"
+    nlog.changed.set()
+
+
+def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
+    """Start every node's agent, follow them, stop them all when one fails or a stop comes."""
+    specs: list[dict[str, Any]] = spec["nodes"]
+    states = [NodeState(index=s["index"], host=s["host"]) for s in specs]
+    nlog = NodeLog(log, states)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        return _follow(run_dir, spec, specs, states, nlog, procs)
+    except BaseException:
+        signal_nodes(specs, states, "TERM")  # whatever broke here, nothing stays running there
+        for proc in procs:
+            proc.kill()
+        raise
+
+
+def _follow(
+    run_dir: Path,
+    spec: dict[str, Any],
+    specs: list[dict[str, Any]],
+    states: list[NodeState],
+    nlog: NodeLog,
+    procs: list[subprocess.Popen[bytes]],
+) -> tuple[int, str]:
+    threads = []
+    for node_spec, state in zip(specs, states):
+        nlog.note(f"node {state.index} ({state.host}): {shlex.join(node_spec['argv'])}")
+        proc = subprocess.Popen(  # its own session: a ^C or SIGHUP here never reaches it
+            node_spec["argv"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        procs.append(proc)
+        thread = threading.Thread(target=_reader, args=(proc, state, nlog), daemon=True)
+        thread.start()
+        threads.append(thread)
+    update_status(
+        run_dir,
+        state="running",
+        message=f"training on {len(states)} nodes",
+        pid=procs[0].pid,
+        pgid=procs[0].pid,
+        step="train",
+        nodes=nlog.records(),
+    )
+    ending_since: float | None = None
+    killed = False
+    timeout = float(spec.get("stop_timeout", 30))
+    while any(s.state != "exited" for s in states):
+        nlog.changed.wait(0.5)
+        if nlog.changed.is_set():
+            nlog.changed.clear()
+            update_status(run_dir, nodes=nlog.records())
+        stopping = (run_dir / STOP_REQUEST).exists()
+        failed = any(s.state == "exited" and s.exit_code != 0 for s in states)
+        if (stopping or failed) and ending_since is None:
+            why = "stop requested" if stopping else "a node failed"
+            nlog.note(f"{why}: stopping the agents on every node")
+            ending_since = time.monotonic()
+            signal_nodes(specs, states, "TERM")
+            for proc, state in zip(procs, states):
+                if state.pid is None:  # never started there: end our ssh client
+                    proc.send_signal(signal.SIGTERM)
+        elif ending_since is not None and not killed and time.monotonic() - ending_since > timeout:
+            killed = True
+            signal_nodes(specs, states, "KILL")
+            for proc in procs:
+                proc.kill()
+    for thread in threads:
+        thread.join(timeout=5)
+    update_status(run_dir, nodes=nlog.records())
+    codes = [s.exit_code or 0 for s in states]
+    code = next((c for c in codes if c != 0), 0)
+    return code, finding(states, int(spec.get("join_timeout", 0))) if code else ""

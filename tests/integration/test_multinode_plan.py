@@ -1,0 +1,92 @@
+"""Multi-node presets without any service: the schema, the plan's exact per-node commands, and
+the planner's scaling estimate."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
+import yaml
+
+from backend.planner.gpu import gpu_spec
+from backend.planner.multinode import scaling
+from backend.planner.settings import TrainSettings
+from backend.planner.shape import shape_from_config
+from tests.integration.test_launch_host import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def preset_file(tmp_path: Path, **launch: object) -> Path:
+    data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
+    data["launch"].update(launch)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def refused(path: Path) -> str:
+    out = cli("plan", str(path), check=False)
+    assert out.returncode == 2, out.stdout + out.stderr
+    return out.stderr
+
+
+def test_schema_errors_name_the_field(tmp_path: Path) -> None:
+    bad_node = refused(preset_file(tmp_path, scheduler="ssh", nodes=["-oProxyCommand=sh"]))
+    assert "launch.nodes" in bad_node and "-oProxyCommand=sh" in bad_node
+    count = refused(preset_file(tmp_path, scheduler="ssh", nodes=["a", "b"]))
+    assert "launch.nnodes is 1 but launch.nodes lists 2: set nnodes: 2" in count
+    docker = refused(preset_file(tmp_path, scheduler="slurm", runner="docker"))
+    assert "launch.runner: host" in docker
+    module = refused(preset_file(tmp_path, scheduler="slurm", slurm={"modules": ["cuda; rm"]}))
+    assert "launch.slurm.modules" in module
+    endpoint = refused(preset_file(tmp_path, scheduler="slurm", rdzv_endpoint="host"))
+    assert "launch.rdzv_endpoint" in endpoint
+
+
+def test_each_node_step_is_one_quoted_ssh_command(tmp_path: Path) -> None:
+    nodes = ["gpu-a", "me@gpu-b:2200"]
+    path = preset_file(
+        tmp_path, scheduler="ssh", nnodes=2, nodes=nodes, env={"NCCL_DEBUG": "WARN x'y"}
+    )
+    plan = json.loads(cli("plan", str(path), "--json").stdout)
+    steps = {s["id"]: s for s in plan["steps"]}
+    for index, node in enumerate(nodes):
+        argv = steps[f"node{index}"]["argv"]
+        assert argv[:3] == ["ssh", "-o", "BatchMode=yes"]
+        host = node.split("@")[-1].split(":")[0]
+        assert argv[-3:-1] == ["--", host]
+        remote = shlex.split(argv[-1].split("; ", 1)[1].split(" && exec ", 1)[1])
+        assert "NCCL_DEBUG=WARN x'y" in remote  # one word on the node, whatever it holds
+        assert "--nnodes=2" in remote and "--rdzv_endpoint=gpu-a:29511" in remote
+        assert not any(a.startswith(("--node_rank", "--master_port")) for a in remote)
+    assert "-p" in steps["node1"]["argv"] and "me" in steps["node1"]["argv"]
+
+
+def test_inter_node_bandwidth_sets_the_scaling_efficiency() -> None:
+    config = json.loads((ROOT / "tests/fixtures/planner/llama-1.35b-config.json").read_text())
+    shape = shape_from_config(config)
+    gpu = gpu_spec("h200")
+    s = TrainSettings(
+        micro_batch=4, grad_accum=4, seq=2048, nproc=8, nnodes=2, fsdp="full_shard auto_wrap"
+    )
+    fast, slow = scaling(shape, s, gpu, 50e9), scaling(shape, s, gpu, 1.5e9)
+    assert 0 < slow.efficiency < fast.efficiency <= 1.05
+    assert slow.hybrid_efficiency is not None and slow.hybrid_efficiency > slow.efficiency
+    assert any("hybrid_shard" in n for n in slow.notes)
+    assert scaling(shape, replace(s, nnodes=1), gpu).efficiency == 1.0
+
+
+def test_plan_prints_the_scaling_of_a_two_node_preset(tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "presets" / "vicuna-13b-v1.3-8xa100.yaml").read_text())
+    data["launch"].update(nnodes=2)
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = cli("plan", str(path), "--gpu", "a100", "--json")
+    across = json.loads(out.stdout)["multinode"]
+    assert across["nnodes"] == 2 and across["efficiency"] > 0
+    assert across["comm_inter_s"] > 0
+    text = cli("plan", str(path), "--gpu", "a100").stdout
+    assert "# multi-node: 2 nodes, full_shard:" in text and "scaling efficiency" in text

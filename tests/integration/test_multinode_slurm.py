@@ -1,0 +1,111 @@
+"""The Slurm launcher against a real Slurm: slurm-wlm + munge as a one-host cluster on this
+machine (scripts/ci-slurm.sh), ``tiny-cpu`` with ``scheduler: slurm`` through sbatch and srun."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
+    cli,
+    home,
+    metric_lines,
+    runs_json,
+    tiny_model,
+    wait_state,
+    wait_steps,
+)
+from tests.integration.test_multinode_ssh import wait_no_leftovers
+
+pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def slurm() -> str:
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "ci-slurm.sh")], capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    return socket.gethostname().split(".")[0]
+
+
+def slurm_preset(tmp_path: Path, max_steps: int, **slurm_block: object) -> Path:
+    data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
+    data["name"] = "tiny-slurm"
+    data["training"]["max_steps"] = max_steps
+    data["launch"].update(scheduler="slurm", nnodes=1, slurm={"time_limit": "20:00", **slurm_block})
+    path = tmp_path / "tiny-slurm.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def launch(preset: Path) -> tuple[str, Path]:
+    started = json.loads(cli("launch", str(preset), "--detach", "--json").stdout)
+    return started["run_id"], Path(started["run_dir"])
+
+
+def job_state(job_id: str) -> str:
+    out = subprocess.run(
+        ["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, check=True
+    )
+    return out.stdout.split("JobState=", 1)[1].split()[0]
+
+
+def test_tiny_cpu_trains_through_sbatch_and_srun(slurm: str, tmp_path: Path) -> None:
+    run_id, run_dir = launch(slurm_preset(tmp_path, 8, partition="ci"))
+    final = wait_state(run_id, ("finished", "failed", "stopped"), timeout=300)
+    log = (run_dir / "train.log").read_bytes().decode()
+    assert final["state"] == "finished", log[-3000:]
+    steps = [m for m in metric_lines(run_dir) if m["kind"] == "step"]
+    assert [s["step"] for s in steps] == list(range(1, 9))
+    assert sum(s["loss"] for s in steps[-3:]) < sum(s["loss"] for s in steps[:3])
+    job_id = final["slurm_job_id"]
+    assert final["slurm_state"] == "COMPLETED" and final["slurm_nodes"] == slurm
+    assert job_state(job_id) == "COMPLETED"
+    assert f"[node0 {slurm}] " in log and f"slurm job {job_id}: RUNNING {slurm}" in log
+    # The plan shows the script exactly as it was submitted.
+    plan = json.loads((run_dir / "plan.json").read_text())
+    shown = next(s for s in plan["steps"] if s["id"] == "slurm-script")["note"]
+    assert shown + "\n" == (run_dir / "job.sbatch").read_text()
+    assert "#SBATCH --partition=ci" in shown and "#SBATCH --time=20:00" in shown
+
+
+def test_stop_cancels_the_job(slurm: str, tmp_path: Path) -> None:
+    run_id, run_dir = launch(slurm_preset(tmp_path, 5000))
+    wait_steps(run_dir, 2)
+    job_id = runs_json()[run_id]["slurm_job_id"]
+    stopped = json.loads(cli("stop", run_id, "--json").stdout)
+    assert stopped["state"] == "stopped", (run_dir / "train.log").read_text()[-3000:]
+    assert job_state(job_id).startswith("CANCELLED")
+    wait_no_leftovers(run_id)
+    assert len([m for m in metric_lines(run_dir) if m["kind"] == "step"]) < 5000
+
+
+def test_a_job_whose_watcher_is_gone_is_followed_through_slurm(slurm: str, tmp_path: Path) -> None:
+    # Like a job started from another login: no watcher here, Slurm itself says how it goes.
+    run_id, run_dir = launch(slurm_preset(tmp_path, 20))
+    wait_steps(run_dir, 1)
+    status = runs_json()[run_id]
+    os.kill(status["watcher_pid"], signal.SIGKILL)
+    time.sleep(0.5)
+    assert runs_json()[run_id]["state"] == "running"
+    final = wait_state(run_id, ("finished", "failed", "stopped"), timeout=300)
+    assert final["state"] == "finished", final["message"]
+    assert "read from Slurm" in final["message"] and final["exit_code"] == 0
+
+
+def test_a_bad_sbatch_option_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = slurm_preset(tmp_path, 4, extra_options=["--comment=$(reboot)"])
+    out = cli("plan", str(path), check=False)
+    assert out.returncode == 2
+    assert "launch.slurm.extra_options" in out.stderr and "$(reboot)" in out.stderr

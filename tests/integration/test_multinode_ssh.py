@@ -1,0 +1,178 @@
+"""The SSH launcher against a real OpenSSH server on 127.0.0.1 (scripts/ci-sshd.sh).
+
+Two torchrun agents on this machine form one run (``nnodes: 2``, c10d rendezvous on
+127.0.0.1, gloo on the CPU), each started over its own ssh connection with a key pair and a
+known_hosts file the test makes in a temp dir. The key's authorized_keys entry lives in the
+test sshd's own file and is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
+    cli,
+    home,
+    metric_lines,
+    tiny_model,
+    wait_state,
+    wait_steps,
+)
+
+pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
+
+ROOT = Path(__file__).resolve().parents[2]
+SSHD_DIR = Path("/var/lib/trainwiz-sshd")
+
+
+@pytest.fixture(scope="session")
+def sshd_port() -> int:
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "ci-sshd.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def ssh_keys(tmp_path: Path, sshd_port: int) -> Iterator[dict[str, str]]:
+    """A fresh key pair, its authorized_keys entry, and known_hosts pinning the test sshd."""
+    keys = tmp_path / "ssh"
+    keys.mkdir(mode=0o700)
+    comment = f"trainwiz-test-{os.getpid()}-{time.monotonic_ns()}"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(keys / "id")],
+        check=True,
+    )
+    host_key = (SSHD_DIR / "host_ed25519.pub").read_text().split()[:2]
+    (keys / "known_hosts").write_text(f"[127.0.0.1]:{sshd_port} {' '.join(host_key)}\n")
+    authorized = SSHD_DIR / "authorized_keys"
+    with open(authorized, "a", encoding="utf-8") as handle:
+        handle.write((keys / "id.pub").read_text())
+    yield {"identity_file": str(keys / "id"), "known_hosts_file": str(keys / "known_hosts")}
+    lines = authorized.read_text().splitlines(keepends=True)
+    authorized.write_text("".join(x for x in lines if comment not in x))
+
+
+def ssh_preset(tmp_path: Path, keys: dict[str, str], nodes: list[str], **launch: object) -> Path:
+    data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
+    data["name"] = "tiny-ssh"
+    data["training"]["max_steps"] = launch.pop("max_steps", 4)
+    ssh = {**keys, **launch.pop("ssh", {})}  # type: ignore[dict-item]
+    data["launch"].update(scheduler="ssh", nnodes=len(nodes), nodes=nodes, ssh=ssh, **launch)
+    path = tmp_path / "tiny-ssh.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def leftovers(run_id: str) -> list[str]:
+    """Processes on this machine (every 'node') whose command line names the run."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if run_id in cmdline and state != "Z":
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
+def wait_no_leftovers(run_id: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while leftovers(run_id) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert leftovers(run_id) == []
+
+
+def launch(preset: Path) -> tuple[str, Path]:
+    started = json.loads(cli("launch", str(preset), "--detach", "--json").stdout)
+    return started["run_id"], Path(started["run_dir"])
+
+
+def test_two_nodes_one_run_over_ssh(
+    tmp_path: Path, sshd_port: int, ssh_keys: dict[str, str]
+) -> None:
+    node = f"127.0.0.1:{sshd_port}"
+    run_id, run_dir = launch(ssh_preset(tmp_path, ssh_keys, [node, node], max_steps=6))
+    final = wait_state(run_id, ("finished", "failed", "stopped"))
+    log = (run_dir / "train.log").read_bytes().decode()  # tqdm's \r stay in their line
+    assert final["state"] == "finished", log[-3000:]
+    lines = metric_lines(run_dir)
+    assert lines[0]["kind"] == "start" and lines[0]["world_size"] == 2
+    steps = [m for m in lines if m["kind"] == "step"]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]  # rank 0 only: no line twice
+    assert steps[-1]["loss"] < steps[0]["loss"]
+    assert steps[0]["samples"] == 2 * 4  # both nodes' batches counted
+    for index in (0, 1):
+        assert f"[node{index} {node}] " in log
+        assert any(x.startswith(f"[node{index} {node}]") and "loss" in x for x in log.split("\n"))
+    nodes = final["nodes"]
+    assert [(n["index"], n["joined"], n["exit_code"]) for n in nodes] == [
+        (0, True, 0),
+        (1, True, 0),
+    ]
+    assert all(n["pid"] for n in nodes)
+    wait_no_leftovers(run_id)
+
+
+def test_stop_ends_every_node(tmp_path: Path, sshd_port: int, ssh_keys: dict[str, str]) -> None:
+    node = f"127.0.0.1:{sshd_port}"
+    run_id, run_dir = launch(ssh_preset(tmp_path, ssh_keys, [node, node], max_steps=2000))
+    wait_steps(run_dir, 1)
+    assert len(leftovers(run_id)) >= 4  # two agents and two workers train this run
+    stopped = json.loads(cli("stop", run_id, "--json").stdout)
+    assert stopped["state"] == "stopped", (run_dir / "train.log").read_text()[-3000:]
+    wait_no_leftovers(run_id)
+    assert all(n["state"] == "exited" for n in runs_nodes(run_id))
+    steps = [m for m in metric_lines(run_dir) if m["kind"] == "step"]
+    assert len(steps) < 2000
+
+
+def runs_nodes(run_id: str) -> list[dict]:
+    return {r["run_id"]: r for r in json.loads(cli("runs", "--json").stdout)}[run_id]["nodes"]
+
+
+def test_a_node_that_never_joins_fails_the_run_naming_it(
+    tmp_path: Path, sshd_port: int, ssh_keys: dict[str, str]
+) -> None:
+    # Node 1 is a machine that accepts the TCP connection and then says nothing (hung sshd,
+    # half-dead host): its agent never starts, node 0's agent waits for the rendezvous.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)
+        dead = f"127.0.0.1:{hung.getsockname()[1]}"
+        preset = ssh_preset(
+            tmp_path,
+            ssh_keys,
+            [f"127.0.0.1:{sshd_port}", dead],
+            rdzv_timeout=15,
+            ssh={"connect_timeout": 300},
+        )
+        run_id, run_dir = launch(preset)
+        final = wait_state(run_id, ("finished", "failed", "stopped"), timeout=180)
+    message = final["message"]
+    assert final["state"] == "failed", message
+    assert "rendezvous timeout after 15 s" in message
+    assert f"never joined: node 1 ({dead})" in message
+    assert "node 0" not in message
+    assert "RendezvousTimeoutError" in (run_dir / "train.log").read_text()
+    diagnosis = json.loads(cli("diagnose", run_id, "--json", check=False).stdout)
+    top = diagnosis["findings"][0]
+    assert top["category"] == "rendezvous_timeout" and top["text"].startswith("[node0 ")
+    wait_no_leftovers(run_id)
