@@ -258,6 +258,47 @@ class TrainingArgs(_Strict):
         return self
 
 
+MirrorProfile = Literal["auto", "cn", "none", "custom"]
+
+
+class MirrorLists(_Strict):
+    """Candidate mirrors by what they serve, in order of preference (a ``custom`` profile)."""
+
+    pypi: list[str] = Field(default_factory=list, description="PEP 503 simple index URLs")
+    hub: list[str] = Field(default_factory=list, description="Hugging Face Hub endpoints")
+    registry: list[str] = Field(
+        default_factory=list,
+        description="Docker registries serving Docker Hub images (host[:port], or http://host:port)",
+    )
+    modelscope: list[str] = Field(default_factory=list, description="ModelScope endpoints")
+
+
+class MirrorsConfig(_Strict):
+    """Which mirrors the downloads of the chain go through (docs/mirrors.md).
+
+    none: the preset's own URLs as written. cn: the China mirrors (Tsinghua, Aliyun, USTC,
+    Douban; hf-mirror.com; registry mirrors). auto: the official endpoints and the China
+    mirrors, each probed; the fastest that answers correctly wins. custom: the lists in
+    ``custom``, probed the same way. A preset may write just ``mirrors: auto``.
+    """
+
+    profile: MirrorProfile = "none"
+    custom: MirrorLists | None = None
+    probe_timeout_s: float = Field(2.0, gt=0, le=30, description="per candidate")
+    probe_budget_s: float = Field(4.0, gt=0, le=60, description="all probes together")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_shorthand(cls, value: Any) -> Any:
+        return {"profile": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _custom_needs_lists(self) -> MirrorsConfig:
+        if self.profile == "custom" and self.custom is None:
+            raise ValueError("profile 'custom' needs a 'custom' block with pypi/hub/registry lists")
+        return self
+
+
 class Preset(_Strict):
     """A whole training job. ``schema`` is the version, so old presets can be migrated."""
 
@@ -269,6 +310,7 @@ class Preset(_Strict):
     container: ContainerConfig = Field(default_factory=ContainerConfig)
     launch: LaunchConfig = Field(default_factory=LaunchConfig)
     training: TrainingArgs
+    mirrors: MirrorsConfig = Field(default_factory=MirrorsConfig)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Preset:
