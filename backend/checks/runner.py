@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from backend.checks import docker_checks, gpu, host, network, tools
+from backend.checks import docker_checks, gpu, host, mirrors, network, tools
 from backend.checks.context import CheckContext, Targets, build_context
 from backend.checks.model import CheckResult, Status, Step
 from backend.preset.schema import Preset
@@ -56,6 +56,7 @@ CHECKS: list[CheckSpec] = [
     CheckSpec("hf_endpoint", "Hugging Face endpoint", network.check_hf, 5.0, "fail", ["model"]),
     CheckSpec("pip_index", "pip index", network.check_pip, 5.0, "fail", ["image"]),
     CheckSpec("registry", "Image registry", network.check_registry, 5.0, "fail", ["image"]),
+    CheckSpec("mirrors", "Mirrors", mirrors.check_mirrors, 10.0),
 ]
 
 

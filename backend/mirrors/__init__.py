@@ -9,6 +9,8 @@ from backend.mirrors.resolve import (
     candidate_urls,
     mirror_choices,
     mirror_image,
+    mirrors_record,
+    plan_lines,
     probe_preset,
     resolve_mirrors,
 )
@@ -25,6 +27,8 @@ __all__ = [
     "load_candidate_lists",
     "mirror_choices",
     "mirror_image",
+    "mirrors_record",
+    "plan_lines",
     "probe_all",
     "probe_preset",
     "resolve_mirrors",

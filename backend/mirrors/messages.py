@@ -11,7 +11,7 @@ MESSAGES: dict[str, str] = {
     "kind.hub": "Hugging Face Hub",
     "kind.registry": "image registry",
     "kind.modelscope": "ModelScope",
-    "reason.fastest": "fastest of {answered} answering ({latency_ms:.0f} ms)",
+    "reason.fastest": "fastest of {answered} answering: {latency_ms:.0f} ms",
     "reason.none_answered_keep": "no candidate answered: keeping {url}",
     "reason.none_answered_first": "no candidate answered: using the first listed, {url}",
     "reason.not_probed": "not probed: using {url}",
@@ -32,11 +32,14 @@ MESSAGES: dict[str, str] = {
     "(HTTPS_PROXY), or list a reachable one under mirrors.custom.{key}",
     "check.daemon": "daemon registry-mirrors: {mirrors}",
     "check.daemon_none": "daemon registry-mirrors: none",
-    "plan.header": "mirrors ({profile}, probed in {elapsed_ms:.0f} ms):",
+    "plan.header": "mirrors: {profile} ({count} candidates probed in {elapsed_ms:.0f} ms)",
     "plan.line": "  {kind}: {chosen} — {reason}",
+    "plan.pypi": "  pip:   -i {url}   ({reason})",
+    "plan.hub": "  model: HF_ENDPOINT={url}   ({reason})",
+    "plan.registry": "  image: {image}   ({reason})",
 }
 
 
-def text(key: str, **values: object) -> str:
-    """The message ``key`` filled with ``values`` (the one place a translation will hook in)."""
-    return MESSAGES[key].format(**values)
+def text(message_id: str, /, **values: object) -> str:
+    """The message ``message_id`` filled with ``values`` (where a translation will hook in)."""
+    return MESSAGES[message_id].format(**values)

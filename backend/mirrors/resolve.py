@@ -20,6 +20,7 @@ from backend.mirrors.probe import (
     Candidate,
     Kind,
     ProbeReport,
+    ProbeResult,
     candidate,
     probe_all,
 )
@@ -178,15 +179,79 @@ def _trusted_host(url: str) -> str | None:
     return parsed.hostname
 
 
+@dataclass
+class MirrorsRecord:
+    """mirrors.json: the profile, each choice with its reason, and every probe's timing."""
+
+    profile: str
+    choices: list[MirrorChoice]
+    probes: ProbeReport
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "choices": [asdict(c) for c in self.choices],
+            "probes": self.probes.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MirrorsRecord:
+        probes = dict(data.get("probes") or {})
+        results = [ProbeResult(**r) for r in probes.pop("results", [])]
+        return cls(
+            profile=str(data.get("profile", "")),
+            choices=[MirrorChoice(**c) for c in data.get("choices", [])],
+            probes=ProbeReport(results=results, **probes),
+        )
+
+    def header(self) -> str:
+        return text(
+            "plan.header",
+            profile=self.profile,
+            count=len(self.probes.results),
+            elapsed_ms=self.probes.elapsed_ms,
+        )
+
+    def lines(self) -> list[str]:
+        """Human lines for `trainwiz check` and logs: each kind's choice and why."""
+        out = [self.header()]
+        for c in self.choices:
+            out.append(
+                text("plan.line", kind=text(f"kind.{c.kind}"), chosen=c.chosen, reason=c.reason)
+            )
+        return out
+
+
+def plan_lines(preset: Preset) -> list[str]:
+    """For `trainwiz plan`: the exact ``-i``, ``HF_ENDPOINT`` and image name the plan uses."""
+    record = mirrors_record(preset)
+    if record is None:
+        return []
+    out = [record.header()]
+    for c in record.choices:
+        if c.kind == "pypi":
+            out.append(text("plan.pypi", url=preset.environment.pip_index_url, reason=c.reason))
+        elif c.kind == "hub":
+            out.append(text("plan.hub", url=preset.model.endpoint, reason=c.reason))
+        elif c.kind == "registry":
+            out.append(text("plan.registry", image=preset.environment.image, reason=c.reason))
+    return out
+
+
 def resolve_mirrors(
     preset: Preset, report: ProbeReport, lists: CandidateLists | None = None
 ) -> Preset:
-    """A copy of ``preset`` with the chosen index, Hub endpoint and image names written in."""
-    lists = lists or load_candidate_lists()
-    choices = {c.kind: c for c in mirror_choices(preset, report, lists)}
-    if not choices:
+    """A copy of ``preset`` with the chosen index, Hub endpoint and image names written in,
+    and the choice with every probe's timing recorded in ``mirrors.resolved``."""
+    if preset.mirrors.profile == "none":
         return preset
+    lists = lists or load_candidate_lists()
+    picked = mirror_choices(preset, report, lists)
+    choices = {c.kind: c for c in picked}
     out = preset.model_copy(deep=True)
+    cfg = out.mirrors.model_copy(deep=True)
+    cfg.resolved = MirrorsRecord(preset.mirrors.profile, picked, report).to_dict()
+    out.mirrors = cfg
     pypi = choices.get("pypi")
     env = out.environment.model_copy(deep=True)
     if pypi and pypi.chosen:
@@ -210,31 +275,6 @@ def resolve_mirrors(
                 model.git_url = hub.chosen + model.git_url[len(origin) :]
         out.model = model
     return out
-
-
-@dataclass
-class MirrorsRecord:
-    """mirrors.json: the profile, each choice with its reason, and every probe's timing."""
-
-    profile: str
-    choices: list[MirrorChoice]
-    probes: ProbeReport
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "profile": self.profile,
-            "choices": [asdict(c) for c in self.choices],
-            "probes": self.probes.to_dict(),
-        }
-
-    def lines(self) -> list[str]:
-        """Human lines for `trainwiz plan` and logs."""
-        out = [text("plan.header", profile=self.profile, elapsed_ms=self.probes.elapsed_ms)]
-        for c in self.choices:
-            out.append(
-                text("plan.line", kind=text(f"kind.{c.kind}"), chosen=c.chosen, reason=c.reason)
-            )
-        return out
 
 
 def daemon_facts(image: str | None, timeout_s: float) -> tuple[list[str] | None, bool | None]:
@@ -286,15 +326,15 @@ def probe_preset(preset: Preset, lists: CandidateLists | None = None) -> ProbeRe
     return report
 
 
-def apply_mirrors(
-    preset: Preset, lists: CandidateLists | None = None
-) -> tuple[Preset, MirrorsRecord | None]:
-    """Probe and resolve; ``(preset, None)`` unchanged when the profile is none."""
-    if preset.mirrors.profile == "none":
-        return preset, None
+def apply_mirrors(preset: Preset, lists: CandidateLists | None = None) -> Preset:
+    """Probe and resolve; unchanged when the profile is none or the preset is already resolved."""
+    if preset.mirrors.profile == "none" or preset.mirrors.resolved is not None:
+        return preset
     lists = lists or load_candidate_lists()
-    report = probe_preset(preset, lists)
-    resolved = resolve_mirrors(preset, report, lists)
-    return resolved, MirrorsRecord(
-        preset.mirrors.profile, mirror_choices(preset, report, lists), report
-    )
+    return resolve_mirrors(preset, probe_preset(preset, lists), lists)
+
+
+def mirrors_record(preset: Preset) -> MirrorsRecord | None:
+    """What the probes chose for a resolved preset (None: not resolved)."""
+    data = preset.mirrors.resolved
+    return MirrorsRecord.from_dict(data) if data else None

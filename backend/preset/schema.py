@@ -286,6 +286,11 @@ class MirrorsConfig(_Strict):
     custom: MirrorLists | None = None
     probe_timeout_s: float = Field(2.0, gt=0, le=30, description="per candidate")
     probe_budget_s: float = Field(4.0, gt=0, le=60, description="all probes together")
+    resolved: dict[str, Any] | None = Field(
+        None,
+        description="written by trainwiz when it probes: each choice, its reason and every "
+        "probe's timing (mirrors.json in a run); a preset carrying it is not probed again",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -190,3 +190,19 @@ def build_wheel(directory: Path, name: str = "twmirror_probe", version: str = "0
             zf.writestr(path, data)
     target.write_bytes(buf.getvalue())
     return target
+
+
+def loopback_only(monkeypatch: object) -> None:
+    """Make every mirror probe of a test assert it goes to 127.0.0.1 (pytest monkeypatch)."""
+    from urllib.parse import urlparse
+
+    from backend.mirrors import probe
+
+    real_get = probe._get
+
+    def guarded(url: str, *args: object, **kwargs: object) -> object:
+        assert urlparse(url).hostname == "127.0.0.1", f"a test probed {url}"
+        return real_get(url, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(probe, "_get", guarded)  # type: ignore[attr-defined]
+    probe.clear_cache()

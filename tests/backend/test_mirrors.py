@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 import yaml
@@ -14,12 +13,12 @@ from backend.errors import BadInput
 from backend.mirrors import (
     CandidateLists,
     apply_mirrors,
+    mirrors_record,
     candidate_urls,
     load_candidate_lists,
     probe_preset,
     resolve_mirrors,
 )
-from backend.mirrors import probe as probe_module
 from backend.mirrors.probe import ProbeReport, ProbeResult, candidate, clear_cache, probe_all
 from backend.preset.loader import parse_preset_text, preset_to_yaml
 from backend.preset.schema import Preset
@@ -29,6 +28,7 @@ from tests.backend.mirrorservers import (
     Server,
     build_wheel,
     index_handler,
+    loopback_only,
     portal_handler,
     registry_root_handler,
 )
@@ -39,14 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def _loopback_only(monkeypatch: pytest.MonkeyPatch):
     """Every probe of these tests must go to 127.0.0.1: the real mirrors are never contacted."""
-    real_get = probe_module._get
-
-    def guarded(url: str, *args: object, **kwargs: object):
-        assert urlparse(url).hostname == "127.0.0.1", f"a test probed {url}"
-        return real_get(url, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(probe_module, "_get", guarded)
-    clear_cache()
+    loopback_only(monkeypatch)
     yield
     clear_cache()
 
@@ -115,18 +108,21 @@ def test_auto_resolves_the_preset_to_the_winner_and_falls_back_in_order(servers)
         profile="custom", custom={"pypi": [urls[n] for n in ("hole", "error", "slow", "good")]}
     )
     cand_lists = lists()
-    resolved, record = apply_mirrors(preset, cand_lists)
+    resolved = apply_mirrors(preset, cand_lists)
+    record = mirrors_record(resolved)
     assert resolved.environment.pip_index_url == urls["good"]
     assert record is not None and record.choices[0].answered == 2
     # The good mirror goes away: the slow one, still answering correctly, is next.
     servers["good"].stop()
     clear_cache()
-    resolved, record = apply_mirrors(preset, cand_lists)
+    resolved = apply_mirrors(preset, cand_lists)
+    record = mirrors_record(resolved)
     assert resolved.environment.pip_index_url == urls["slow"]
     # Nothing answers: the first listed stays, and the record says so.
     servers["slow"].status = 502
     clear_cache()
-    resolved, record = apply_mirrors(preset, cand_lists)
+    resolved = apply_mirrors(preset, cand_lists)
+    record = mirrors_record(resolved)
     assert resolved.environment.pip_index_url == urls["hole"]
     assert record is not None and "no candidate answered" in record.choices[0].reason
 
@@ -141,7 +137,8 @@ def test_hub_probe_asks_the_model_api_of_the_presets_repo(tmp_path: Path) -> Non
         preset = seed_like(
             profile="custom", custom={"hub": [hole.url, broken.url, slow.url, hub.url]}
         )
-        resolved, record = apply_mirrors(preset, lists())
+        resolved = apply_mirrors(preset, lists())
+        record = mirrors_record(resolved)
         assert resolved.model.endpoint == hub.url
         # The seed clones with git-lfs from huggingface.co: the clone goes through the mirror.
         assert resolved.model.git_url == f"{hub.url}/lmsys/vicuna-13b-v1.3"
@@ -212,13 +209,18 @@ def test_resolved_fields_are_written_into_the_saved_preset() -> None:
     saved = yaml.safe_load(preset_to_yaml(resolved))
     assert saved["environment"]["pip_index_url"] == "http://pypi.corp.example/simple"
     assert saved["environment"]["pip_trusted_hosts"] == ["pypi.corp.example"]  # plain http
-    assert saved["mirrors"] == {"profile": "cn"}
+    assert saved["mirrors"]["profile"] == "cn"
+    recorded = saved["mirrors"]["resolved"]  # the choice and the timing travel with the preset
+    assert recorded["choices"][0]["chosen"] == "http://pypi.corp.example/simple"
+    assert recorded["probes"]["results"][0]["latency_ms"] == 1
+    again = parse_preset_text(preset_to_yaml(resolved))
+    assert apply_mirrors(again) == again  # already resolved: not probed again
 
 
 def test_profile_none_changes_nothing_and_probes_nothing() -> None:
     preset = seed_like(profile="none")
     assert candidate_urls(preset, "pypi", load_candidate_lists()) == []
-    assert apply_mirrors(preset) == (preset, None)
+    assert apply_mirrors(preset) is preset and mirrors_record(preset) is None
 
 
 def test_shipped_candidates_cover_the_named_mirrors() -> None:
