@@ -13,9 +13,9 @@ from backend.errors import BadInput
 from backend.mirrors import (
     CandidateLists,
     apply_mirrors,
-    mirrors_record,
     candidate_urls,
     load_candidate_lists,
+    mirrors_record,
     probe_preset,
     resolve_mirrors,
 )
