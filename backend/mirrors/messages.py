@@ -36,6 +36,7 @@ MESSAGES: dict[str, str] = {
     "plan.line": "  {kind}: {chosen} — {reason}",
     "plan.pypi": "  pip:   -i {url}   ({reason})",
     "plan.hub": "  model: HF_ENDPOINT={url}   ({reason})",
+    "plan.modelscope": "  model: MODELSCOPE_ENDPOINT={url}   ({reason})",
     "plan.registry": "  image: {image}   ({reason})",
 }
 

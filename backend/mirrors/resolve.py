@@ -17,6 +17,7 @@ from backend.mirrors.candidates import CandidateLists, load_candidate_lists
 from backend.mirrors.messages import text
 from backend.mirrors.probe import (
     DOCKER_HUB,
+    KINDS,
     Candidate,
     Kind,
     ProbeReport,
@@ -69,6 +70,8 @@ def _own(preset: Preset, kind: Kind) -> str | None:
     """The URL the preset itself names for ``kind`` (always a candidate too)."""
     if kind == "pypi":
         return preset.environment.pip_index_url
+    if kind == "modelscope":
+        return preset.model.endpoint if preset.model.source == "modelscope" else None
     if kind == "hub":
         if preset.model.endpoint:
             return preset.model.endpoint
@@ -91,7 +94,7 @@ def _needed(preset: Preset, kind: Kind, lists: CandidateLists) -> bool:
         return model.git_url is None or origin in known or origin == _own(preset, "hub")
     if kind == "registry":
         return preset.launch.runner == "docker" and is_docker_hub_image(preset.environment.image)
-    return False  # modelscope: no model source uses it yet (docs/mirrors.md)
+    return preset.model.source == "modelscope"
 
 
 def candidate_urls(preset: Preset, kind: Kind, lists: CandidateLists) -> list[str]:
@@ -112,7 +115,7 @@ def probe_candidates(preset: Preset, lists: CandidateLists) -> list[Candidate]:
     repo = preset.model.repo
     return [
         candidate(kind, url, package=lists.probe_package, repo=repo)
-        for kind in ("pypi", "hub", "registry")
+        for kind in KINDS
         for url in candidate_urls(preset, kind, lists)  # type: ignore[arg-type]
     ]
 
@@ -122,7 +125,7 @@ def mirror_choices(
 ) -> list[MirrorChoice]:
     """Per kind the preset needs: the fastest candidate that answered correctly, else the first."""
     choices: list[MirrorChoice] = []
-    for kind in ("pypi", "hub", "registry"):
+    for kind in KINDS:
         urls = candidate_urls(preset, kind, lists)  # type: ignore[arg-type]
         if not urls:
             continue
@@ -233,6 +236,8 @@ def plan_lines(preset: Preset) -> list[str]:
             out.append(text("plan.pypi", url=preset.environment.pip_index_url, reason=c.reason))
         elif c.kind == "hub":
             out.append(text("plan.hub", url=preset.model.endpoint, reason=c.reason))
+        elif c.kind == "modelscope":
+            out.append(text("plan.modelscope", url=preset.model.endpoint, reason=c.reason))
         elif c.kind == "registry":
             out.append(text("plan.registry", image=preset.environment.image, reason=c.reason))
     return out
@@ -264,6 +269,11 @@ def resolve_mirrors(
         env.image = mirror_image(env.image, registry.chosen)
     if pypi or registry:
         out.environment = env
+    modelscope = choices.get("modelscope")
+    if modelscope and modelscope.chosen:
+        source = out.model.model_copy(deep=True)
+        source.endpoint = modelscope.chosen  # an assignment: the field counts as set when saved
+        out.model = source
     hub = choices.get("hub")
     if hub and hub.chosen:
         model = out.model.model_copy(deep=True)

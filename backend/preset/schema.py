@@ -40,7 +40,7 @@ class TinyModelSpec(_Strict):
 class ModelSource(_Strict):
     """Where the weights come from and where they live on the host."""
 
-    source: Literal["hf", "git_lfs", "local", "tiny"] = "hf"
+    source: Literal["hf", "git_lfs", "local", "tiny", "modelscope"] = "hf"
     repo: str | None = Field(None, description="Hugging Face repo id, e.g. lmsys/vicuna-13b-v1.3")
     revision: str = "main"
     endpoint: str | None = Field(
@@ -59,6 +59,8 @@ class ModelSource(_Strict):
     def _source_needs(self) -> ModelSource:
         if self.source == "hf" and not self.repo:
             raise ValueError("source 'hf' needs 'repo' (e.g. lmsys/vicuna-13b-v1.3)")
+        if self.source == "modelscope" and not self.repo:
+            raise ValueError("source 'modelscope' needs 'repo' (its ModelScope id, owner/name)")
         if self.source == "git_lfs" and not (self.git_url or self.repo):
             raise ValueError("source 'git_lfs' needs 'git_url' or 'repo'")
         if self.source == "tiny" and self.tiny is None:

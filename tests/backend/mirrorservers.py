@@ -193,7 +193,9 @@ def build_wheel(directory: Path, name: str = "twmirror_probe", version: str = "0
 
 
 def loopback_only(monkeypatch: object) -> None:
-    """Make every mirror probe of a test assert it goes to 127.0.0.1 (pytest monkeypatch)."""
+    """Make every mirror probe of a test assert it goes to 127.0.0.1 (pytest monkeypatch), and
+    send whatever else a real client might try (telemetry, a default endpoint) to a dead proxy
+    on 127.0.0.1:9, so nothing in these tests can reach a real mirror."""
     from urllib.parse import urlparse
 
     from backend.mirrors import probe
@@ -205,4 +207,61 @@ def loopback_only(monkeypatch: object) -> None:
         return real_get(url, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(probe, "_get", guarded)  # type: ignore[attr-defined]
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # type: ignore[attr-defined]
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, "127.0.0.1,localhost")  # type: ignore[attr-defined]
     probe.clear_cache()
+
+
+def modelscope_handler(repos: dict[str, dict[str, bytes]]) -> Handler:
+    """The part of ModelScope's API its client uses to take a snapshot: the model's info,
+    ``/repo/files`` (paths, sizes, sha256) and ``/repo?FilePath=`` (the bytes)."""
+    from urllib.parse import parse_qs, unquote, urlparse
+
+    class ModelScope(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def _json(self, code: int, data: object) -> None:
+            import json
+
+            self._send(
+                code, json.dumps({"Code": code, "Success": code == 200, "Data": data}).encode()
+            )
+
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            query = parse_qs(url.query)
+            path = unquote(url.path)
+            for repo_id, files in repos.items():
+                base = f"/api/v1/models/{repo_id}"
+                if path == base:
+                    self._json(200, {"Path": repo_id.split("/")[0], "Name": repo_id.split("/")[1]})
+                    return
+                if path == base + "/repo/files":
+                    listing = [
+                        {
+                            "Name": name.rsplit("/", 1)[-1],
+                            "Path": name,
+                            "Type": "blob",
+                            "Size": len(data),
+                            "Sha256": hashlib.sha256(data).hexdigest(),
+                        }
+                        for name, data in sorted(files.items())
+                    ]
+                    self._json(200, {"Files": listing})
+                    return
+                if path == base + "/repo" and query.get("FilePath", [""])[0] in files:
+                    self._send(200, files[query["FilePath"][0]], "application/octet-stream")
+                    return
+            self._json(404, {"Message": "not found"})
+
+    return ModelScope

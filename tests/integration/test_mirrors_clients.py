@@ -31,8 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def _loopback(monkeypatch: pytest.MonkeyPatch):
     loopback_only(monkeypatch)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setenv("no_proxy", "127.0.0.1")
     yield
     clear_cache()
 
