@@ -20,6 +20,7 @@ MESSAGES: dict[str, str] = {
     "reason.not_docker_hub": "{image} is not a Docker Hub image: left as written",
     "probe.timeout": "no answer within {seconds:.1f} s",
     "probe.budget": "still waiting when the {seconds:.1f} s probe budget ran out",
+    "probe.settled": "not waited for: a faster candidate had answered correctly",
     "probe.http": "HTTP {status}",
     "probe.bad_page": "HTTP {status} but not a simple index page listing {package}",
     "probe.bad_hub": "HTTP {status} but not a Hub API answer",

@@ -188,37 +188,62 @@ def clear_cache() -> None:
 
 
 def probe_all(
-    candidates: list[Candidate], timeout_s: float, budget_s: float, package: str = "pip"
+    candidates: list[Candidate],
+    timeout_s: float,
+    budget_s: float,
+    package: str = "pip",
+    settle_s: float | None = None,
 ) -> ProbeReport:
-    """Probe every candidate concurrently; returns within ``budget_s`` (plus a few ms)."""
+    """Probe every candidate concurrently; returns within ``budget_s`` (plus a few ms).
+
+    With ``settle_s``, the round also ends ``settle_s`` after every kind has a correct answer:
+    the first correct answer of a kind is its fastest, so waiting out a black-holed official
+    endpoint would only delay the choice. Candidates still running are recorded as cut short.
+    """
     started = time.monotonic()
     slots: list[ProbeResult | None] = [None] * len(candidates)
+    landed = threading.Condition()
+    kinds = {c.kind for c in candidates}
 
     def work(index: int, cand: Candidate) -> None:
-        slots[index] = probe_one(cand, min(timeout_s, budget_s), package)
+        result = probe_one(cand, min(timeout_s, budget_s), package)
+        with landed:
+            slots[index] = result
+            landed.notify_all()
 
-    threads = [
-        threading.Thread(target=work, args=(i, c), name=f"mirror-probe-{i}", daemon=True)
-        for i, c in enumerate(candidates)
-    ]
-    for thread in threads:
-        thread.start()
+    def settled_at() -> float | None:
+        answered = {s.kind for s in slots if s is not None and s.ok}
+        return time.monotonic() if answered >= kinds else None
+
+    for i, cand in enumerate(candidates):
+        threading.Thread(target=work, args=(i, cand), name=f"mirror-probe-{i}", daemon=True).start()
     deadline = started + budget_s
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    results: list[ProbeResult] = []
-    for cand, slot in zip(candidates, slots):
+    cut_reason = text("probe.budget", seconds=budget_s)
+    with landed:
+        while any(s is None for s in slots):
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if settle_s is not None and settled_at() is not None:
+                deadline = min(deadline, now + settle_s)
+                cut_reason = text("probe.settled")
+                settle_s = None  # the grace starts once
+                continue
+            landed.wait(deadline - now)
+        results = list(slots)
+    out: list[ProbeResult] = []
+    for cand, slot in zip(candidates, results):
         if slot is None:
             slot = ProbeResult(
                 kind=cand.kind,
                 url=cand.url,
                 probe_url=cand.probe_url,
                 ok=False,
-                error=text("probe.budget", seconds=budget_s),
+                error=cut_reason,
             )
-        results.append(slot)
+        out.append(slot)
     return ProbeReport(
-        results=results,
+        results=out,
         elapsed_ms=round((time.monotonic() - started) * 1000, 1),
         timeout_s=timeout_s,
         budget_s=budget_s,

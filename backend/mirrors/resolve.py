@@ -27,6 +27,10 @@ from backend.mirrors.probe import (
 )
 from backend.preset.schema import Preset
 
+# Once every kind has a correct answer, candidates still running get this much longer: a near
+# tie is still measured, a black-holed endpoint no longer holds the choice up.
+SETTLE_S = 0.25
+
 
 @dataclass
 class MirrorChoice:
@@ -329,7 +333,9 @@ def probe_preset(preset: Preset, lists: CandidateLists | None = None) -> ProbeRe
 
         thread = threading.Thread(target=ask, name="mirror-daemon-wait", daemon=True)
         thread.start()
-    report = probe_all(cands, cfg.probe_timeout_s, cfg.probe_budget_s, lists.probe_package)
+    report = probe_all(
+        cands, cfg.probe_timeout_s, cfg.probe_budget_s, lists.probe_package, SETTLE_S
+    )
     if thread is not None:
         thread.join(0.2)
         report.registry_mirrors, report.image_local = daemon.get("facts", (None, None))

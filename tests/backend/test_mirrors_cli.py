@@ -34,7 +34,7 @@ def chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     hub.repos["lmsys/vicuna-13b-v1.3"] = Repo(files={"config.json": b"{}"})
     m = {
         "pypi_official": BlackHole(),
-        "pypi_slow": Server(index_handler(tmp_path / "wheels"), delay_s=0.3),
+        "pypi_slow": Server(index_handler(tmp_path / "wheels"), delay_s=0.1),
         "pypi_good": Server(index_handler(tmp_path / "wheels")),
         "hub_official": Server(_handler(hub), status=503),
         "hub_good": Server(_handler(hub)),
@@ -95,13 +95,16 @@ def test_plan_json_records_every_probe_and_its_timing(chain, capsys) -> None:
     assert mirrors["profile"] == "auto"
     results = {r["url"]: r for r in mirrors["probes"]["results"]}
     assert len(results) == 7
-    assert results[m["pypi_official"].url + "/simple"]["error"] == "no answer within 1.0 s"
+    # Every kind had a correct answer quickly: the black holes were not waited out.
+    cut = "not waited for: a faster candidate had answered correctly"
+    assert results[m["pypi_official"].url + "/simple"]["error"] == cut
+    assert results[m["reg_official"].url]["error"] == cut
     assert results[m["hub_official"].url]["error"] == "HTTP 503"
     assert results[m["pypi_slow"].url + "/simple"]["ok"] is True
-    assert all(r["latency_ms"] is not None for r in results.values())
+    assert all(r["latency_ms"] is not None for r in results.values() if r["error"] != cut)
     chosen = {c["kind"]: c["chosen"] for c in mirrors["choices"]}
     assert chosen["hub"] == m["hub_good"].url
-    assert mirrors["probes"]["elapsed_ms"] < 2500 + 500  # inside the preset's probe budget
+    assert mirrors["probes"]["budget_s"] == 2.5 and mirrors["probes"]["timeout_s"] == 1.0
 
 
 def test_check_shows_the_choice_and_tests_the_chosen_endpoints(chain, capsys) -> None:
@@ -114,7 +117,7 @@ def test_check_shows_the_choice_and_tests_the_chosen_endpoints(chain, capsys) ->
     assert mirrors["status"] == "ok"
     assert f"pypi → {m['pypi_good'].url}/simple" in mirrors["summary"]
     assert f"hub → {m['hub_good'].url}" in mirrors["summary"]
-    assert "no answer within 1.0 s" in mirrors["detail"]  # the black-holed official index
+    assert f"{m['pypi_official'].url}/simple: not waited for" in mirrors["detail"]
     # The network checks ask the chosen mirrors, not the dead endpoints the preset names.
     assert checks["pip_index"]["data"]["url"] == m["pypi_good"].url + "/simple/"
     assert checks["hf_endpoint"]["data"]["url"].startswith(m["hub_good"].url + "/lmsys/")

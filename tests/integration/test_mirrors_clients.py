@@ -143,7 +143,7 @@ def test_a_launch_records_the_choice_and_timings_in_the_run(indexes, tmp_path: P
         assert record["profile"] == "custom"
         assert record["choices"][0]["chosen"] == indexes["good"]
         results = {r["url"]: r for r in record["probes"]["results"]}
-        assert results[indexes["hole"]]["error"] == "no answer within 0.6 s"
+        assert results[indexes["hole"]]["error"].startswith("not waited for")
         assert results[indexes["good"]]["ok"] and results[indexes["good"]]["latency_ms"] > 0
         run_preset = parse_preset_text((result.run_dir / "preset.yaml").read_text())
         assert run_preset.environment.pip_index_url == indexes["good"]
@@ -153,3 +153,31 @@ def test_a_launch_records_the_choice_and_timings_in_the_run(indexes, tmp_path: P
         assert plan["preset"] == "tiny-cpu"
     finally:
         stop_run(result.run_dir)
+
+
+def test_model_fetch_of_a_preset_goes_through_the_probed_hub(tmp_path: Path, capsys) -> None:
+    from tests.backend.hubserver import write_llama_dir
+    from tui.cli import main
+
+    hub = FakeHub().start()
+    write_llama_dir(tmp_path / "src")
+    hub.repos["lmsys/vicuna-7b-v1.5"] = Repo.from_dir(tmp_path / "src")
+    broken = Server(_handler(hub), status=503)
+    hole = BlackHole()
+    try:
+        data = tiny_with(profile="custom", custom={"hub": [hole.url, broken.url, hub.url]})
+        data["model"] = {"source": "hf", "repo": "lmsys/vicuna-7b-v1.5", "dir": str(tmp_path / "m")}
+        preset = tmp_path / "p.yaml"
+        preset.write_text(yaml.safe_dump(data))
+        code = main(["model", "fetch", str(preset), "--json"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert (tmp_path / "m" / "config.json").read_bytes() == (
+            tmp_path / "src" / "config.json"
+        ).read_bytes()
+        assert any("/resolve/" in p for _, p, _ in hub.log)
+        assert not [p for p in broken.requests if "/resolve/" in p]
+    finally:
+        for server in (broken, hole):
+            server.stop()
+        hub.stop()
