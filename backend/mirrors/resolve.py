@@ -287,8 +287,27 @@ def resolve_mirrors(
             origin = _origin(model.git_url)
             if origin and origin == old:
                 model.git_url = hub.chosen + model.git_url[len(origin) :]
+        if not _token_may_go_to(hub.chosen, preset, lists):
+            model.token_env = MIRROR_TOKEN_ENV
         out.model = model
     return out
+
+
+# The Hub token is sent only where the user said, over https (the house rules): to a mirror
+# trainwiz picked itself, only a token the user puts in this variable for that purpose.
+MIRROR_TOKEN_ENV = "TRAINWIZ_HUB_MIRROR_TOKEN"
+
+
+def _token_may_go_to(endpoint: str, preset: Preset, lists: CandidateLists) -> bool:
+    if not endpoint.startswith("https://"):
+        return False
+    named = {u.rstrip("/") for u in lists.official.get("hub", [])}
+    own = _own(preset, "hub")
+    if own:
+        named.add(own.rstrip("/"))
+    if preset.mirrors.profile == "custom" and preset.mirrors.custom:
+        named.update(u.rstrip("/") for u in preset.mirrors.custom.hub)
+    return endpoint.rstrip("/") in named
 
 
 def daemon_facts(image: str | None, timeout_s: float) -> tuple[list[str] | None, bool | None]:

@@ -33,6 +33,7 @@ class Server:
 
             def do_GET(self) -> None:
                 outer.requests.append(self.path)
+                outer.authorization.append(self.headers.get("Authorization"))
                 if outer.delay_s:
                     time.sleep(outer.delay_s)
                 if outer.status is not None:
@@ -51,6 +52,7 @@ class Server:
         self.delay_s = delay_s
         self.status = status
         self.requests: list[str] = []
+        self.authorization: list[str | None] = []  # the Authorization header of each request
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Wrapped)
         self._server.daemon_threads = True
         threading.Thread(

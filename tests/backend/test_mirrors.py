@@ -259,3 +259,25 @@ def test_bad_profile_and_bad_candidate_file_are_clear(tmp_path: Path, monkeypatc
     monkeypatch.setenv("TRAINWIZ_MIRRORS_FILE", str(bad))
     with pytest.raises(BadInput, match=r"m.yaml: cn.pypi: a list of URLs"):
         load_candidate_lists()
+
+
+def test_the_hub_token_goes_only_where_the_user_said() -> None:
+    data = yaml.safe_load((ROOT / "presets" / "vicuna-7b-4xa100-40g.yaml").read_text())
+    data["mirrors"] = {"profile": "auto"}
+    data["model"]["endpoint"] = "https://hub.corp.example"
+    preset = parse_preset_text(yaml.safe_dump(data))
+    cand = CandidateLists(
+        official={"hub": ["https://huggingface.co"]},
+        cn={"hub": ["https://hf-mirror.example", "http://plain.example"]},
+    )
+
+    def won_by(url: str) -> Preset:
+        report = _report(ProbeResult("hub", url, "", ok=True, latency_ms=1))
+        return resolve_mirrors(preset, report, cand)
+
+    # A mirror trainwiz picked from its own list gets no token the user keeps for the Hub.
+    assert won_by("https://hf-mirror.example").model.token_env == "TRAINWIZ_HUB_MIRROR_TOKEN"
+    assert won_by("http://plain.example").model.token_env == "TRAINWIZ_HUB_MIRROR_TOKEN"
+    # The official Hub and the endpoint the preset names keep the preset's token variable.
+    assert won_by("https://huggingface.co").model.token_env == preset.model.token_env
+    assert won_by("https://hub.corp.example").model.token_env == preset.model.token_env

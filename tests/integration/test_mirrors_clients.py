@@ -181,3 +181,40 @@ def test_model_fetch_of_a_preset_goes_through_the_probed_hub(tmp_path: Path, cap
         for server in (broken, hole):
             server.stop()
         hub.stop()
+
+
+def test_no_hub_token_reaches_a_mirror_trainwiz_chose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The user's HF_TOKEN and cached login are for the Hub they named, not for a mirror that
+    won a probe (and never over plain http)."""
+    from tests.backend.hubserver import write_llama_dir
+    from tui.cli import main
+
+    hub = FakeHub().start()
+    write_llama_dir(tmp_path / "src")
+    hub.repos["lmsys/vicuna-7b-v1.5"] = Repo.from_dir(tmp_path / "src")
+    mirror = Server(_handler(hub))
+    official = BlackHole()
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "token").write_text("hf_cached_login_secret")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_TOKEN", "hf_env_secret")
+    lists = {"official": {"hub": [official.url]}, "cn": {"hub": [mirror.url]}}
+    (tmp_path / "mirrors.yaml").write_text(yaml.safe_dump(lists))
+    monkeypatch.setenv("TRAINWIZ_MIRRORS_FILE", str(tmp_path / "mirrors.yaml"))
+    try:
+        data = tiny_with(profile="auto")
+        data["model"] = {"source": "hf", "repo": "lmsys/vicuna-7b-v1.5", "dir": str(tmp_path / "m")}
+        preset = tmp_path / "p.yaml"
+        preset.write_text(yaml.safe_dump(data))
+        code = main(["model", "fetch", str(preset), "--json"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert (tmp_path / "m" / "config.json").is_file()
+        assert any("/resolve/" in p for p in mirror.requests)  # it went through the mirror
+        assert set(mirror.authorization) == {None}  # and no token went with it
+    finally:
+        mirror.stop()
+        official.stop()
+        hub.stop()
