@@ -38,7 +38,9 @@ def check_mirrors(ctx: CheckContext) -> CheckResult:
     data: dict[str, object] = {"registry_mirrors": daemon}
     preset = ctx.preset
     if preset is None or preset.mirrors.profile == "none":
-        summary = text("check.off") if preset is not None else daemon_line or text("check.off")
+        summary = (
+            text("check.off") if preset is not None else daemon_line or text("check.no_preset")
+        )
         status: Status = "ok" if daemon else "skip"
         detail = daemon_line if preset is not None else ""
         return finding(status, summary, detail=detail, why=why, data=data)

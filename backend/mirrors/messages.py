@@ -27,6 +27,7 @@ MESSAGES: dict[str, str] = {
     "probe.bad_registry": "HTTP {status} without the Registry v2 API header",
     "probe.bad_modelscope": "HTTP {status} but not a ModelScope API answer",
     "check.off": "profile none: the preset's own URLs are used",
+    "check.no_preset": "no preset: no mirror to choose",
     "check.summary": "profile {profile}: {choices}",
     "check.why": "Every download of the chain (pip, the model, the images) goes through these.",
     "check.fix_none_answered": "no {kind} candidate answered: check the network or proxy "

@@ -2,13 +2,12 @@
 
 ``resolve_mirrors`` is pure: the same preset and probe report always give the same preset, so
 ``trainwiz plan`` and a launch render exactly the URLs and image names that were chosen, and
-tests can feed it any report. ``apply_mirrors`` is the impure glue: candidates, probes, daemon.
+tests can feed it any report. ``apply_mirrors`` (apply.py) is the impure glue: probes, daemon.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -23,7 +22,6 @@ from backend.mirrors.probe import (
     ProbeReport,
     ProbeResult,
     candidate,
-    probe_all,
 )
 from backend.preset.schema import Preset
 
@@ -308,65 +306,6 @@ def _token_may_go_to(endpoint: str, preset: Preset, lists: CandidateLists) -> bo
     if preset.mirrors.profile == "custom" and preset.mirrors.custom:
         named.update(u.rstrip("/") for u in preset.mirrors.custom.hub)
     return endpoint.rstrip("/") in named
-
-
-def daemon_facts(image: str | None, timeout_s: float) -> tuple[list[str] | None, bool | None]:
-    """(the daemon's registry-mirrors, whether ``image`` is local); (None, None) without one."""
-    found: dict[str, Any] = {}
-
-    def ask() -> None:
-        try:
-            import docker
-
-            client = docker.from_env(timeout=max(1, int(timeout_s)))
-            info = client.info()
-            found["mirrors"] = [
-                str(m) for m in (info.get("RegistryConfig") or {}).get("Mirrors") or []
-            ]
-            if image:
-                try:
-                    client.images.get(image)
-                    found["local"] = True
-                except Exception:
-                    found["local"] = False
-        except Exception:
-            return
-
-    thread = threading.Thread(target=ask, name="mirror-daemon", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    return found.get("mirrors"), found.get("local")
-
-
-def probe_preset(preset: Preset, lists: CandidateLists | None = None) -> ProbeReport:
-    """Probe every candidate the preset's profile names (and ask the daemon, for images)."""
-    lists = lists or load_candidate_lists()
-    cfg = preset.mirrors
-    cands = probe_candidates(preset, lists)
-    daemon: dict[str, Any] = {}
-    thread = None
-    if any(c.kind == "registry" for c in cands):
-
-        def ask() -> None:
-            daemon["facts"] = daemon_facts(preset.environment.image, cfg.probe_budget_s)
-
-        thread = threading.Thread(target=ask, name="mirror-daemon-wait", daemon=True)
-        thread.start()
-    report = probe_all(
-        cands, cfg.probe_timeout_s, cfg.probe_budget_s, lists.probe_package, SETTLE_S
-    )
-    if thread is not None:
-        thread.join(0.2)
-        report.registry_mirrors, report.image_local = daemon.get("facts", (None, None))
-    return report
-
-
-def apply_mirrors(preset: Preset, lists: CandidateLists | None = None) -> Preset:
-    """Probe and resolve; unchanged when the profile is none or the preset is already resolved."""
-    if preset.mirrors.profile == "none" or preset.mirrors.resolved is not None:
-        return preset
-    lists = lists or load_candidate_lists()
-    return resolve_mirrors(preset, probe_preset(preset, lists), lists)
 
 
 def mirrors_record(preset: Preset) -> MirrorsRecord | None:
