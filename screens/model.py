@@ -36,8 +36,15 @@ SOURCES = [
     ("git-lfs clone (the seed's way)", "git_lfs"),
     ("Local directory", "local"),
     ("Tiny random Llama (no network)", "tiny"),
+    ("ModelScope (its own client)", "modelscope"),
 ]
-ACTION_LABEL = {"hf": "download", "git_lfs": "clone", "local": "check", "tiny": "make"}
+ACTION_LABEL = {
+    "hf": "download",
+    "git_lfs": "clone",
+    "local": "check",
+    "tiny": "make",
+    "modelscope": "download",
+}
 
 
 def _size(n: float) -> str:
@@ -207,7 +214,7 @@ class ModelScreen(StepScreen):
     def _sync_form(self) -> None:
         source = self.query_one("#model-source", Select).value
         self.query_one("#model-repo", Input).disabled = source in ("local", "tiny")
-        self.query_one("#model-endpoint", Input).disabled = source != "hf"
+        self.query_one("#model-endpoint", Input).disabled = source not in ("hf", "modelscope")
 
     @on(Select.Changed, "#model-source")
     def _source_changed(self) -> None:
@@ -222,7 +229,7 @@ class ModelScreen(StepScreen):
             "dir": self.query_one("#model-dir", Input).value.strip(),
             "endpoint": self.query_one("#model-endpoint", Input).value.strip() or None,
         }
-        if kind == "hf":
+        if kind in ("hf", "modelscope"):
             update["repo"] = repo or None
         elif kind == "git_lfs":
             is_url = "://" in repo or repo.startswith("git@")

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from backend.checks import docker_checks, gpu, host, network, nodes, tools
+from backend.checks import docker_checks, gpu, host, mirrors, network, nodes, tools
 from backend.checks.context import CheckContext, Targets, build_context
 from backend.checks.model import CheckResult, Status, Step
 from backend.preset.schema import Preset
@@ -62,6 +62,7 @@ CHECKS: list[CheckSpec] = [
     CheckSpec("nodes_shared", "Shared run dir", nodes.check_nodes_shared_dir, 45.0),
     CheckSpec("rdzv_port", "Rendezvous port", nodes.check_rdzv_port, 45.0, "fail", ["launch"]),
     CheckSpec("nccl_iface", "NCCL interface", nodes.check_nccl_interface),
+    CheckSpec("mirrors", "Mirrors", mirrors.check_mirrors, 10.0),
 ]
 
 

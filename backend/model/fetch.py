@@ -74,6 +74,11 @@ def ensure_model(
     elif source.source == "git_lfs":
         fetched = clone_lfs(source.clone_url(), target, source.revision, progress, cancel, free)
         action = "cloned"
+    elif source.source == "modelscope":
+        from backend.mirrors.modelscope import fetch_modelscope
+
+        fetched = fetch_modelscope(source, target, progress, cancel, python)
+        action = "downloaded"
     elif source.source == "tiny":
         made = make_tiny(target, source.tiny, python=python)
         action = "made" if made.created else "kept"

@@ -105,6 +105,13 @@ def read_token(token_env: str) -> str | None:
     return os.environ.get(token_env) or None
 
 
+def _implicit_token(token_env: str) -> bool | None:
+    """False (no cached login either) for a Hub mirror trainwiz chose itself (docs/mirrors.md)."""
+    from backend.mirrors.resolve import MIRROR_TOKEN_ENV
+
+    return False if token_env == MIRROR_TOKEN_ENV else None
+
+
 def select_files(
     sizes: dict[str, int], prefer_safetensors: bool = True
 ) -> tuple[list[str], list[str]]:
@@ -140,7 +147,7 @@ def plan_download(
     from huggingface_hub import HfApi
 
     endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    api = HfApi(endpoint=endpoint, token=read_token(token_env))
+    api = HfApi(endpoint=endpoint, token=read_token(token_env) or _implicit_token(token_env))
     try:
         info = api.model_info(repo, revision=revision, files_metadata=True)
     except Exception as exc:
@@ -237,6 +244,8 @@ def fetch_hub(
     token = read_token(token_env)
     if token:
         env["HF_TOKEN"] = token  # environment only: never argv, never a file
+    elif _implicit_token(token_env) is False:
+        env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"  # a mirror trainwiz chose: no cached login
     proc = subprocess.Popen(
         [sys.executable, str(WORKER)],
         stdin=subprocess.PIPE,

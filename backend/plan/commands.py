@@ -170,6 +170,10 @@ def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
                 f"token from ${model.token_env} or the cached login",
             )
         ]
+    if model.source == "modelscope":
+        from backend.mirrors.modelscope import modelscope_step
+
+        return [modelscope_step(model)]
     if model.source == "git_lfs":
         return [
             PlanStep(

@@ -40,7 +40,7 @@ class TinyModelSpec(_Strict):
 class ModelSource(_Strict):
     """Where the weights come from and where they live on the host."""
 
-    source: Literal["hf", "git_lfs", "local", "tiny"] = "hf"
+    source: Literal["hf", "git_lfs", "local", "tiny", "modelscope"] = "hf"
     repo: str | None = Field(None, description="Hugging Face repo id, e.g. lmsys/vicuna-13b-v1.3")
     revision: str = "main"
     endpoint: str | None = Field(
@@ -59,6 +59,8 @@ class ModelSource(_Strict):
     def _source_needs(self) -> ModelSource:
         if self.source == "hf" and not self.repo:
             raise ValueError("source 'hf' needs 'repo' (e.g. lmsys/vicuna-13b-v1.3)")
+        if self.source == "modelscope" and not self.repo:
+            raise ValueError("source 'modelscope' needs 'repo' (its ModelScope id, owner/name)")
         if self.source == "git_lfs" and not (self.git_url or self.repo):
             raise ValueError("source 'git_lfs' needs 'git_url' or 'repo'")
         if self.source == "tiny" and self.tiny is None:
@@ -380,6 +382,52 @@ class TrainingArgs(_Strict):
         return self
 
 
+MirrorProfile = Literal["auto", "cn", "none", "custom"]
+
+
+class MirrorLists(_Strict):
+    """Candidate mirrors by what they serve, in order of preference (a ``custom`` profile)."""
+
+    pypi: list[str] = Field(default_factory=list, description="PEP 503 simple index URLs")
+    hub: list[str] = Field(default_factory=list, description="Hugging Face Hub endpoints")
+    registry: list[str] = Field(
+        default_factory=list,
+        description="Docker registries serving Docker Hub images (host[:port], or http://host:port)",
+    )
+    modelscope: list[str] = Field(default_factory=list, description="ModelScope endpoints")
+
+
+class MirrorsConfig(_Strict):
+    """Which mirrors the downloads of the chain go through (docs/mirrors.md).
+
+    none: the preset's own URLs as written. cn: the China mirrors (Tsinghua, Aliyun, USTC,
+    Douban; hf-mirror.com; registry mirrors). auto: the official endpoints and the China
+    mirrors, each probed; the fastest that answers correctly wins. custom: the lists in
+    ``custom``, probed the same way. A preset may write just ``mirrors: auto``.
+    """
+
+    profile: MirrorProfile = "none"
+    custom: MirrorLists | None = None
+    probe_timeout_s: float = Field(2.0, gt=0, le=30, description="per candidate")
+    probe_budget_s: float = Field(4.0, gt=0, le=60, description="all probes together")
+    resolved: dict[str, Any] | None = Field(
+        None,
+        description="written by trainwiz when it probes: each choice, its reason and every "
+        "probe's timing (mirrors.json in a run); a preset carrying it is not probed again",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_shorthand(cls, value: Any) -> Any:
+        return {"profile": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _custom_needs_lists(self) -> MirrorsConfig:
+        if self.profile == "custom" and self.custom is None:
+            raise ValueError("profile 'custom' needs a 'custom' block with pypi/hub/registry lists")
+        return self
+
+
 class Preset(_Strict):
     """A whole training job. ``schema`` is the version, so old presets can be migrated."""
 
@@ -391,6 +439,7 @@ class Preset(_Strict):
     container: ContainerConfig = Field(default_factory=ContainerConfig)
     launch: LaunchConfig = Field(default_factory=LaunchConfig)
     training: TrainingArgs
+    mirrors: MirrorsConfig = Field(default_factory=MirrorsConfig)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Preset:

@@ -19,6 +19,8 @@ from typing import Any
 
 from backend.entry import copy_entry
 from backend.errors import BadInput, TrainwizError
+from backend.mirrors import apply_mirrors
+from backend.mirrors.record import write_mirrors_json
 from backend.plan import Plan, PlanStep, build_plan
 from backend.plan.resolve import resolve_preset
 from backend.preset.loader import preset_to_yaml
@@ -292,11 +294,13 @@ def launch(
     ack_timeout: float = 15.0,
 ) -> LaunchResult:
     """Start a run; returns once the watcher has taken it over (or the run already ended)."""
+    preset = apply_mirrors(preset)  # mirrors: auto/cn/custom are probed once, the choice written in
     preflight(resolve_preset(preset, None))
     run_dir = create_run_dir(preset.name, preset.launch.runner)
     try:
         resolved = resolve_preset(preset, run_dir)
         (run_dir / PRESET).write_text(preset_to_yaml(resolved), encoding="utf-8")
+        write_mirrors_json(run_dir, resolved)
         plan = build_plan(
             preset,
             run_dir=run_dir,

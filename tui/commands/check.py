@@ -11,6 +11,7 @@ import argparse
 from backend.checks import CheckResult, blocked_steps, check_ids, run_checks
 from backend.errors import BadInput
 from backend.i18n import N_, _
+from backend.mirrors import apply_mirrors
 from backend.preset.loader import load_preset
 from tui.commands._common import add_json_flag, print_json
 
@@ -47,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
                 f"--only {', '.join(unknown)}: unknown check (known: {', '.join(check_ids())})"
             )
     preset = load_preset(args.preset) if args.preset else None
+    if preset is not None:  # mirrors: auto/cn probe first, so the network checks test the choice
+        preset = apply_mirrors(preset)
     results = run_checks(preset, only=args.only)
     if args.json:
         print_json(

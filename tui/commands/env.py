@@ -49,7 +49,9 @@ def _stream(quiet: bool) -> object:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    preset = load_preset(args.preset)
+    from backend.mirrors import apply_mirrors
+
+    preset = apply_mirrors(load_preset(args.preset))  # mirrors: the probed index and image
     show = _stream(args.quiet)
     if preset.launch.runner == "host":
         from backend.images.venv import build_host_env

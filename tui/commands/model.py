@@ -46,7 +46,9 @@ def _source_for(args: argparse.Namespace) -> ModelSource:
     target: str = args.target
     looks_like_file = target.endswith((".yaml", ".yml")) or Path(target).is_file()
     if looks_like_file or "/" not in target:
-        source = load_preset(target).model
+        from backend.mirrors import apply_mirrors
+
+        source = apply_mirrors(load_preset(target)).model  # mirrors: the probed endpoint
     else:
         source = ModelSource(source="hf", repo=target, dir=str(default_dir(target)))
     updates = {

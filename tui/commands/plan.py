@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from backend.mirrors import apply_mirrors, plan_lines
 from backend.plan import build_plan
 from backend.planner.report import planner_report
 from backend.preset import load_preset
@@ -34,14 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    preset = load_preset(args.preset)
+    preset = apply_mirrors(load_preset(args.preset))  # mirrors: auto/cn probe first
     plan = build_plan(preset, transformers_version=args.transformers, preset_ref=args.preset)
     lines, estimate = planner_report(
         preset, args.gpu, args.config, do_tune=args.tune, free_batch=args.free_batch
     )
     if args.json:
-        print_json({**plan.to_dict(), **estimate})
+        print_json({**plan.to_dict(), **estimate, "mirrors": preset.mirrors.resolved})
     else:
         print(plan.as_script(), end="")
-        print("\n" + "\n".join(f"# {line}" for line in lines))
+        print("\n" + "\n".join(f"# {line}" for line in [*plan_lines(preset), *lines]))
     return 0
