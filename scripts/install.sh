@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="train"
-[ "${1:-}" = "--dev" ] && extras="train,dev"
+[ "${1:-}" = "--dev" ] && extras="train,dev,modelscope"
 
 if [ ! -x .venv/bin/python ]; then
     if ! python3 -m venv .venv 2>/dev/null; then
