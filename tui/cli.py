@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from backend.errors import BadInput, TrainwizError
+from backend.redact import redact_text
 
 __version__ = "0.1.0"
 
@@ -64,10 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     except BadInput as exc:
         for line in exc.problems:
-            print(f"trainwiz: {line}", file=sys.stderr)
+            print(redact_text(f"trainwiz: {line}"), file=sys.stderr)
         return 2
     except TrainwizError as exc:
-        print(f"trainwiz: error: {exc}", file=sys.stderr)
+        print(redact_text(f"trainwiz: error: {exc}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("trainwiz: interrupted", file=sys.stderr)

@@ -24,6 +24,7 @@ from typing import Any
 
 from backend.errors import TrainwizError
 from backend.model.hub_errors import explain_api_error, explain_worker_error
+from backend.tokens import child_env, decide
 
 WORKER = Path(__file__).with_name("_hf_worker.py")
 DUPLICATE_WEIGHTS = (".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt", ".gguf")
@@ -100,9 +101,11 @@ def disk_free(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def read_token(token_env: str) -> str | None:
-    """The token from the named env var; None lets huggingface_hub use the cached login."""
-    return os.environ.get(token_env) or None
+def read_token(token_env: str, endpoint: str = DEFAULT_ENDPOINT) -> str | bool | None:
+    """The ``token=`` for huggingface_hub at ``endpoint``: the token from the named variable,
+    None (its cached login), or False (send none: the endpoint or the variable is not trusted;
+    see ``backend.tokens``)."""
+    return decide(endpoint, token_env).hub_token()
 
 
 def select_files(
@@ -140,11 +143,14 @@ def plan_download(
     from huggingface_hub import HfApi
 
     endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    api = HfApi(endpoint=endpoint, token=read_token(token_env))
+    decision = decide(endpoint, token_env)
+    api = HfApi(endpoint=endpoint, token=decision.hub_token())
     try:
         info = api.model_info(repo, revision=revision, files_metadata=True)
     except Exception as exc:
-        raise explain_api_error(exc, repo, revision, endpoint, token_env) from exc
+        raise explain_api_error(
+            exc, repo, revision, endpoint, token_env, withheld=decision.reason
+        ) from exc
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     keep, skipped = select_files(sizes, prefer_safetensors)
     root = Path(target).expanduser()
@@ -232,11 +238,10 @@ def fetch_hub(
         "files": [f.name for f in plan.files],
         "retries": retries,
     }
-    env = dict(os.environ, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_ENABLE_HF_TRANSFER="0")
-    env.pop("HF_TOKEN", None)
-    token = read_token(token_env)
-    if token:
-        env["HF_TOKEN"] = token  # environment only: never argv, never a file
+    decision = decide(plan.endpoint, token_env)
+    job["no_token"] = not decision.send  # the worker passes token=False: no implicit login
+    env = child_env(decision)
+    env.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_ENABLE_HF_TRANSFER="0")
     proc = subprocess.Popen(
         [sys.executable, str(WORKER)],
         stdin=subprocess.PIPE,
@@ -291,7 +296,9 @@ def fetch_hub(
     proc.wait()
     if error is not None or proc.returncode != 0:
         partial = _incomplete_bytes(root, str((error or {}).get("file") or ""))
-        raise explain_worker_error(error, plan.repo, plan.endpoint, token_env, partial, stderr_tail)
+        raise explain_worker_error(
+            error, plan.repo, plan.endpoint, token_env, partial, stderr_tail, decision.reason
+        )
     return FetchResult(
         dir=str(root),
         commit=plan.commit,

@@ -7,10 +7,12 @@ can gate on it. People get a table and the fixes; scripts get JSON.
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
 from backend.checks import CheckResult, blocked_steps, check_ids, run_checks
 from backend.errors import BadInput
 from backend.preset.loader import load_preset
+from backend.preset.safety import Risk, container_risks
 from tui.commands._common import add_json_flag, print_json
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
@@ -45,17 +47,30 @@ def run(args: argparse.Namespace) -> int:
             )
     preset = load_preset(args.preset) if args.preset else None
     results = run_checks(preset, only=args.only)
+    risks = container_risks(preset) if preset is not None else []
     if args.json:
         print_json(
             {
                 "preset": preset.name if preset else None,
                 "checks": [r.model_dump(mode="json") for r in results],
                 "blocked_steps": blocked_steps(results),
+                "risks": [asdict(r) for r in risks],
             }
         )
     else:
         _print_table(results, preset.name if preset else None)
+        _print_risks(risks)
     return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def _print_risks(risks: list[Risk]) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console()
+    for risk in risks:
+        console.print(Text(f"! dangerous option {risk.field}: {risk.message}", style="bold yellow"))
+        console.print(Text(f"  fix: {risk.fix}; launch asks for --yes"), soft_wrap=True)
 
 
 def _print_table(results: list[CheckResult], preset_name: str | None) -> None:

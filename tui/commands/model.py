@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import builtins
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from backend.errors import BadInput
 from backend.model.hub import FetchProgress
 from backend.model.validate import ModelReport
 from backend.preset.schema import ModelSource
+from backend.termsafe import terminal_safe
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -117,6 +119,11 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def _print_report(r: ModelReport) -> None:
+    """Values come from the model's own files (config.json, shard names): printed terminal-safe."""
+
+    def print(text: str = "") -> None:  # shadows on purpose: the one safe printer
+        builtins.print(terminal_safe(text))
+
     c = r.config
     print(f"model       {r.path}")
     print(f"arch        {c.architecture} ({c.model_type})")
@@ -126,9 +133,8 @@ def _print_report(r: ModelReport) -> None:
     )
     print(f"vocab       {c.vocab_size}, max positions {c.max_position_embeddings}")
     n = f"{r.n_params:,}" if r.n_params is not None else "unknown"
-    print(
-        f"parameters  {n} ({r.n_params_source}); config implies {r.n_params_from_config or '?':,}"
-    )
+    implied = f"{r.n_params_from_config:,}" if r.n_params_from_config else "?"
+    print(f"parameters  {n} ({r.n_params_source}); config implies {implied}")
     print(
         f"dtype       {r.dtype} ({r.weight_format}, {len(r.shards)} files, {_human(r.weights_bytes)})"
     )

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import asdict
 
 from backend.plan import build_plan
+from backend.plan.commands import comment
 from backend.planner.report import planner_report
 from backend.preset import load_preset
+from backend.preset.safety import container_risks
+from backend.redact import redact_text
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -36,12 +41,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     plan = build_plan(preset, transformers_version=args.transformers, preset_ref=args.preset)
+    risks = container_risks(preset)
     lines, estimate = planner_report(
         preset, args.gpu, args.config, do_tune=args.tune, free_batch=args.free_batch
     )
+    for risk in risks:
+        print(f"trainwiz: warning: {redact_text(risk.line())}", file=sys.stderr)
     if args.json:
-        print_json({**plan.to_dict(), **estimate})
+        print_json({**plan.to_dict(), **estimate, "risks": [asdict(r) for r in risks]})
     else:
-        print(plan.as_script(), end="")
-        print("\n" + "\n".join(f"# {line}" for line in lines))
+        warnings = [comment(f"WARNING {risk.line()}") for risk in risks]
+        script = plan.as_script()
+        if warnings:  # right under the title line, before any command
+            head, _, rest = script.partition("\n")
+            script = "\n".join([head, *warnings, rest])
+        print(script, end="")
+        print("\n" + "\n".join(comment(redact_text(line)) for line in lines))
     return 0
