@@ -121,34 +121,44 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
 
 
 def format_validation_error(exc: ValidationError, root: yaml.Node | None, source: str) -> list[str]:
-    """One ``file:line:col field: message`` line per pydantic error, in file order."""
-    problems: list[tuple[int, int, str]] = []
+    """One ``file:line:col field: message`` line per pydantic error, in file order.
+
+    Only the first ``MAX_PROBLEMS`` are worded (a "did you mean" costs a fuzzy match each)."""
+    located: list[tuple[int, int, yaml.Node | None, dict[str, Any]]] = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         kind = err["type"]
         if kind == "extra_forbidden":
             node = _key_node(root, loc) or _node_at(root, loc)
-            message = f"unknown key '{loc[-1]}'{_suggest(loc)}"
         elif kind == "missing":
             node = _node_at(root, loc[:-1])
-            message = f"required key '{loc[-1]}' is missing"
         else:
             node = _node_at(root, loc)
-            message = str(err["msg"]).removeprefix("Value error, ")
-            if (
-                "input" in err
-                and kind not in ("model_type",)
-                and not isinstance(err["input"], dict)
-            ):
-                message += f" (got {_short(err['input'])})"
         line = node.start_mark.line if node is not None else 0
         col = node.start_mark.column if node is not None else 0
-        problems.append((line, col, f"{_where(source, node)} {_dotted(loc)}: {message}"))
-    problems.sort(key=lambda item: (item[0], item[1]))
-    shown = [text for _, _, text in problems[:MAX_PROBLEMS]]
-    if len(problems) > MAX_PROBLEMS:
-        shown.append(f"{source}: ... and {len(problems) - MAX_PROBLEMS} more problems")
+        located.append((line, col, node, {**err, "loc": loc}))
+    located.sort(key=lambda item: (item[0], item[1]))
+    shown = [
+        f"{_where(source, node)} {_dotted(err['loc'])}: {_message(err)}"
+        for _, _, node, err in located[:MAX_PROBLEMS]
+    ]
+    if len(located) > MAX_PROBLEMS:
+        shown.append(f"{source}: ... and {len(located) - MAX_PROBLEMS} more problems")
     return shown
+
+
+def _message(err: dict[str, Any]) -> str:
+    loc, kind = err["loc"], err["type"]
+    if kind == "extra_forbidden":
+        return (
+            f"unknown key '{_short(loc[-1]) if len(str(loc[-1])) > 60 else loc[-1]}'{_suggest(loc)}"
+        )
+    if kind == "missing":
+        return f"required key '{loc[-1]}' is missing"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if "input" in err and kind not in ("model_type",) and not isinstance(err["input"], dict):
+        message += f" (got {_short(err['input'])})"
+    return message
 
 
 MAX_PROBLEMS = 30  # a hostile preset must not print megabytes of errors

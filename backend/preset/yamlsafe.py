@@ -11,6 +11,7 @@ graph or Python object is built. Every refusal names ``file:line:col``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,9 @@ def decode_preset_bytes(raw: bytes, source: str) -> str:
         ) from None
 
 
+_BRACKET_RUN = re.compile(r"(?:[\[{]\s*)" + "{" + str(MAX_DEPTH + 1) + "}")
+
+
 def _where(source: str, mark: Any) -> str:
     return f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
 
@@ -67,6 +71,16 @@ def check_expansion(text: str, source: str) -> None:
     ``total`` counts values as the constructor would see them, aliases expanded: an alias adds
     the size of its anchor's subtree, so a "billion laughs" is refused after a few events.
     """
+    # PyYAML's scanner looks ahead up to 1024 characters for a possible key at every open
+    # bracket, so a run of them costs ~1e6 steps before the first event: refuse that run first.
+    run = _BRACKET_RUN.search(text)
+    if run is not None:
+        line = text.count("\n", 0, run.start()) + 1
+        col = run.start() - (text.rfind("\n", 0, run.start()) + 1) + 1
+        raise BadInput(
+            f"{source}:{line}:{col}: nesting deeper than {MAX_DEPTH} levels "
+            "(brackets opened in a row): a preset is a few levels of mappings"
+        )
     anchors: dict[str, tuple[int, int]] = {}  # name -> (expanded size, levels below it)
     stack: list[_Open] = []
     total = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -109,11 +110,16 @@ def test_every_text_field_payload_is_refused_or_planned_inert(tmp_path: Path) ->
         scripts.setdefault(plan.as_script(), expected)
     names = {argv[0] for expected in scripts.values() for argv in expected}
     stubs = _stub_dir(tmp_path, names)
-    for index, (script, expected) in enumerate(scripts.items()):
+
+    def paste(index: int, script: str) -> tuple[list[str], list[list[str]]]:
         workdir = tmp_path / f"w{index}"
         workdir.mkdir()
         calls = _run_pasted(script, workdir, stubs, functions=True)
-        injected = [p.name for p in workdir.iterdir() if p.name.startswith(MARK)]
+        return [p.name for p in workdir.iterdir() if p.name.startswith(MARK)], calls
+
+    with ThreadPoolExecutor(max_workers=4) as pool:  # the shells run in parallel
+        results = list(pool.map(paste, range(len(scripts)), scripts))
+    for (script, expected), (injected, calls) in zip(scripts.items(), results, strict=True):
         assert not injected, script
         assert calls == expected, script
     # Every payload was tried in every slot of every base, and some were planned, not refused.
