@@ -105,3 +105,11 @@ def child_env(decision: TokenDecision, base: dict[str, str] | None = None) -> di
     if not decision.send:
         env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
     return env
+
+
+def allow_hosts(hosts: list[str]) -> None:
+    """Add hosts the user named on the command line (``--token-host``) to this process's list
+    (and so to its children's): the CLI equivalent of ``TRAINWIZ_TOKEN_HOSTS``."""
+    if hosts:
+        merged = sorted(_listed(TOKEN_HOSTS_ENV) | {h.strip().lower() for h in hosts if h.strip()})
+        os.environ[TOKEN_HOSTS_ENV] = ",".join(merged)

@@ -177,3 +177,21 @@ def test_token_names() -> None:
     for bad in ("SOME_OTHER_SECRET", "AWS_SECRET_ACCESS_KEY", "PATH", "TOKENS", "HOME"):
         assert not token_env_allowed(bad)
     assert not decide("https://huggingface.co", "AWS_SECRET_ACCESS_KEY").send
+
+
+def test_cli_token_host_flag_is_the_users_explicit_yes(
+    https_hub: FakeHub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tui.cli import main
+
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    args = ["model", "fetch", "acme/private", "--endpoint", https_hub.url, "--dir"]
+    assert main([*args, str(tmp_path / "a")]) == 2
+    assert "TRAINWIZ_TOKEN_HOSTS" in capsys.readouterr().err and https_hub.auth_seen == []
+    assert main([*args, str(tmp_path / "b"), "--token-host", "127.0.0.1"]) == 0
+    assert f"Bearer {SECRET}" in https_hub.auth_seen
+    out, err = capsys.readouterr()
+    assert SECRET not in out + err

@@ -13,6 +13,7 @@ from backend.checks import CheckResult, blocked_steps, check_ids, run_checks
 from backend.errors import BadInput
 from backend.preset.loader import load_preset
 from backend.preset.safety import Risk, container_risks
+from backend.tokens import allow_hosts
 from tui.commands._common import add_json_flag, print_json
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
@@ -34,6 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         action="append",
         help=f"run only these checks: {', '.join(check_ids())}",
     )
+    parser.add_argument(
+        "--token-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also send the Hub token to this https host (like TRAINWIZ_TOKEN_HOSTS)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -45,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(
                 f"--only {', '.join(unknown)}: unknown check (known: {', '.join(check_ids())})"
             )
+    allow_hosts(args.token_host)
     preset = load_preset(args.preset) if args.preset else None
     results = run_checks(preset, only=args.only)
     risks = container_risks(preset) if preset is not None else []

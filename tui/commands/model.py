@@ -12,6 +12,7 @@ from backend.model.hub import FetchProgress
 from backend.model.validate import ModelReport
 from backend.preset.schema import ModelSource
 from backend.termsafe import terminal_safe
+from backend.tokens import allow_hosts
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -25,6 +26,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     fetch.add_argument("--endpoint", help="Hub endpoint or mirror, e.g. https://hf-mirror.com")
     fetch.add_argument("--revision", help="branch, tag or commit")
     fetch.add_argument("--token-env", help="env var holding the Hub token (default HF_TOKEN)")
+    fetch.add_argument(
+        "--token-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also send the token to this https host (like TRAINWIZ_TOKEN_HOSTS)",
+    )
     add_json_flag(fetch)
     fetch.set_defaults(func=run_fetch)
 
@@ -91,6 +99,7 @@ def _print_progress(p: FetchProgress) -> None:
 def run_fetch(args: argparse.Namespace) -> int:
     from backend.model.fetch import ensure_model
 
+    allow_hosts(args.token_host)
     source = _source_for(args)
     tty = sys.stderr.isatty() and not args.json
     result = ensure_model(source, dir=args.dir, progress=_print_progress if tty else None)
