@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict
+from typing import Any
 
 from backend.plan import build_plan
 from backend.plan.commands import comment
 from backend.planner.report import planner_report
 from backend.preset import load_preset
 from backend.preset.safety import container_risks
-from backend.redact import redact_text
+from backend.redact import preset_secrets, redact_text
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     for risk in risks:
         print(f"trainwiz: warning: {redact_text(risk.line())}", file=sys.stderr)
     if args.json:
+        estimate = _scrub(estimate, preset_secrets(preset))  # e.g. the tuned preset's YAML
         print_json({**plan.to_dict(), **estimate, "risks": [asdict(r) for r in risks]})
     else:
         warnings = [comment(f"WARNING {risk.line()}") for risk in risks]
@@ -56,5 +58,17 @@ def run(args: argparse.Namespace) -> int:
             head, _, rest = script.partition("\n")
             script = "\n".join([head, *warnings, rest])
         print(script, end="")
-        print("\n" + "\n".join(comment(redact_text(line)) for line in lines))
+        secrets = preset_secrets(preset)
+        print("\n" + "\n".join(comment(redact_text(line, secrets)) for line in lines))
     return 0
+
+
+def _scrub(value: Any, secrets: list[str]) -> Any:
+    """Every string inside ``value`` with the preset's secrets redacted."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {k: _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value
