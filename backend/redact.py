@@ -136,10 +136,16 @@ def preset_secrets(preset: Any) -> list[str]:
 
 def redact_preset(preset: Any) -> Any:
     """A copy of the preset safe to save beside a run or show: same fields set, secrets hidden."""
+    from pydantic import ValidationError
+
+    from backend.errors import TrainwizError
     from backend.preset.schema import Preset
 
     data = preset.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    return Preset.model_validate(redact_data(data))
+    try:
+        return Preset.model_validate(redact_data(data))
+    except ValidationError as exc:  # a redacted value no longer validates: never save it clear
+        raise TrainwizError(f"cannot redact the preset's secrets for saving: {exc}") from exc
 
 
 SECRET_PRESET = "preset.secret.yaml"
