@@ -10,6 +10,7 @@ step (so quoting kept every value one word and in place). ``bash -n`` checks the
 from __future__ import annotations
 
 import collections
+import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -199,3 +200,7 @@ def test_plan_cli_transformers_must_be_a_version(capsys: pytest.CaptureFixture[s
 
     assert main(["plan", "tiny-cpu", "--transformers", "notaversion"]) == 2
     assert "--transformers: 'notaversion' is not a version" in capsys.readouterr().err
+    assert main(["launch", "tiny-cpu", "--transformers", "notaversion", "--detach"]) == 2
+    assert "--transformers: 'notaversion' is not a version" in capsys.readouterr().err
+    runs = Path(os.environ["TRAINWIZ_HOME"]) / "runs"
+    assert not runs.exists() or not any(runs.iterdir())

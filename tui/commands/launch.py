@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.plan.commands import check_version
 from backend.preset import load_preset
 from backend.runs import follow_log, launch, refresh
 from tui.commands._common import add_json_flag, print_json
@@ -46,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
+    if args.transformers is not None:
+        check_version(args.transformers)  # before any run directory exists
     confirm_risks(preset, args.yes)
     result = launch(preset, prepare=not args.no_prepare, transformers_version=args.transformers)
     if args.detach:
