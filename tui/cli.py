@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import resolve_language, set_language
+from backend.redact import redact_text
 
 __version__ = "0.1.0"
 
@@ -90,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     except BadInput as exc:
         for line in exc.problems:
-            print(f"trainwiz: {line}", file=sys.stderr)
+            print(redact_text(f"trainwiz: {line}"), file=sys.stderr)
         return 2
     except TrainwizError as exc:
-        print(f"trainwiz: error: {exc}", file=sys.stderr)
+        print(redact_text(f"trainwiz: error: {exc}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("trainwiz: interrupted", file=sys.stderr)

@@ -17,6 +17,8 @@ from typing import Any
 from backend.checks.context import CheckContext
 from backend.checks.docker_checks import docker_facts
 from backend.checks.model import CheckResult, Step, finding
+from backend.redact import redact_text, redact_url
+from backend.tokens import decide
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -57,6 +59,8 @@ def _unreachable(
     ctx: CheckContext, what: str, url: str, error: str, why: str, fix: str, blocks: list[Step]
 ) -> CheckResult:
     proxy = next((os.environ[k] for k in ("HTTPS_PROXY", "https_proxy") if k in os.environ), None)
+    url, error = redact_url(url), redact_text(error)
+    proxy = redact_url(proxy) if proxy else None
     detail = f"HEAD {url}: {error}" + (f"\nproxy: {proxy}" if proxy else "\nno HTTPS_PROXY set")
     return finding(
         ctx.severity("fail"),
@@ -77,12 +81,15 @@ def check_hf(ctx: CheckContext) -> CheckResult:
         return finding("skip", f"not needed: model source is {preset.model.source}", why=why)
     url = endpoint + "/"
     headers: dict[str, str] = {}
+    withheld = ""
     if preset is not None and preset.model.repo:
         url = f"{endpoint}/{preset.model.repo}/resolve/{preset.model.revision}/config.json"
-        token = os.environ.get(preset.model.token_env)
-        if token:  # sent, never recorded
-            headers["Authorization"] = f"Bearer {token}"
+        decision = decide(endpoint, preset.model.token_env)
+        withheld = decision.reason
+        if decision.send and decision.token:  # sent, never recorded
+            headers["Authorization"] = f"Bearer {decision.token}"
     answer = head(url, ctx.targets.network_timeout_s, headers)
+    url = redact_url(url)
     data = {"url": url, "status": answer["status"]}
     if not answer["ok"]:
         return _unreachable(
@@ -104,7 +111,9 @@ def check_hf(ctx: CheckContext) -> CheckResult:
             detail=f"HEAD {url}",
             blocks=["model"],
             data=data,
-            fix=f"accept the licence on the model page, then export {preset.model.token_env}=<token>",
+            fix=f"{withheld} (the token is read from {preset.model.token_env})"
+            if withheld
+            else f"accept the licence on the model page, then export {preset.model.token_env}=<token>",
         )
     if status == 404 and preset is not None:
         return finding(
@@ -120,8 +129,13 @@ def check_hf(ctx: CheckContext) -> CheckResult:
         return finding(
             "warn", f"{endpoint} answers HTTP {status}", detail=f"HEAD {url}", why=why, data=data
         )
+    note = f"\n{withheld}" if withheld else ""
     return finding(
-        "ok", f"{endpoint} reachable (HTTP {status})", detail=f"HEAD {url}", why=why, data=data
+        "ok",
+        f"{redact_url(endpoint)} reachable (HTTP {status})",
+        detail=f"HEAD {url}{note}",
+        why=why,
+        data=data,
     )
 
 
@@ -145,11 +159,12 @@ def check_pip(ctx: CheckContext) -> CheckResult:
             "(e.g. https://pypi.tuna.tsinghua.edu.cn/simple) or fix the proxy",
             ["image"],
         )
+    shown = redact_url(index)
     return finding(
         "ok",
-        f"{index} reachable" + (f" (HTTP {answer['status']})" if answer["status"] else ""),
+        f"{shown} reachable" + (f" (HTTP {answer['status']})" if answer["status"] else ""),
         why=why,
-        data={"url": index, "status": answer["status"]},
+        data={"url": shown, "status": answer["status"]},
     )
 
 

@@ -2,7 +2,8 @@
 
 A separate process so that the wizard can cancel a multi-GB file at once (terminate) and resume
 later from huggingface_hub's ``.incomplete`` file. Job JSON on stdin: {repo, commit, endpoint,
-dir, files, retries}. The token comes only through the HF_TOKEN environment variable. Events go to
+dir, files, retries, no_token}. The token comes only through the HF_TOKEN environment variable,
+and only when the parent decided the endpoint may have it (``backend.tokens``). Events go to
 stdout, one JSON object per line: file_start, file_done, retry, error.
 """
 
@@ -64,6 +65,8 @@ def main() -> None:
                     revision=job["commit"],
                     local_dir=job["dir"],
                     endpoint=job["endpoint"],
+                    # False: no token at all, not even HF_TOKEN or the cached login.
+                    token=False if job.get("no_token") else None,
                 )
                 break
             except Exception as exc:

@@ -32,6 +32,7 @@ from backend.model.hub import (
     _Rate,
     disk_free,
 )
+from backend.redact import redact_text
 
 PROGRESS_LINE = re.compile(r"^(\w+) (\d+)/(\d+) (\d+)/(\d+) (.+)$")
 
@@ -64,7 +65,7 @@ def _run(
                 raise Cancelled("clone cancelled; run fetch again to resume") from None
     if proc.returncode != 0:
         tail = "\n".join(err.strip().splitlines()[-4:]) or f"exit {proc.returncode}"
-        raise TrainwizError(f"{' '.join(argv[:3])} failed:\n{tail}")
+        raise TrainwizError(redact_text(f"{' '.join(argv[:3])} failed:\n{tail}"))
     return out
 
 

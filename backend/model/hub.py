@@ -24,6 +24,7 @@ from typing import Any
 
 from backend.errors import TrainwizError
 from backend.model.hub_errors import explain_api_error, explain_worker_error
+from backend.tokens import child_env, decide
 
 WORKER = Path(__file__).with_name("_hf_worker.py")
 DUPLICATE_WEIGHTS = (".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt", ".gguf")
@@ -100,9 +101,11 @@ def disk_free(path: Path) -> int:
     return shutil.disk_usage(probe).free
 
 
-def read_token(token_env: str) -> str | None:
-    """The token from the named env var; None lets huggingface_hub use the cached login."""
-    return os.environ.get(token_env) or None
+def read_token(token_env: str, endpoint: str = DEFAULT_ENDPOINT) -> str | bool | None:
+    """The ``token=`` for huggingface_hub at ``endpoint``: the token from the named variable,
+    None (its cached login), or False (send none: the endpoint or the variable is not trusted;
+    see ``backend.tokens``)."""
+    return decide(endpoint, token_env).hub_token()
 
 
 def _implicit_token(token_env: str) -> bool | None:
@@ -147,11 +150,17 @@ def plan_download(
     from huggingface_hub import HfApi
 
     endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    api = HfApi(endpoint=endpoint, token=read_token(token_env) or _implicit_token(token_env))
+    decision = decide(endpoint, token_env)
+    token = decision.hub_token()
+    if token is None and _implicit_token(token_env) is False:
+        token = False  # a mirror trainwiz chose: no cached login either
+    api = HfApi(endpoint=endpoint, token=token)
     try:
         info = api.model_info(repo, revision=revision, files_metadata=True)
     except Exception as exc:
-        raise explain_api_error(exc, repo, revision, endpoint, token_env) from exc
+        raise explain_api_error(
+            exc, repo, revision, endpoint, token_env, withheld=decision.reason
+        ) from exc
     sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
     keep, skipped = select_files(sizes, prefer_safetensors)
     root = Path(target).expanduser()
@@ -239,13 +248,16 @@ def fetch_hub(
         "files": [f.name for f in plan.files],
         "retries": retries,
     }
-    env = dict(os.environ, HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_ENABLE_HF_TRANSFER="0")
-    env.pop("HF_TOKEN", None)
-    token = read_token(token_env)
-    if token:
-        env["HF_TOKEN"] = token  # environment only: never argv, never a file
-    elif _implicit_token(token_env) is False:
-        env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"  # a mirror trainwiz chose: no cached login
+    decision = decide(plan.endpoint, token_env)
+    # The worker passes token=False (no implicit login) when the token is withheld, and for a
+    # mirror trainwiz chose itself when the user gave it no token on purpose (docs/mirrors.md).
+    job["no_token"] = not decision.send or (
+        decision.token is None and _implicit_token(token_env) is False
+    )
+    env = child_env(decision)
+    env.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_ENABLE_HF_TRANSFER="0")
+    if job["no_token"]:
+        env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
     proc = subprocess.Popen(
         [sys.executable, str(WORKER)],
         stdin=subprocess.PIPE,
@@ -300,7 +312,9 @@ def fetch_hub(
     proc.wait()
     if error is not None or proc.returncode != 0:
         partial = _incomplete_bytes(root, str((error or {}).get("file") or ""))
-        raise explain_worker_error(error, plan.repo, plan.endpoint, token_env, partial, stderr_tail)
+        raise explain_worker_error(
+            error, plan.repo, plan.endpoint, token_env, partial, stderr_tail, decision.reason
+        )
     return FetchResult(
         dir=str(root),
         commit=plan.commit,

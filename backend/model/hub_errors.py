@@ -5,17 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 from backend.errors import BadInput, TrainwizError
+from backend.redact import redact_text, redact_url
 
 MIRROR_HINT = "users in China can set model.endpoint (or --endpoint) to https://hf-mirror.com"
 
 
 def explain_api_error(
-    exc: Exception, repo: str, revision: str, endpoint: str, token_env: str
+    exc: Exception,
+    repo: str,
+    revision: str,
+    endpoint: str,
+    token_env: str,
+    withheld: str = "",
 ) -> TrainwizError:
+    """``withheld``: why no token was sent (``backend.tokens``), "" when it was."""
     from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
+    endpoint = redact_url(endpoint)
     status = getattr(getattr(exc, "response", None), "status_code", None)
     if status in (401, 403) or isinstance(exc, GatedRepoError):
+        if withheld:
+            return BadInput(
+                f"model.endpoint: {endpoint} refused access to {repo} (HTTP {status}); "
+                f"{withheld} (the token is read from {token_env})"
+            )
         return BadInput(
             f"model.token_env: {endpoint} refused access to {repo} (HTTP {status}): put a token "
             f"with access in the environment variable {token_env} or run 'hf auth login'"
@@ -31,7 +44,8 @@ def explain_api_error(
 
     if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
         return TrainwizError(f"cannot reach {endpoint} ({exc.__class__.__name__}); {MIRROR_HINT}")
-    return TrainwizError(f"the Hub at {endpoint} answered: {str(exc).splitlines()[0]}")
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return TrainwizError(redact_text(f"the Hub at {endpoint} answered: {first}"))
 
 
 def explain_worker_error(
@@ -41,12 +55,20 @@ def explain_worker_error(
     token_env: str,
     partial_bytes: int,
     stderr_tail: list[str],
+    withheld: str = "",
 ) -> TrainwizError:
     """The download process's error event as a message naming the file and the fix."""
+    endpoint = redact_url(endpoint)
     if error is None:
         tail = "".join(stderr_tail).strip().splitlines()[-1:] or ["no output"]
-        return TrainwizError(f"the download process failed: {tail[0]}")
+        return TrainwizError(redact_text(f"the download process failed: {tail[0]}"))
     kind, name = error.get("kind"), error.get("file")
+    error = {**error, "message": redact_text(str(error.get("message")))}
+    if kind == "auth" and withheld:
+        return BadInput(
+            f"model.endpoint: {endpoint} refused {name} of {repo} "
+            f"(HTTP {error.get('status')}); {withheld} (the token is read from {token_env})"
+        )
     if kind == "auth":
         return BadInput(
             f"model.token_env: {endpoint} refused {name} of {repo} "

@@ -89,32 +89,67 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
     if len(data) < length:
         raise ValueError(f"header cut short ({len(data)} of {length} bytes)")
     try:
-        header: dict[str, Any] = json.loads(data)
-    except ValueError as exc:
-        raise ValueError(f"header is not JSON ({exc})") from exc
-    end = max(
-        (int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0
-    )
+        header = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"header is not JSON ({str(exc)[:80]})") from None
+    if not isinstance(header, dict):
+        raise ValueError("header is not a JSON object of tensors")
+    end = 0
+    for key, tensor in header.items():
+        if key != "__metadata__":
+            end = max(end, _tensor_end(key, tensor))
     return header, 8 + length + end
 
 
+def _tensor_end(name: str, tensor: Any) -> int:
+    """The end offset of one tensor entry, after checking it is a well-formed entry."""
+    if not isinstance(tensor, dict):
+        raise ValueError(f"tensor {name[:80]!r} is not an object")
+    shape, offsets, dtype = tensor.get("shape"), tensor.get("data_offsets"), tensor.get("dtype")
+    if not isinstance(shape, list) or not all(_natural(d) for d in shape):
+        raise ValueError(f"tensor {name[:80]!r} has shape {str(shape)[:40]}: not natural numbers")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_natural, offsets))):
+        raise ValueError(f"tensor {name[:80]!r} has bad data_offsets {str(offsets)[:40]}")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"tensor {name[:80]!r} has unknown dtype {str(dtype)[:20]!r}")
+    start, end = offsets
+    if end - start != math.prod(shape) * DTYPE_BYTES[dtype]:
+        raise ValueError(f"tensor {name[:80]!r}: data_offsets do not match its shape and dtype")
+    return int(end)
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def summarize_config(config: dict[str, Any]) -> ConfigSummary:
-    archs = config.get("architectures") or [None]
+    """The fields the planner reads. config.json may be anything (a hostile or broken file): a
+    value of the wrong type or a non-positive size is dropped, never trusted or raised."""
+    archs = config.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs else None
     heads = config.get("num_attention_heads")
-    return ConfigSummary(
-        architecture=archs[0],
-        model_type=config.get("model_type"),
-        hidden_size=config.get("hidden_size"),
-        intermediate_size=config.get("intermediate_size"),
-        num_hidden_layers=config.get("num_hidden_layers"),
-        num_attention_heads=heads,
-        num_key_value_heads=config.get("num_key_value_heads") or heads,
-        head_dim=config.get("head_dim"),
-        vocab_size=config.get("vocab_size"),
-        max_position_embeddings=config.get("max_position_embeddings"),
-        torch_dtype=config.get("torch_dtype") or config.get("dtype"),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-    )
+    raw: dict[str, Any] = {
+        "architecture": arch,
+        "model_type": config.get("model_type"),
+        "hidden_size": config.get("hidden_size"),
+        "intermediate_size": config.get("intermediate_size"),
+        "num_hidden_layers": config.get("num_hidden_layers"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": config.get("num_key_value_heads") or heads,
+        "head_dim": config.get("head_dim"),
+        "vocab_size": config.get("vocab_size"),
+        "max_position_embeddings": config.get("max_position_embeddings"),
+        "torch_dtype": config.get("torch_dtype") or config.get("dtype"),
+    }
+    clean: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name in ("architecture", "model_type", "torch_dtype"):
+            if isinstance(value, str):
+                clean[name] = value[:200]
+        elif _natural(value) and 0 < value < 2**40:
+            clean[name] = value
+    tie = config.get("tie_word_embeddings", False)
+    return ConfigSummary(**clean, tie_word_embeddings=tie is True)
 
 
 def llama_params_from_config(c: ConfigSummary) -> int | None:
@@ -156,10 +191,32 @@ def _index(root: Path, name: str, report: ModelReport) -> list[str] | None:
         return None
     try:
         weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-    except (ValueError, KeyError, TypeError) as exc:
-        report.problems.append(f"{name} is not a valid shard index ({exc}): download it again")
+        shards = sorted(set(weight_map.values()))
+        if not all(isinstance(s, str) for s in shards):
+            raise TypeError("shard names are not strings")
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        problem = f"{type(exc).__name__}: {str(exc)[:80]}"
+        report.problems.append(f"{name} is not a valid shard index ({problem}): download it again")
         return []
-    return sorted(set(weight_map.values()))
+    inside = []
+    for shard in shards:
+        if _inside(root, shard):
+            inside.append(shard)
+        else:
+            report.problems.append(
+                f"{name} lists {shard[:100]!r}, which is outside the model directory: "
+                "refused (a shard index names files next to it)"
+            )
+    return inside
+
+
+def _inside(root: Path, name: str) -> bool:
+    """Is ``name`` a relative path below ``root``? (Lexically: no absolute path, no '..'. A
+    symlink the user made inside the dir is theirs, e.g. an HF cache snapshot's blob links.)"""
+    parts = Path(name).parts
+    return (
+        bool(name) and not name.startswith(("/", "~")) and ".." not in parts and "\x00" not in name
+    )
 
 
 def _present_shard(root: Path, name: str, report: ModelReport) -> ShardReport | None:
@@ -199,7 +256,7 @@ def _safetensors_check(root: Path, names: list[str], report: ModelReport) -> Non
         for key, tensor in header.items():
             if key == "__metadata__":
                 continue
-            n = math.prod(int(d) for d in tensor["shape"])
+            n = math.prod(tensor["shape"])  # natural numbers: checked by the header reader
             shard.n_params += n
             counts[tensor["dtype"]] = counts.get(tensor["dtype"], 0) + n
     report.dtype_counts = counts
@@ -244,16 +301,11 @@ def _zip_complete(path: Path) -> bool:
 def validate_model_dir(path: str | Path) -> ModelReport:
     """Validate a model directory; problems are collected, never raised, except a missing dir."""
     root = Path(path).expanduser()
+    if root.exists() and not root.is_dir():
+        raise BadInput(f"{root} is a file, not a model directory: give the directory holding it")
     if not root.is_dir():
         raise BadInput(f"model directory {root} does not exist: fetch the model or fix model.dir")
-    config_raw: dict[str, Any] = {}
-    problems: list[str] = []
-    try:
-        config_raw = json.loads((root / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        problems.append("config.json is missing: this is not a Hugging Face model directory")
-    except ValueError as exc:
-        problems.append(f"config.json is not valid JSON ({exc})")
+    config_raw, problems = _read_config(root)
     config = summarize_config(config_raw)
     report = ModelReport(path=str(root), config=config, problems=problems)
     report.n_params_from_config = llama_params_from_config(config)
@@ -275,6 +327,19 @@ def validate_model_dir(path: str | Path) -> ModelReport:
         )
     _cross_check(report)
     return report
+
+
+def _read_config(root: Path) -> tuple[dict[str, Any], list[str]]:
+    """config.json as a dict, or {} with the problem (missing, not JSON, not an object)."""
+    try:
+        raw = json.loads((root / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, ["config.json is missing: this is not a Hugging Face model directory"]
+    except (ValueError, RecursionError, OSError) as exc:
+        return {}, [f"config.json is not valid JSON ({type(exc).__name__}: {str(exc)[:80]})"]
+    if not isinstance(raw, dict):
+        return {}, ["config.json is not a JSON object: download it again"]
+    return raw, []
 
 
 def _cross_check(report: ModelReport) -> None:

@@ -9,13 +9,16 @@ from one table so they cannot drift apart.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from backend.errors import BadInput
 from backend.plan.hf_flags import training_flags
 from backend.preset.schema import Preset, map_host_path
+from backend.redact import redact_argv, redact_data, redact_env, redact_text
 
 Where = Literal["host", "container"]
 
@@ -38,9 +41,34 @@ class PlanStep:
         return [*self.exec_prefix, *self.argv]
 
     def display(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        command = shlex.join(self.full_argv())
-        return f"{env} {command}" if env else command
+        """One shell command line for any values: every word quoted, secrets redacted.
+
+        A key that is not a shell name cannot be an assignment, so then ``env`` sets them.
+        """
+        env = redact_env(self.env)
+        words = [shell_word(a) for a in redact_argv(self.full_argv())]
+        if all(_SHELL_NAME.fullmatch(k) for k in env):
+            prefix = [f"{k}={shell_word(v)}" for k, v in env.items()]
+        else:
+            prefix = ["env", *(shell_word(f"{k}={v}") for k, v in env.items())]
+        return " ".join([*prefix, *words])
+
+    def redacted(self) -> dict[str, Any]:
+        """The step as plan.json / ``plan --json`` show it: secrets redacted."""
+        data = asdict(self)
+        data["title"] = redact_text(self.title)
+        data["note"] = redact_text(self.note)
+        data["argv"] = redact_argv(self.argv)
+        data["exec_prefix"] = redact_argv(self.exec_prefix)
+        data["env"] = redact_env(self.env)
+        if self.docker is not None:
+            docker = redact_data(self.docker)
+            docker["environment"] = redact_env(self.docker.get("environment") or {})
+            if "command" in docker:
+                docker["command"] = redact_argv(self.docker["command"])
+            data["docker"] = docker
+        data["display"] = self.display()
+        return data
 
 
 @dataclass
@@ -64,7 +92,7 @@ class Plan:
             "preset": self.preset,
             "runner": self.runner,
             "transformers": self.transformers,
-            "steps": [{**asdict(s), "display": s.display()} for s in self.steps],
+            "steps": [s.redacted() for s in self.steps],
         }
 
     def to_json(self) -> str:
@@ -72,13 +100,45 @@ class Plan:
 
     def as_script(self) -> str:
         """The plan as a copy-pasteable shell script (comments carry the titles)."""
-        lines = [f"# trainwiz plan for preset {self.preset} (runner: {self.runner})"]
+        lines = [comment(f"trainwiz plan for preset {self.preset} (runner: {self.runner})")]
         for step in self.steps:
-            lines.append(f"\n# [{step.group}] {step.title}")
+            lines.append("")
+            lines.append(comment(f"[{step.group}] {redact_text(step.title)}"))
             if step.note:
-                lines.extend(f"#   {n}" for n in step.note.splitlines())
+                lines.append(comment(f"  {redact_text(step.note)}"))
             lines.append(step.display())
         return "\n".join(lines) + "\n"
+
+
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _escape_controls(text: str) -> str:
+    """Control characters (newline, ESC, NUL...) as visible ``\\n``/``\\xNN`` escapes."""
+    out = []
+    for char in text.replace("\\", "\\\\"):
+        code = ord(char)
+        if char == "\n":
+            out.append("\\n")
+        elif char == "\r":
+            out.append("\\r")
+        elif char != "\t" and (code < 0x20 or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF):
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def comment(text: str) -> str:
+    """One shell comment line, whatever ``text`` holds: no newline can end the comment early."""
+    return "# " + _escape_controls(text)
+
+
+def shell_word(value: str) -> str:
+    """``value`` as one shell word. A NUL cannot be in an argument at all: shown escaped."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
+    return shlex.quote(value)
 
 
 ENTRY_FILE = "entry/train_entry.py"
@@ -95,6 +155,8 @@ def build_plan(
     from backend.plan.resolve import resolve_preset
 
     preset = resolve_preset(preset, run_dir)
+    if transformers_version is not None:
+        check_version(transformers_version)
     target = transformers_version or preset.environment.transformers
     ref = preset_ref or preset.name
     steps: list[PlanStep] = []
@@ -153,6 +215,13 @@ def build_plan(
     return Plan(preset=preset.name, runner=preset.launch.runner, transformers=target, steps=steps)
 
 
+def check_version(version: str) -> str:
+    """A ``--transformers`` argument must be a version: the flag names are chosen from it."""
+    if not re.fullmatch(r"\d+\.\d+(\.\d+)?([.-]?\w+)?", version):
+        raise BadInput(f"--transformers: '{version}' is not a version like 4.57.6")
+    return version
+
+
 def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
     model = preset.model
     if model.source == "hf":
@@ -186,7 +255,7 @@ def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
                 id="model",
                 group="model",
                 title=f"Clone {model.clone_url()} with git-lfs",
-                argv=["git", "clone", model.clone_url(), model.dir],
+                argv=["git", "clone", "--", model.clone_url(), model.dir],
             ),
         ]
     if model.source == "tiny":

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from backend.errors import BadInput
 from backend.preset.schema import Preset
+from backend.preset.yamlsafe import MAX_PRESET_BYTES, compose_and_construct, decode_preset_bytes
 
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "presets"
 
@@ -113,47 +114,77 @@ def _where(source: str, node: yaml.Node | None) -> str:
 def _dotted(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
+        if isinstance(part, str) and (len(part) > 60 or not part.isprintable()):
+            part = _short(part)  # a hostile dict key: shown cut short and escaped
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
 
 
 def format_validation_error(exc: ValidationError, root: yaml.Node | None, source: str) -> list[str]:
-    """One ``file:line:col field: message`` line per pydantic error, in file order."""
-    problems: list[tuple[int, int, str]] = []
+    """One ``file:line:col field: message`` line per pydantic error, in file order.
+
+    Only the first ``MAX_PROBLEMS`` are worded (a "did you mean" costs a fuzzy match each)."""
+    located: list[tuple[int, int, yaml.Node | None, dict[str, Any]]] = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         kind = err["type"]
         if kind == "extra_forbidden":
             node = _key_node(root, loc) or _node_at(root, loc)
-            message = f"unknown key '{loc[-1]}'{_suggest(loc)}"
         elif kind == "missing":
             node = _node_at(root, loc[:-1])
-            message = f"required key '{loc[-1]}' is missing"
         else:
             node = _node_at(root, loc)
-            message = str(err["msg"]).removeprefix("Value error, ")
-            if (
-                "input" in err
-                and kind not in ("model_type",)
-                and not isinstance(err["input"], dict)
-            ):
-                message += f" (got {err['input']!r})"
         line = node.start_mark.line if node is not None else 0
         col = node.start_mark.column if node is not None else 0
-        problems.append((line, col, f"{_where(source, node)} {_dotted(loc)}: {message}"))
-    problems.sort(key=lambda item: (item[0], item[1]))
-    return [text for _, _, text in problems]
+        located.append((line, col, node, {**err, "loc": loc}))
+    located.sort(key=lambda item: (item[0], item[1]))
+    shown = [
+        f"{_where(source, node)} {_dotted(err['loc'])}: {_message(err)}"
+        for _, _, node, err in located[:MAX_PROBLEMS]
+    ]
+    if len(located) > MAX_PROBLEMS:
+        shown.append(f"{source}: ... and {len(located) - MAX_PROBLEMS} more problems")
+    return shown
+
+
+def _message(err: dict[str, Any]) -> str:
+    loc, kind = err["loc"], err["type"]
+    if kind == "extra_forbidden":
+        return (
+            f"unknown key '{_short(loc[-1]) if len(str(loc[-1])) > 60 else loc[-1]}'{_suggest(loc)}"
+        )
+    if kind == "missing":
+        return f"required key '{loc[-1]}' is missing"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if "input" in err and kind not in ("model_type",) and not isinstance(err["input"], dict):
+        message += f" (got {_short(err['input'])})"
+    return message
+
+
+MAX_PROBLEMS = 30  # a hostile preset must not print megabytes of errors
+MAX_SHOWN_INPUT = 120
+
+
+def _short(value: Any) -> str:
+    """The offending input as the user typed it, cut short and with secrets hidden."""
+    from backend.redact import redact_text
+
+    text = redact_text(repr(value))
+    if len(text) > MAX_SHOWN_INPUT:
+        text = text[:MAX_SHOWN_INPUT] + f"... ({len(text):,} characters)"
+    return text
 
 
 def parse_preset_text(text: str, source: str = "<preset>") -> Preset:
     """Parse YAML text into a Preset, raising BadInput listing every problem."""
+    if len(text) > MAX_PRESET_BYTES:
+        raise BadInput(f"{source}: {len(text):,} characters is larger than a preset can be")
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root, data = compose_and_construct(text, source)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise BadInput(f"{where} (yaml): {problem}: fix the YAML syntax") from exc
     if not isinstance(data, dict):
         raise BadInput(
@@ -176,6 +207,10 @@ def resolve_preset_path(name_or_path: str) -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path
+    if path.is_dir():
+        raise BadInput(f"{path}: is a directory, not a preset file: name a .yaml file in it")
+    if os.path.lexists(path) and not os.path.exists(path):
+        raise BadInput(f"{path}: a symbolic link that leads nowhere (dangling or a loop)")
     shipped = SHIPPED_DIR / (
         name_or_path if name_or_path.endswith(".yaml") else f"{name_or_path}.yaml"
     )
@@ -188,10 +223,16 @@ def resolve_preset_path(name_or_path: str) -> Path:
 def load_preset(name_or_path: str | Path) -> Preset:
     path = resolve_preset_path(str(name_or_path))
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:  # read one byte past the limit, never the whole file
+            raw = handle.read(MAX_PRESET_BYTES + 1)
     except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror}") from exc
-    return parse_preset_text(text, source=str(path))
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_PRESET_BYTES:
+        raise BadInput(
+            f"{path}: larger than a preset can be ({MAX_PRESET_BYTES:,} bytes): "
+            "is this the right file?"
+        )
+    return parse_preset_text(decode_preset_bytes(raw, str(path)), source=str(path))
 
 
 def preset_to_yaml(preset: Preset) -> str:

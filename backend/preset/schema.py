@@ -10,31 +10,69 @@ for flag. Secrets never live here: ``model.token_env`` names an environment vari
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from backend.preset.grammar import (
+    MAX_TEXT,
+    check_apt_package,
+    check_env_keys,
+    check_host,
+    check_image_ref,
+    check_no_option,
+    check_pip_requirement,
+    check_plain_text,
+    check_repo_id,
+    check_url,
+)
 
 SCHEMA_VERSION = 1
+BIG = 10**9  # upper bound of step/count fields: far past any real run, far below overflow
 
 
 class _Strict(BaseModel):
-    """Unknown keys are errors (with a "did you mean" from the loader), never silently dropped."""
+    """Unknown keys are errors (with a "did you mean" from the loader), never silently dropped.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    Every text field is one line of printable text (``description`` may span lines) of at most
+    ``MAX_TEXT`` characters, and every float is finite: values end up in argv, plans, Dockerfiles
+    and logs, where a newline, NUL, escape sequence or lone surrogate does harm and never good.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_assignment=True,
+        populate_by_name=True,
+        allow_inf_nan=False,
+        str_max_length=MAX_TEXT,
+    )
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _plain_text(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_plain_text(value, multiline=info.field_name == "description")
 
 
 class TinyModelSpec(_Strict):
     """A random-weight Llama made locally, for the embedded default and for GPU proofs."""
 
-    hidden_size: int = Field(64, gt=0)
-    intermediate_size: int = Field(176, gt=0)
-    num_hidden_layers: int = Field(2, gt=0)
-    num_attention_heads: int = Field(4, gt=0)
-    num_key_value_heads: int | None = Field(None, gt=0)
-    vocab_size: int = Field(512, ge=64)
-    max_position_embeddings: int = Field(512, gt=0)
-    seed: int = 0
+    hidden_size: int = Field(64, gt=0, le=65536)
+    intermediate_size: int = Field(176, gt=0, le=262144)
+    num_hidden_layers: int = Field(2, gt=0, le=1024)
+    num_attention_heads: int = Field(4, gt=0, le=1024)
+    num_key_value_heads: int | None = Field(None, gt=0, le=1024)
+    vocab_size: int = Field(512, ge=64, le=2**20)
+    max_position_embeddings: int = Field(512, gt=0, le=2**20)
+    seed: int = Field(0, ge=0, le=2**32 - 1)
 
 
 class ModelSource(_Strict):
@@ -54,6 +92,27 @@ class ModelSource(_Strict):
     dir: str = Field(..., description="host directory holding (or receiving) the model")
     prefer_safetensors: bool = True
     tiny: TinyModelSpec | None = None
+
+    @field_validator("repo")
+    @classmethod
+    def _repo_id(cls, value: str | None) -> str | None:
+        return check_repo_id(value) if value is not None else None
+
+    @field_validator("revision", "token_env")
+    @classmethod
+    def _not_option(cls, value: str) -> str:
+        return check_no_option(value)
+
+    @field_validator("endpoint", "git_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return check_url(value, git=True) if value is not None else None
+
+    @field_validator("token_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        check_env_keys({value: ""})
+        return value
 
     @model_validator(mode="after")
     def _source_needs(self) -> ModelSource:
@@ -80,14 +139,31 @@ class FastChatInstall(_Strict):
     path: str | None = Field(None, description="clone path for 'editable' (seed: /app/FastChat)")
     git_url: str = "https://github.com/lm-sys/FastChat.git"
 
+    @field_validator("git_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_url(value, git=True)
+
+    @field_validator("spec")
+    @classmethod
+    def _spec(cls, value: str) -> str:
+        return check_pip_requirement(value)
+
 
 class FlashAttnPolicy(_Strict):
     install: Literal["auto", "always", "never"] = Field(
         "auto", description="auto: when the GPUs are sm80+ and the image lacks it"
     )
     no_build_isolation: bool = Field(True, description="the seed's fix for No module named 'torch'")
-    max_jobs: int | None = Field(None, gt=0, description="MAX_JOBS for nvcc; None sizes it to RAM")
+    max_jobs: int | None = Field(
+        None, gt=0, le=1024, description="MAX_JOBS for nvcc; None sizes it to RAM"
+    )
     index_url: str | None = Field(None, description="a separate index for flash-attn only")
+
+    @field_validator("index_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return check_url(value) if value is not None else None
 
 
 class EnvironmentConfig(_Strict):
@@ -136,6 +212,41 @@ class EnvironmentConfig(_Strict):
             raise ValueError(f"'{value}' is not a version like 4.57.6")
         return value
 
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return check_image_ref(value)
+
+    @field_validator("pip_index_url")
+    @classmethod
+    def _index(cls, value: str | None) -> str | None:
+        return check_url(value) if value is not None else None
+
+    @field_validator("pip_extra_index_urls")
+    @classmethod
+    def _extra_index(cls, value: list[str]) -> list[str]:
+        return [check_url(v) for v in value]
+
+    @field_validator("apt_packages")
+    @classmethod
+    def _apt(cls, value: list[str]) -> list[str]:
+        return [check_apt_package(v) for v in value]
+
+    @field_validator("extra_packages")
+    @classmethod
+    def _extras(cls, value: list[str]) -> list[str]:
+        return [check_pip_requirement(v) for v in value]
+
+    @field_validator("torch_spec")
+    @classmethod
+    def _torch(cls, value: str | None) -> str | None:
+        return check_pip_requirement(value) if value is not None else None
+
+    @field_validator("pip_trusted_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        return [check_host(v) for v in value]
+
 
 class Ulimit(_Strict):
     name: str
@@ -146,6 +257,20 @@ class Ulimit(_Strict):
     def _str(cls, value: Any) -> str:
         return str(value)
 
+    @field_validator("value")
+    @classmethod
+    def _numbers(cls, value: str) -> str:
+        if not re.fullmatch(r"-1|\d{1,19}(:(-1|\d{1,19}))?", value):
+            raise ValueError(f"'{value}' is not a ulimit: use -1 (unlimited), N or SOFT:HARD")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z]{2,20}", value):
+            raise ValueError(f"'{value}' is not a ulimit name such as memlock or stack")
+        return value
+
     def soft_hard(self) -> tuple[int, int]:
         soft, _, hard = self.value.partition(":")
         return int(soft), int(hard or soft)
@@ -155,6 +280,13 @@ class Volume(_Strict):
     host: str
     container: str
     mode: Literal["rw", "ro"] = "rw"
+
+    @field_validator("host", "container")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if ":" in value or not value.strip():
+            raise ValueError(f"'{value}' cannot be a bind-mount path (empty, or holds ':')")
+        return value
 
 
 class ContainerConfig(_Strict):
@@ -174,6 +306,31 @@ class ContainerConfig(_Strict):
     workdir: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     remove: bool = False
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env_keys(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}", value):
+            raise ValueError(f"'{value}' is not a container name (letters, digits, _ . -)")
+        return value
+
+    @field_validator("gpus", "network", "ipc", "shm_size", "workdir")
+    @classmethod
+    def _not_option(cls, value: str | None) -> str | None:
+        return check_no_option(value) if value is not None else None
+
+    @field_validator("cap_add")
+    @classmethod
+    def _caps(cls, value: list[str]) -> list[str]:
+        for cap in value:
+            if not re.fullmatch(r"[A-Za-z_]{2,40}", cap):
+                raise ValueError(f"'{cap}' is not a capability name such as SYS_PTRACE")
+        return value
 
 
 # --- Multi-node (issue 18): where the nodes come from and how their agents start ------------
@@ -280,9 +437,9 @@ class LaunchConfig(_Strict):
     )
     workdir: str | None = Field(None, description="where torchrun runs (seed: /app/FastChat)")
     device: Literal["cuda", "cpu"] = "cuda"
-    nproc_per_node: int = Field(1, ge=1)
-    nnodes: int = Field(1, ge=1)
-    node_rank: int = Field(0, ge=0)
+    nproc_per_node: int = Field(1, ge=1, le=1024)
+    nnodes: int = Field(1, ge=1, le=100_000)
+    node_rank: int = Field(0, ge=0, le=100_000)
     master_addr: str | None = None
     master_port: int = Field(29500, ge=1, le=65535)
     env: dict[str, str] = Field(default_factory=dict)
@@ -317,6 +474,11 @@ class LaunchConfig(_Strict):
         _multinode_checks(self)
         return self
 
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env_keys(value)
+
 
 class TrainingArgs(_Strict):
     """FastChat's ModelArguments + DataArguments + TrainingArguments, by their flag names.
@@ -330,24 +492,24 @@ class TrainingArgs(_Strict):
     data_path: str = Field(..., description="FastChat conversation JSON for training")
     output_dir: str
     bf16: bool = False
-    num_train_epochs: float = Field(3.0, gt=0)
-    per_device_train_batch_size: int = Field(8, ge=1)
-    per_device_eval_batch_size: int = Field(8, ge=1)
-    gradient_accumulation_steps: int = Field(1, ge=1)
+    num_train_epochs: float = Field(3.0, gt=0, le=100_000)
+    per_device_train_batch_size: int = Field(8, ge=1, le=65536)
+    per_device_eval_batch_size: int = Field(8, ge=1, le=65536)
+    gradient_accumulation_steps: int = Field(1, ge=1, le=65536)
     eval_strategy: Literal["no", "steps", "epoch"] = Field("no", alias="evaluation_strategy")
-    eval_steps: float | None = Field(None, gt=0)
+    eval_steps: float | None = Field(None, gt=0, le=BIG)
     save_strategy: Literal["no", "steps", "epoch", "best"] = "steps"
-    save_steps: float = Field(500, gt=0)
-    save_total_limit: int | None = Field(None, ge=1)
-    learning_rate: float = Field(5e-5, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
+    save_steps: float = Field(500, gt=0, le=BIG)
+    save_total_limit: int | None = Field(None, ge=1, le=BIG)
+    learning_rate: float = Field(5e-5, gt=0, le=10)
+    weight_decay: float = Field(0.0, ge=0, le=10)
     warmup_ratio: float = Field(0.0, ge=0, le=1)
     lr_scheduler_type: str = "linear"
-    logging_steps: float = Field(500, gt=0)
+    logging_steps: float = Field(500, gt=0, le=BIG)
     fsdp: str = Field("", description="e.g. 'full_shard auto_wrap offload'")
     fsdp_transformer_layer_cls_to_wrap: str | None = None
     tf32: bool | None = None
-    model_max_length: int = Field(512, ge=8)
+    model_max_length: int = Field(512, ge=8, le=2**22)
     gradient_checkpointing: bool = False
     lazy_preprocess: bool = False
     # FastChat's own arguments beyond the seed's command.
@@ -357,19 +519,19 @@ class TrainingArgs(_Strict):
     cache_dir: str | None = None
     optim: str = "adamw_torch"
     # Common Hugging Face arguments.
-    max_steps: int = -1
-    warmup_steps: int = Field(0, ge=0)
+    max_steps: int = Field(-1, ge=-1, le=BIG, description="-1: unset (HF: epochs decide)")
+    warmup_steps: int = Field(0, ge=0, le=BIG)
     adam_beta1: float = Field(0.9, ge=0, lt=1)
     adam_beta2: float = Field(0.999, ge=0, lt=1)
-    adam_epsilon: float = Field(1e-8, gt=0)
-    max_grad_norm: float = Field(1.0, ge=0)
+    adam_epsilon: float = Field(1e-8, gt=0, le=1)
+    max_grad_norm: float = Field(1.0, ge=0, le=1e6)
     fp16: bool = False
     fsdp_config: dict[str, Any] | None = None
     deepspeed: str | None = None
-    seed: int = 42
-    dataloader_num_workers: int = Field(0, ge=0)
+    seed: int = Field(42, ge=0, le=2**32 - 1)
+    dataloader_num_workers: int = Field(0, ge=0, le=1024)
     report_to: str | None = None
-    ddp_timeout: int = Field(1800, gt=0)
+    ddp_timeout: int = Field(1800, gt=0, le=30 * 86400)
     logging_first_step: bool = False
     disable_tqdm: bool | None = None
     # trainwiz entry only (not a FastChat flag): attention implementation.
@@ -380,6 +542,13 @@ class TrainingArgs(_Strict):
         if self.bf16 and self.fp16:
             raise ValueError("bf16 and fp16 are both on: choose one (bf16 on Ampere or newer)")
         return self
+
+    @field_validator("fsdp_config")
+    @classmethod
+    def _fsdp_config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and len(json.dumps(value)) > MAX_TEXT:
+            raise ValueError(f"fsdp_config is larger than {MAX_TEXT} characters as JSON")
+        return value
 
 
 MirrorProfile = Literal["auto", "cn", "none", "custom"]
@@ -432,7 +601,7 @@ class Preset(_Strict):
     """A whole training job. ``schema`` is the version, so old presets can be migrated."""
 
     schema_version: Literal[1] = Field(1, alias="schema")
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
     description: str = ""
     model: ModelSource
     environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.errors import TrainwizError
+from backend.redact import redact_argv
 from backend.runs.rundir import update_status
 
 LABEL_RUN = "trainwiz.run_id"
@@ -119,7 +120,7 @@ def run_container(
         if stop_requested():
             break
         log.write(
-            f"[trainwiz] step {step['id']} (in container): {' '.join(step['argv'])}\n".encode()
+            f"[trainwiz] step {step['id']} (in container): {' '.join(redact_argv(step['argv']))}\n".encode()
         )
         if step["id"] == "train":
             update_status(run_dir, state="running", step="train", message="training")

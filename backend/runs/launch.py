@@ -25,6 +25,7 @@ from backend.plan import Plan, PlanStep, build_plan
 from backend.plan.resolve import resolve_preset
 from backend.preset.loader import preset_to_yaml
 from backend.preset.schema import Preset, map_container_path
+from backend.redact import redact_preset, write_secret_preset
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN
 from backend.runs.rundir import (
     LAUNCH,
@@ -175,14 +176,17 @@ def _free_master_port(argv: list[str], nnodes: int, notes: list[str]) -> list[st
     return out
 
 
-def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dict[str, Any]:
+def launch_spec(
+    preset: Preset, plan: Plan, run_dir: Path, prepare: bool, prepare_file: Path | None = None
+) -> dict[str, Any]:
     """launch.json: exactly what the watcher will execute (no secrets: env names only)."""
+    prepare_file = prepare_file or run_dir / PRESET
     train = plan.step("train")
     run_env = {"TRAINWIZ_METRICS": str(run_dir / METRICS), "PYTHONUNBUFFERED": "1"}
     notes: list[str] = []
     spec: dict[str, Any] = {
         "runner": preset.launch.runner,
-        "prepare": prepare_steps(preset, plan, run_dir / PRESET) if prepare else [],
+        "prepare": prepare_steps(preset, plan, prepare_file) if prepare else [],
         "notes": notes,
     }
     nnodes = preset.launch.nnodes
@@ -299,7 +303,9 @@ def launch(
     run_dir = create_run_dir(preset.name, preset.launch.runner)
     try:
         resolved = resolve_preset(preset, run_dir)
-        (run_dir / PRESET).write_text(preset_to_yaml(resolved), encoding="utf-8")
+        # The record is redacted; the watcher's prepare steps read the real one (0600).
+        (run_dir / PRESET).write_text(preset_to_yaml(redact_preset(resolved)), encoding="utf-8")
+        prepare_file = write_secret_preset(run_dir, resolved)
         write_mirrors_json(run_dir, resolved)
         plan = build_plan(
             preset,
@@ -310,7 +316,7 @@ def launch(
         write_json(run_dir / PLAN, plan.to_dict())
         if preset.launch.entry == "trainwiz":
             copy_entry(run_dir)
-        write_json(run_dir / LAUNCH, launch_spec(resolved, plan, run_dir, prepare))
+        write_json(run_dir / LAUNCH, launch_spec(resolved, plan, run_dir, prepare, prepare_file))
     except (BadInput, TrainwizError):
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: leave no half run behind
         raise

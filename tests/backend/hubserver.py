@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,19 +49,38 @@ class Faults:
     stalled: threading.Event = field(default_factory=threading.Event)
 
 
+TLS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "tls"
+
+
+def trust_test_ca(monkeypatch: object) -> None:
+    """Make requests (huggingface_hub) and urllib trust the loopback test CA, and let the token
+    go to 127.0.0.1 (the user's explicit allow list, ``TRAINWIZ_TOKEN_HOSTS``)."""
+    ca = str(TLS_DIR / "ca.crt")
+    setenv = monkeypatch.setenv  # type: ignore[attr-defined]
+    setenv("REQUESTS_CA_BUNDLE", ca)
+    setenv("SSL_CERT_FILE", ca)
+    setenv("TRAINWIZ_TOKEN_HOSTS", "127.0.0.1")
+
+
 class FakeHub:
-    def __init__(self) -> None:
+    def __init__(self, tls: bool = False) -> None:
         self.repos: dict[str, Repo] = {}
         self.faults = Faults()
         self.log: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
+        self.auth_seen: list[str] = []  # every Authorization header that arrived
+        self.tls = tls
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(TLS_DIR / "server.crt", TLS_DIR / "server.key")
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def start(self) -> FakeHub:
         self._thread.start()
@@ -126,6 +146,8 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
         def _serve(self) -> None:
             path = unquote(urlparse(self.path).path).lstrip("/")
             hub.log.append((self.command, "/" + path, self.headers.get("Range")))
+            if self.headers.get("Authorization"):
+                hub.auth_seen.append(self.headers["Authorization"])
             if path.startswith("api/models/"):
                 self._info(path[len("api/models/") :])
             elif "/resolve/" in path:

@@ -18,7 +18,7 @@ from backend.model.hub import (
     select_files,
 )
 from backend.model.validate import validate_model_dir
-from tests.backend.hubserver import FakeHub, Repo, write_llama_dir
+from tests.backend.hubserver import FakeHub, Repo, trust_test_ca, write_llama_dir
 
 REPO = "acme/llama-small"
 SHARD = "model-00001-of-00002.safetensors"
@@ -133,8 +133,13 @@ def test_missing_repo_and_revision_are_named(hub_env, tmp_path: Path) -> None:
 def test_private_repo_401_names_the_token_variable(
     hub_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hub, src, _ = hub_env
+    _, src, _ = hub_env
+    # Tokens go only over https to a host the user listed: a TLS loopback hub, 127.0.0.1 listed.
+    trust_test_ca(monkeypatch)
+    hub = FakeHub(tls=True)
     hub.repos["acme/private"] = Repo.from_dir(src, token="hf_right")
+    hub.start()
+    request_stop = hub.stop
     with pytest.raises(BadInput, match=r"HTTP 401.*MY_TOKEN"):
         plan_download("acme/private", tmp_path / "d", endpoint=hub.url, token_env="MY_TOKEN")
     monkeypatch.setenv("MY_TOKEN", "hf_wrong")
@@ -148,6 +153,8 @@ def test_private_repo_401_names_the_token_variable(
     for path in (tmp_path / "d").rglob("*"):
         if path.is_file():
             assert b"hf_right" not in path.read_bytes()
+    assert "Bearer hf_right" in hub.auth_seen
+    request_stop()
 
 
 def test_truncated_shard_gives_clear_message_and_validation_catches_it(

@@ -126,3 +126,104 @@ def test_placeholders(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="@run"):
         resolve_placeholders("@run/output", None)
     assert SAMPLE_CONVERSATIONS.is_file()
+
+
+# Hostile and broken model directories (issue 15): a clear problem, never a crash or a lie.
+
+
+def _with_header(path: Path, header: object, data: bytes = b"") -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+
+
+def test_empty_dir_prints_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = cli(capsys, "model", "validate", str(tmp_path))
+    assert code == 1
+    assert "config implies ?" in out and "problem(s)" in out
+
+
+def test_a_file_is_not_a_model_dir(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model", "validate", "/etc/passwd"]) == 2
+    assert "is a file, not a model directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("header", "expect"),
+    [
+        ([1, 2, 3], "not a JSON object"),
+        ({"w": {"dtype": "F32", "shape": [2]}}, "data_offsets"),
+        ({"w": {"dtype": "F32", "shape": [-2, 2], "data_offsets": [0, 16]}}, "natural numbers"),
+        ({"w": {"dtype": "F32", "shape": "x", "data_offsets": [0, 4]}}, "natural numbers"),
+        ({"w": {"dtype": "X99", "shape": [1], "data_offsets": [0, 4]}}, "unknown dtype"),
+        ({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 4]}}, "do not match"),
+        ({"w": "not a tensor"}, "not an object"),
+    ],
+)
+def test_malformed_safetensors_headers_are_problems(
+    tmp_path: Path, header: object, expect: str
+) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    _with_header(tmp_path / "model.safetensors", header, b"\0" * 16)
+    report = validate_model_dir(tmp_path)
+    assert not report.ok
+    assert any(expect in p for p in report.problems), report.problems
+    assert report.n_params is not None and report.n_params >= 0
+
+
+def test_negative_shape_is_not_a_parameter_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    header = {"w": {"dtype": "F32", "shape": [-1, 4], "data_offsets": [0, 0]}}
+    _with_header(tmp_path / "model.safetensors", header)
+    code, out = cli(capsys, "model", "validate", str(tmp_path))
+    assert code == 1 and "parameters  -" not in out
+
+
+def test_deeply_nested_json_is_a_problem_not_recursion_error(tmp_path: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "config.json").write_text(deep)
+    (tmp_path / "model.safetensors.index.json").write_text('{"weight_map": ' + deep + "}")
+    raw = deep.encode()
+    (tmp_path / "x.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw)
+    report = validate_model_dir(tmp_path)
+    text = " ".join(report.problems)
+    assert "config.json is not valid JSON" in text and "not a valid shard index" in text
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        [1, 2],
+        {"architectures": 5, "hidden_size": "big", "num_hidden_layers": -3, "vocab_size": 1e400},
+        {"architectures": [], "num_attention_heads": 0, "hidden_size": True},
+    ],
+)
+def test_malformed_config_values_are_dropped(tmp_path: Path, config: object) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(config).replace("Infinity", "1e400"))
+    report = validate_model_dir(tmp_path)
+    assert report.config.hidden_size is None and report.config.architecture is None
+    assert report.n_params_from_config is None
+
+
+def test_shard_index_cannot_point_outside_the_model_dir(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    root.mkdir()
+    (root / "config.json").write_text("{}")
+    outside = tmp_path / "outside.safetensors"
+    _with_header(outside, {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4)
+    weight_map = {"a": "../outside.safetensors", "b": str(outside), "c": "../../etc/passwd"}
+    (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    report = validate_model_dir(root)
+    outside_problems = [p for p in report.problems if "outside the model directory" in p]
+    assert len(outside_problems) == 3
+    assert report.weights_bytes == 0 and report.shards == []  # nothing outside was read
+
+
+def test_escape_sequences_from_config_are_not_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["X\x1b]0;pwned\x07"]}))
+    _code, out = cli(capsys, "model", "validate", str(tmp_path))
+    assert "\x1b" not in out and "\x07" not in out

@@ -124,3 +124,28 @@ def test_tiny_cpu_runs_on_the_host_with_the_entry(
     assert flags["--output_dir"] == str(run_dir / "output")
     assert flags["--data_path"].endswith("presets/data/sample_conversations.json")
     assert train.env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_display_quotes_every_env_value_and_hides_secrets() -> None:
+    from backend.plan.commands import PlanStep
+
+    step = PlanStep(
+        id="t",
+        group="train",
+        title="t",
+        argv=["torchrun", "a b", "$(x)"],
+        env={"NCCL_DEBUG": "INFO; rm -rf ~", "WANDB_API_KEY": "s3cr3t-value"},
+    )
+    words = shlex.split(step.display())
+    assert words == [
+        "NCCL_DEBUG=INFO; rm -rf ~",
+        "WANDB_API_KEY=<redacted>",
+        "torchrun",
+        "a b",
+        "$(x)",
+    ]
+
+
+def test_git_lfs_clone_url_cannot_be_read_as_an_option() -> None:
+    preset = load_preset("vicuna-13b-v1.3-8xa100")
+    assert build_plan(preset).step("model").argv[:3] == ["git", "clone", "--"]

@@ -101,3 +101,36 @@ def test_list_shipped_has_descriptions() -> None:
     names = dict(list_shipped())
     assert set(names) == {"tiny-cpu", "vicuna-13b-v1.3-8xa100", "vicuna-7b-4xa100-40g"}
     assert all(names.values())
+
+
+def test_duplicate_keys_and_a_second_section_are_errors() -> None:
+    text = (
+        "schema: 1\nname: x\nname: y\nmodel: {source: local, dir: /m}\n"
+        "training: {data_path: d, output_dir: o}\ntraining: {data_path: e, output_dir: o}\n"
+    )
+    with pytest.raises(BadInput) as caught:
+        parse_preset_text(text, source="p.yaml")
+    assert caught.value.problems == [
+        "p.yaml:3:1 name: key 'name' appears again (first at line 2): keep one and merge them",
+        "p.yaml:6:1 training: section 'training' appears again (first at line 5): "
+        "keep one and merge them",
+    ]
+
+
+@pytest.mark.parametrize(
+    "training",
+    [
+        "per_device_train_batch_size: 1e30",
+        "num_train_epochs: .inf",
+        "learning_rate: .nan",
+        "max_steps: -100",
+        "gradient_accumulation_steps: 100000000",
+    ],
+)
+def test_numbers_are_bounded_and_finite(training: str) -> None:
+    text = (
+        "schema: 1\nname: x\nmodel: {source: local, dir: /m}\n"
+        f"training:\n  data_path: d\n  output_dir: o\n  {training}\n"
+    )
+    with pytest.raises(BadInput, match=r"p.yaml:7:\d+ training\."):
+        parse_preset_text(text, source="p.yaml")

@@ -7,12 +7,15 @@ can gate on it. People get a table and the fixes; scripts get JSON.
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
 from backend.checks import CheckResult, blocked_steps, check_ids, run_checks
 from backend.errors import BadInput
 from backend.i18n import N_, _
 from backend.mirrors import apply_mirrors
 from backend.preset.loader import load_preset
+from backend.preset.safety import Risk, container_risks
+from backend.tokens import allow_hosts
 from tui.commands._common import add_json_flag, print_json
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
@@ -36,6 +39,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         action="append",
         help=f"run only these checks: {', '.join(check_ids())}",
     )
+    parser.add_argument(
+        "--token-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also send the Hub token to this https host (like TRAINWIZ_TOKEN_HOSTS)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -47,21 +57,35 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(
                 f"--only {', '.join(unknown)}: unknown check (known: {', '.join(check_ids())})"
             )
+    allow_hosts(args.token_host)
     preset = load_preset(args.preset) if args.preset else None
     if preset is not None:  # mirrors: auto/cn probe first, so the network checks test the choice
         preset = apply_mirrors(preset)
     results = run_checks(preset, only=args.only)
+    risks = container_risks(preset) if preset is not None else []
     if args.json:
         print_json(
             {
                 "preset": preset.name if preset else None,
                 "checks": [r.model_dump(mode="json") for r in results],
                 "blocked_steps": blocked_steps(results),
+                "risks": [asdict(r) for r in risks],
             }
         )
     else:
         _print_table(results, preset.name if preset else None)
+        _print_risks(risks)
     return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def _print_risks(risks: list[Risk]) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console()
+    for risk in risks:
+        console.print(Text(f"! dangerous option {risk.field}: {risk.message}", style="bold yellow"))
+        console.print(Text(f"  fix: {risk.fix}; launch asks for --yes"), soft_wrap=True)
 
 
 def _print_table(results: list[CheckResult], preset_name: str | None) -> None:

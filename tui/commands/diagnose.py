@@ -8,12 +8,14 @@ unless ``--preset`` says otherwise, fixes are computed against that run's ``pres
 from __future__ import annotations
 
 import argparse
+import builtins
 import textwrap
 from pathlib import Path
 
 from backend.diagnosis import Diagnosis, diagnose_file
 from backend.errors import BadInput
 from backend.paths import runs_dir
+from backend.termsafe import terminal_safe
 from tui.commands._common import add_json_flag, print_json, to_jsonable
 
 
@@ -51,6 +53,11 @@ def resolve_log(target: str) -> tuple[Path, Path | None]:
 
 
 def _print_human(log: Path, diagnosis: Diagnosis) -> None:
+    """Everything here can quote the log: it is printed through ``terminal_safe``."""
+
+    def print(text: str = "") -> None:  # shadows on purpose: the one safe printer
+        builtins.print(terminal_safe(text))
+
     if not diagnosis.findings:
         print(f"{log}: no known failure found ({diagnosis.lines_read} lines read)")
         return
@@ -59,8 +66,8 @@ def _print_human(log: Path, diagnosis: Diagnosis) -> None:
         more = f" (+{finding.count - 1} more)" if finding.count > 1 else ""
         print(f"\n{finding.severity.upper():7} {finding.category}  line {finding.line}{more}")
         print(f"  {finding.title}")
-        print(textwrap.indent(textwrap.fill(finding.text, 96), "  > "))
-        print(textwrap.indent(textwrap.fill(finding.explanation, 96), "  "))
+        print(textwrap.indent(textwrap.fill(terminal_safe(finding.text), 96), "  > "))
+        print(textwrap.indent(textwrap.fill(terminal_safe(finding.explanation), 96), "  "))
         for number, fix in enumerate(finding.fixes, 1):
             print(f"  fix {number}: {fix.title} ({fix.reason})")
             for change in fix.changes:

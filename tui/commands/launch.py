@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.plan.commands import check_version
 from backend.preset import load_preset
 from backend.runs import follow_log, launch, refresh
 from backend.runs.summary import RunSummary, summarize_run
 from tui.commands._common import add_json_flag, print_json, to_jsonable
+from tui.commands._risks import confirm_risks
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,12 +36,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--transformers", metavar="VERSION", help="name training flags for this transformers"
     )
+    parser.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="accept dangerous container options (privileged, host mounts, LD_PRELOAD...)",
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
+    if args.transformers is not None:
+        check_version(args.transformers)  # before any run directory exists
+    confirm_risks(preset, args.yes)
     result = launch(preset, prepare=not args.no_prepare, transformers_version=args.transformers)
     if args.detach:
         if args.json:

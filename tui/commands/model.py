@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import builtins
 import sys
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from backend.errors import BadInput
 from backend.model.hub import FetchProgress
 from backend.model.validate import ModelReport
 from backend.preset.schema import ModelSource
+from backend.termsafe import terminal_safe
+from backend.tokens import allow_hosts
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -23,6 +26,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     fetch.add_argument("--endpoint", help="Hub endpoint or mirror, e.g. https://hf-mirror.com")
     fetch.add_argument("--revision", help="branch, tag or commit")
     fetch.add_argument("--token-env", help="env var holding the Hub token (default HF_TOKEN)")
+    fetch.add_argument(
+        "--token-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also send the token to this https host (like TRAINWIZ_TOKEN_HOSTS)",
+    )
     add_json_flag(fetch)
     fetch.set_defaults(func=run_fetch)
 
@@ -91,6 +101,7 @@ def _print_progress(p: FetchProgress) -> None:
 def run_fetch(args: argparse.Namespace) -> int:
     from backend.model.fetch import ensure_model
 
+    allow_hosts(args.token_host)
     source = _source_for(args)
     tty = sys.stderr.isatty() and not args.json
     result = ensure_model(source, dir=args.dir, progress=_print_progress if tty else None)
@@ -119,6 +130,11 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def _print_report(r: ModelReport) -> None:
+    """Values come from the model's own files (config.json, shard names): printed terminal-safe."""
+
+    def print(text: str = "") -> None:  # shadows on purpose: the one safe printer
+        builtins.print(terminal_safe(text))
+
     c = r.config
     print(f"model       {r.path}")
     print(f"arch        {c.architecture} ({c.model_type})")
@@ -128,9 +144,8 @@ def _print_report(r: ModelReport) -> None:
     )
     print(f"vocab       {c.vocab_size}, max positions {c.max_position_embeddings}")
     n = f"{r.n_params:,}" if r.n_params is not None else "unknown"
-    print(
-        f"parameters  {n} ({r.n_params_source}); config implies {r.n_params_from_config or '?':,}"
-    )
+    implied = f"{r.n_params_from_config:,}" if r.n_params_from_config else "?"
+    print(f"parameters  {n} ({r.n_params_source}); config implies {implied}")
     print(
         f"dtype       {r.dtype} ({r.weight_format}, {len(r.shards)} files, {_human(r.weights_bytes)})"
     )

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import asdict
+from typing import Any
 
 from backend.mirrors import apply_mirrors, plan_lines
 from backend.plan import build_plan
+from backend.plan.commands import comment
 from backend.planner.report import planner_report
 from backend.preset import load_preset
+from backend.preset.safety import container_risks
+from backend.redact import preset_secrets, redact_text
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -37,12 +43,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     preset = apply_mirrors(load_preset(args.preset))  # mirrors: auto/cn probe first
     plan = build_plan(preset, transformers_version=args.transformers, preset_ref=args.preset)
+    risks = container_risks(preset)
     lines, estimate = planner_report(
         preset, args.gpu, args.config, do_tune=args.tune, free_batch=args.free_batch
     )
+    for risk in risks:
+        print(f"trainwiz: warning: {redact_text(risk.line())}", file=sys.stderr)
     if args.json:
-        print_json({**plan.to_dict(), **estimate, "mirrors": preset.mirrors.resolved})
+        estimate = _scrub(estimate, preset_secrets(preset))  # e.g. the tuned preset's YAML
+        print_json(
+            {
+                **plan.to_dict(),
+                **estimate,
+                "risks": [asdict(r) for r in risks],
+                "mirrors": preset.mirrors.resolved,
+            }
+        )
     else:
-        print(plan.as_script(), end="")
-        print("\n" + "\n".join(f"# {line}" for line in [*plan_lines(preset), *lines]))
+        warnings = [comment(f"WARNING {risk.line()}") for risk in risks]
+        script = plan.as_script()
+        if warnings:  # right under the title line, before any command
+            head, _, rest = script.partition("\n")
+            script = "\n".join([head, *warnings, rest])
+        print(script, end="")
+        secrets = preset_secrets(preset)
+        notes = [*plan_lines(preset), *lines]
+        print("\n" + "\n".join(comment(redact_text(line, secrets)) for line in notes))
     return 0
+
+
+def _scrub(value: Any, secrets: list[str]) -> Any:
+    """Every string inside ``value`` with the preset's secrets redacted."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {k: _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value

@@ -13,6 +13,7 @@ from rich.markup import escape
 from backend.preset import load_preset
 from backend.replay import STEP_ORDER, Replay, StepReport, steps_between
 from tui.commands._common import add_json_flag, print_json
+from tui.commands._risks import confirm_risks
 
 _STYLE = {"done": "green", "skipped": "cyan", "warned": "yellow", "failed": "bold red"}
 
@@ -34,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
+    confirm_risks(preset, args.yes)
     steps = steps_between(args.start, args.until)
     console = Console(stderr=args.json, highlight=False)
     interactive = sys.stdin.isatty() and not args.yes and not args.json

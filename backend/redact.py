@@ -1,0 +1,169 @@
+"""One redaction helper for every place trainwiz writes or prints what a preset holds.
+
+Secrets reach a preset in three ways: environment values (``launch.env``, ``container.env``,
+e.g. WANDB_API_KEY), credentials inside URLs (``model.git_url``, ``pip_index_url`` with a
+user:password, a ``git+https://TOKEN@`` requirement) and tokens the process holds in its own
+environment (HF_TOKEN). Plans, saved run presets, train.log lines and error messages all go
+through these functions, so there is one rule for what counts as secret:
+
+- an environment value is hidden unless its key is a well-known non-secret setting (NCCL_*,
+  CUDA_*, OMP_NUM_THREADS, ...) — default deny, so an unknown key never leaks; a key that names a
+  secret (TOKEN, KEY, SECRET, PASS...) is hidden even under a known prefix;
+- the user-info part of any ``scheme://user:pass@host`` URL is hidden;
+- the values of secret-looking variables of this process's environment, Bearer tokens and
+  ``hf_...`` tokens are hidden wherever they appear in free text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+REDACTED = "<redacted>"
+
+_SECRET_WORDS = re.compile(
+    r"TOKEN|SECRET|PASS|PWD|KEY|AUTH|CRED|COOKIE|SESSION|PRIVATE|CERT", re.IGNORECASE
+)
+# Settings that tune the training and say nothing about anyone: shown so logs stay diagnosable.
+_SAFE_PREFIXES = (
+    "NCCL_", "CUDA_", "PYTORCH_", "TORCH_", "TORCHINDUCTOR_", "OMP_", "MKL_", "NVIDIA_",
+    "TOKENIZERS_", "TRANSFORMERS_", "HF_HUB_", "HF_DATASETS_", "ACCELERATE_", "DS_", "PYTHON",
+    "TRAINWIZ_", "MASTER_", "LC_", "GLOO_", "TF_", "XLA_", "WANDB_",
+)  # fmt: skip
+_SAFE_KEYS = {
+    "MAX_JOBS", "LOGLEVEL", "TZ", "LANG", "HF_HOME", "HF_ENDPOINT", "WORLD_SIZE", "RANK",
+    "LOCAL_RANK", "HOME", "PATH", "UCX_TLS", "FI_PROVIDER", "NVTE_FLASH_ATTN",
+}  # fmt: skip
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/@\s'\"]+)@")
+_BEARER = re.compile(r"(?i)\b(bearer|authorization:)(\s+)([A-Za-z0-9._~+/=-]{8,})")
+_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
+MIN_SCRUB = 6  # shorter values ("1", "yes") are only hidden structurally, never in free text
+
+
+def secret_env_key(key: str) -> bool:
+    """Is the value of environment variable ``key`` to be hidden? (default: yes)"""
+    upper = key.upper()
+    if _SECRET_WORDS.search(upper):
+        return True
+    return not (upper in _SAFE_KEYS or upper.startswith(_SAFE_PREFIXES))
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The mapping with every secret value replaced (keys are kept: they are not secret)."""
+    return {k: (REDACTED if secret_env_key(k) and v else v) for k, v in env.items()}
+
+
+def redact_url(url: str) -> str:
+    """``https://alice:pw@host/x`` -> ``https://alice:<redacted>@host/x``; a bare user is hidden."""
+
+    def hide(match: re.Match[str]) -> str:
+        info = match.group("info")
+        user, sep, _password = info.partition(":")
+        return match.group("scheme") + (f"{user}:{REDACTED}" if sep else REDACTED) + "@"
+
+    return _URL_USERINFO.sub(hide, url)
+
+
+def _process_secrets() -> list[str]:
+    return [
+        value
+        for key, value in os.environ.items()
+        if len(value) >= MIN_SCRUB and _SECRET_WORDS.search(key) and not key.startswith("TRAINWIZ_")
+    ]
+
+
+def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Free text (a log line, an error, a command) with every known secret hidden."""
+    for value in sorted({*secrets, *_process_secrets()}, key=len, reverse=True):
+        if len(value) >= MIN_SCRUB and value in text:
+            text = text.replace(value, REDACTED)
+    text = redact_url(text)
+    text = _HF_TOKEN.sub(REDACTED, text)
+    return _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """An argv for display: URL credentials hidden, ``-e KEY=VALUE`` values per the env rule."""
+    out: list[str] = []
+    previous = ""
+    for arg in argv:
+        if previous in ("-e", "--env") and "=" in arg:
+            key, _, value = arg.partition("=")
+            arg = f"{key}={redact_env({key: value})[key]}"
+        out.append(redact_text(arg))
+        previous = arg
+    return out
+
+
+def _walk(value: Any, key: str | None = None) -> Any:
+    if isinstance(value, dict):
+        if key == "env":
+            return redact_env({str(k): str(v) for k, v in value.items()})
+        return {k: _walk(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, key) for v in value]
+    if isinstance(value, str):
+        return redact_url(value)
+    return value
+
+
+def redact_data(data: Any) -> Any:
+    """A JSON-like structure (a dumped preset or plan) with env values and URL credentials hidden."""
+    return _walk(data)
+
+
+def preset_secrets(preset: Any) -> list[str]:
+    """Every secret value a preset holds, for scrubbing free text (messages, logs)."""
+    values: list[str] = []
+    for env in (preset.launch.env, preset.container.env):
+        values += [v for k, v in env.items() if secret_env_key(k) and len(v) >= MIN_SCRUB]
+    dumped = preset.model_dump(mode="json")
+    stack: list[Any] = [dumped]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            for match in _URL_USERINFO.finditer(item):
+                _user, _, password = match.group("info").partition(":")
+                values.append(password or match.group("info"))
+    return [v for v in values if v]
+
+
+def redact_preset(preset: Any) -> Any:
+    """A copy of the preset safe to save beside a run or show: same fields set, secrets hidden."""
+    from pydantic import ValidationError
+
+    from backend.errors import TrainwizError
+    from backend.preset.schema import Preset
+
+    data = preset.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    try:
+        return Preset.model_validate(redact_data(data))
+    except ValidationError as exc:  # a redacted value no longer validates: never save it clear
+        raise TrainwizError(f"cannot redact the preset's secrets for saving: {exc}") from exc
+
+
+SECRET_PRESET = "preset.secret.yaml"
+
+
+def write_secret_preset(run_dir: Any, preset: Any) -> Any:
+    """The preset file a run's own steps read: ``preset.yaml`` when redaction hides nothing,
+    else the unredacted ``preset.secret.yaml``, created 0600 (never readable by others)."""
+    from pathlib import Path
+
+    from backend.preset.loader import preset_to_yaml
+
+    run_dir = Path(run_dir)
+    text = preset_to_yaml(preset)
+    if text == preset_to_yaml(redact_preset(preset)):
+        return run_dir / "preset.yaml"
+    target = run_dir / SECRET_PRESET
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return target

@@ -1,0 +1,35 @@
+"""The explicit yes that dangerous container options need before ``launch`` and ``replay``.
+
+The options themselves are found by the backend (``backend.preset.safety.container_risks``);
+this only asks. Without a terminal there is nobody to ask, so a missing ``--yes`` is bad input
+(exit 2) naming the fields, never a silent start.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from backend.errors import BadInput
+from backend.preset.safety import container_risks, risk_summary
+from backend.preset.schema import Preset
+
+
+def confirm_risks(preset: Preset, yes: bool) -> None:
+    """Return when the user accepted every risk (or there is none); raise BadInput otherwise."""
+    risks = container_risks(preset)
+    if not risks:
+        return
+    for risk in risks:
+        print(f"trainwiz: warning: {risk.line()}", file=sys.stderr)
+    if yes:
+        print("trainwiz: --yes given: going ahead with these options", file=sys.stderr)
+        return
+    if sys.stdin.isatty():
+        answer = input(f"preset {preset.name} asks for the options above; run it? [y/N] ")
+        if answer.strip().lower() in ("y", "yes"):
+            return
+        raise BadInput(f"not confirmed: {risk_summary(risks)} (nothing was started)")
+    raise BadInput(
+        f"preset {preset.name} sets {risk_summary(risks)}, which give the run power over this "
+        "host: pass --yes to accept them, or remove them from the preset (nothing was started)"
+    )
