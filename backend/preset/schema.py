@@ -453,7 +453,7 @@ class LaunchConfig(_Strict):
     rdzv_endpoint: str | None = Field(
         None, description="host:port of the c10d rendezvous; None: node 0 and master_port"
     )
-    rdzv_timeout: int = Field(600, ge=1, description="seconds to wait for every node to join")
+    rdzv_timeout: int = Field(600, ge=1, le=86400, description="seconds to wait for every node to join")
     ssh: SshConfig = Field(default_factory=SshConfig)
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
 
@@ -584,6 +584,15 @@ class MirrorsConfig(_Strict):
         description="written by trainwiz when it probes: each choice, its reason and every "
         "probe's timing (mirrors.json in a run); a preset carrying it is not probed again",
     )
+
+    @field_validator("resolved")
+    @classmethod
+    def _resolved_bounded(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A record trainwiz wrote, but it arrives in presets people pass around: bounded
+        like every other text (its URLs end up in the plan)."""
+        if value is not None and len(json.dumps(value, default=str)) > MAX_TEXT:
+            raise ValueError(f"resolved is larger than {MAX_TEXT} characters as JSON")
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -79,7 +79,7 @@ def test_plan_prints_the_mirrors_the_probe_chose(chain, capsys) -> None:
     registry = m["reg_good"].url.removeprefix("http://")
     assert f"pip install -e . -i {index}" in out  # every in-container pip step
     assert f"pip install flash-attn --no-build-isolation -i {index}" in out
-    assert f"git clone {m['hub_good'].url}/lmsys/vicuna-13b-v1.3 /data/vicuna-13b-v1.3" in out
+    assert f"git clone -- {m['hub_good'].url}/lmsys/vicuna-13b-v1.3 /data/vicuna-13b-v1.3" in out
     assert f"docker pull {registry}/{IMAGE}" in out
     assert "docker run -itd" in out and f" {registry}/{IMAGE}" in out
     assert f"#   pip:   -i {index}   (fastest of 2 answering" in out
