@@ -55,7 +55,7 @@ FAILURES = [
 
 def to_ere(pattern: str) -> str:
     """Python regex -> POSIX ERE for GNU grep (no lookaround, no lazy, no named groups)."""
-    out = pattern.replace("(?i)", "")
+    out = re.sub(r"\(\?i\)|\(\?i:", lambda m: "" if m.group() == "(?i)" else "(", pattern)
     out = re.sub(r"\(\?P<\w+>", "(", out)
     out = out.replace("(?:", "(")
     out = re.sub(r"\(\?![^)]*\)\]?\)?", "", out)  # drop negative lookahead

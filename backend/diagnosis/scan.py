@@ -21,12 +21,10 @@ from collections import defaultdict
 from backend.diagnosis.signatures import MARKERS, SIGNATURES
 
 # Characters from most to least frequent in training logs (loss dicts, tqdm bars, NCCL INFO,
-# tracebacks), measured on the corpus and the benchmark's benign lines; unlisted ones rank rarest.
-_BY_FREQUENCY = (
-    " etainro0s:1ldc2p.u3/_h5g4m'98y[]w,bk-7f6NCFL|IW(S)Pz%<ODG{}ATRBxMvHUE\"q=!jJKQVXYZ>#;+\\"
-)
+# tracebacks), measured on both corpora, the H200 logs and the benchmark's benign lines.
+_BY_FREQUENCY = " eatirnos0cld1:p.2/_3hgu5m4,8'y9-67][bfwkNCF(|LI)WSPzOv<\"RGD%AT=xE{}*BMU`>^q\\HV!?jK#;Y+XJQZ~@$"
 _RANK = {ch: len(_BY_FREQUENCY) - i for i, ch in enumerate(_BY_FREQUENCY)}
-MIN_KEY = 4  # a shorter key lets too many lines through
+MIN_KEY = 5  # a shorter key lets too many lines through
 
 
 def scan_key(anchor: str) -> str:

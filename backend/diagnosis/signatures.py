@@ -29,9 +29,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "shm",
         "error",
         "Shared memory (/dev/shm) too small",
-        r"insufficient shared memory|Unexpected bus error encountered in worker"
+        r"insufficient shared memory \(shm\)|Unexpected bus error encountered in worker"
         r"|killed by signal: Bus error|Signal 7 \(SIGBUS\)|" + _EXIT + r"-7\b",
-        ("insufficient shared", "Bus error", "bus error", "SIGBUS", "-7"),
+        ("(shm)", "Unexpected bus error", "Bus error", "SIGBUS", "-7"),
     ),
     # torch moves DataLoader batches through /dev/shm files named /torch_<pid>_<n>; POSIX
     # semaphores (SemLock) live there too: ENOSPC from either is a full /dev/shm, not the disk.
@@ -41,14 +41,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "Shared memory (/dev/shm) is full",
         r"unable to write to file </torch_|(?:/torch_|SemLock).{0,200}(?:No space left|Errno 28)"
         r"|(?:No space left on device|Errno 28).{0,200}(?:/torch_|SemLock)",
-        ("</torch_", "/torch_", "SemLock"),
+        ("</torch_", "No space left", "Errno 28"),
     ),
     _sig(
         "shm",
         "error",
         "Shared memory (/dev/shm) is full (a semaphore could not be created)",
         r"No space left on device|\[Errno 28\]",
-        ("No space left", "rrno 28"),
+        ("No space left", "Errno 28"),
         needs=("semlock", 30),
     ),
     _sig(
@@ -58,22 +58,19 @@ SIGNATURES: tuple[Signature, ...] = (
         r"NCCL WARN.*(?:shm|shared memory)|Error while creating shared memory segment"
         r"|posix_fallocate failed|/dev/shm\b.*(?:No space left|Bus error|too small)"
         r"|(?:No space left on device|Bus error).*/dev/shm",
-        ("NCCL WARN", "creating shared memory", "posix_fallocate", "/dev/shm"),
+        ("NCCL WARN", "Error while creating", "posix_fallocate", "dev/shm"),
     ),
     # --- ports ---
     _sig(
         "port_in_use",
         "error",
         "The rendezvous port is already in use",
-        r"Address already in use|EADDRINUSE|\[Errno 98\]|errno:?\s*98\b|port is already allocated"
+        r"Address already in use|EADDRINUSE|errno:?\s*98 - Address|Bind for \S+ failed: port is already allocated"
         r"|failed to (?:listen|bind)\b.{0,300}?(?:errno:?\s*98|Address\s+already\s+in\s+use)",
         (
-            "already in use",
+            "Address",
             "EADDRINUSE",
-            "rrno 98",
-            "rrno: 98",
-            "rrno:98",
-            "already allocated",
+            "Bind for",
             "failed to listen",
             "failed to bind",
         ),
@@ -134,7 +131,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "No CUDA compiler (nvcc) in this image",
         r"nvcc was not found|nvcc: (?:command )?not found|CUDA_HOME environment variable is not set"
         r"|No CUDA runtime is found|unable to execute '?nvcc'?",
-        ("nvcc", "CUDA_HOME", "No CUDA runtime"),
+        ("vcc was not", "vcc: ", "CUDA_HOME", "No CUDA runtime", "xecute 'nvcc", "xecute nvcc"),
     ),
     _sig(
         "flash_attn_build",
@@ -174,15 +171,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "The NVIDIA driver is too old for this CUDA",
         r"NVIDIA driver on your system is too old|CUDA driver version is insufficient for CUDA runtime"
         r"|cudaErrorInsufficientDriver|unsatisfied condition: cuda\s*>="
-        r"|forward compatibility was attempted on non supported HW"
-        r"|unsupported display driver / cuda driver combination",
+        r"|forward compatibility was attempted on non supported HW",
         (
             "NVIDIA driver",
             "CUDA driver version",
             "InsufficientDriver",
             "unsatisfied condition",
-            "forward compatibility",
-            "display driver",
+            "supported HW",
         ),
     ),
     _sig(
@@ -227,8 +222,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|PytorchStreamWriter failed writing file",
         (
             "No space left",
-            "rrno 28",
-            "os error 28",
+            "Errno 28",
+            "(os error 28",
             "ENOSPC",
             "quota exceeded",
             "EDQUOT",
@@ -269,8 +264,9 @@ SIGNATURES: tuple[Signature, ...] = (
             "SIGKILL",
             "Out of memory",
             "oom-kill",
-            "code 137",
-            "status 137",
+            "xited with code 137",
+            "xit code 137",
+            "xit status 137",
             "OOMKilled",
             "Killed",
         ),
@@ -313,22 +309,26 @@ MARKERS: tuple[Marker, ...] = (
         re.compile(
             r"line \d+, in \w*(?:save|state_dict)\w*|_state_dict_utils\.py\", line \d+, in "
         ),
-        (", in ",),
+        ('File "',),
     ),
     # HF Trainer prints its final metrics after the last step, before saving the model.
-    Marker("train_done", re.compile(r"['\"]train_runtime['\"]\s*:"), ("train_runtime",)),
+    Marker(
+        "train_done",
+        re.compile(r"\{['\"]train_runtime['\"]\s*:"),
+        ("{'train_runtime'", '{"train_runtime"'),
+    ),
     # pip building a package from source.
     Marker(
         "pip_build",
         re.compile(
             r"Getting requirements to build wheel|Preparing metadata \(|Building wheel for"
-            r"|Running setup\.py|pip-install-|pip-build-env|setup\.py\b.*egg_info|Collecting flash"
+            r"|Running setup\.py|pip-install-|pip-build-env|Collecting flash"
         ),
         (
             "requirements to build",
             "Preparing metadata",
             "Building wheel",
-            "setup.py",
+            "Running setup",
             "pip-install-",
             "pip-build-env",
             "Collecting flash",

@@ -23,14 +23,14 @@ HUB: tuple[Signature, ...] = (
         r"|make sure you are authenticated|Invalid username or password|Invalid user token",
         (
             "GatedRepoError",
-            "gated repo",
-            "is restricted",
-            "is gated",
+            "Cannot access gated",
+            "Access to model",
+            "is gated. You must",
             "authorized list",
             "RepositoryNotFound",
             "Repository Not Found",
             "Client Error",
-            "are authenticated",
+            "make sure you are authenticated",
             "Invalid username",
             "Invalid user token",
         ),
@@ -45,19 +45,19 @@ ARCH: tuple[Signature, ...] = (
         "error",
         "This torch build has no kernels for the GPU's architecture",
         r"no kernel image is available for execution on the device"
-        r"|with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch"
+        r"|with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch installation"
         r"|CUDA error: invalid device function",
-        ("kernel image", "not compatible with the current PyTorch", "invalid device function"),
+        ("kernel image", "current PyTorch installation", "invalid device function"),
     ),
     _sig(
         "cuda_arch",
         "error",
         "The GPU does not support bf16/tf32 (needs Ampere, sm80, or newer)",
-        r"(?i)doesn't support bf16|bf16 requested, but AMP is not supported|(?:--)?(?:bf16|tf32)"
+        r"(?i)Your setup doesn't support bf16|bf16 requested, but AMP is not supported|(?:--)?(?:bf16|tf32)"
         r" requires (?:Ampere|a newer GPU)|bfloat16 is only supported on gpus with compute capability"
         r"|bf16.{0,80}(?:only supported|not supported|requires).{0,60}(?:Ampere|compute capability)",
         (
-            "support bf16",
+            "Your setup",
             "AMP is not supported",
             "requires Ampere",
             "requires a newer GPU",
@@ -70,6 +70,9 @@ ARCH: tuple[Signature, ...] = (
 )
 
 _NONFINITE = r"(?:tensor\()?(?:nan|NaN|-?inf|-?Infinity)\b"
+# Python's repr ('loss': nan), JSON ("loss": NaN) and tensors (tensor(nan, ...)).
+_NONFINITE_ANCHORS = ("': nan", "': inf", "': -inf", '": NaN', '": Infinity', '": -Infinity',
+                      "(nan", "(inf")  # fmt: skip
 # A loss (or gradient norm) that is NaN/inf: in the entry's message, the HF Trainer's logged dict
 # (Python repr: nan, inf; tensor(nan, ...)), metrics.jsonl (bare NaN in old runs; null next to a
 # logged learning rate in new ones), and DeepSpeed's fp16 loss scaler giving up.
@@ -85,16 +88,9 @@ NAN: tuple[Signature, ...] = (
         r"|Current loss scale already at minimum",
         (
             "on-finite",
-            ": nan",
-            ": NaN",
-            ": inf",
-            ": -inf",
-            ": Infinity",
-            ": -Infinity",
-            "(nan",
-            "(inf",
+            *_NONFINITE_ANCHORS,
             '"loss": null',
-            "loss scale already at minimum",
+            "Current loss scale",
         ),
     ),
     _sig(
@@ -102,7 +98,7 @@ NAN: tuple[Signature, ...] = (
         "warning",
         "The gradient norm is NaN/inf",
         r"['\"]grad_norm['\"]\s*:\s*" + _NONFINITE,
-        (": nan", ": NaN", ": inf", ": -inf", ": Infinity", ": -Infinity", "(nan", "(inf"),
+        _NONFINITE_ANCHORS,
     ),
 )
 
