@@ -37,6 +37,7 @@ MAX_SEGMENT = 8192  # bytes of one line looked at around an anchor
 WINDOW_BYTES = 2048
 SAVE_LOOKBACK = 60  # traceback frames of a save precede its OOM message by a few dozen lines
 ESCALATE_MISMATCH = 5  # repeated mismatches mean the template/tokenizer, not one odd sample
+RUN_LOG, METRICS_FILE = "train.log", "metrics.jsonl"  # a run directory's log and metrics
 ESCALATE_GRAD_NAN = 3  # one NaN gradient norm is a skipped fp16 step; every step is a dead run
 
 _KEYS, _KEY_SIGS, _KEY_MARKERS = key_index()
@@ -296,8 +297,23 @@ def diagnose_file(
     progress: Callable[..., None] | None = None,
     preset: Preset | None = None,
 ) -> Diagnosis:
-    """Diagnose a log file of any size."""
+    """Diagnose a log file of any size. A run's ``train.log`` is read with the run's
+    ``metrics.jsonl`` beside it: a NaN loss recorded there (bare ``NaN`` in old runs, ``null``
+    next to a logged learning rate in new ones) is a finding even when the log says nothing."""
     target = Path(path).expanduser()
+    diagnosis = _diagnose_path(target, cancel, progress, preset)
+    metrics = target.with_name(METRICS_FILE)
+    if target.name == RUN_LOG and metrics.is_file():
+        _merge_metrics(diagnosis, _diagnose_path(metrics, cancel, None, preset))
+    return diagnosis
+
+
+def _diagnose_path(
+    target: Path,
+    cancel: threading.Event | None,
+    progress: Callable[..., None] | None,
+    preset: Preset | None,
+) -> Diagnosis:
     try:
         size = target.stat().st_size
         handle = target.open("rb")
@@ -307,6 +323,18 @@ def diagnose_file(
         raise BadInput(f"log '{target}': cannot read: {exc.strerror}") from exc
     with handle:
         return diagnose_stream(handle, preset=preset, total=size, cancel=cancel, progress=progress)
+
+
+def _merge_metrics(diagnosis: Diagnosis, from_metrics: Diagnosis) -> None:
+    """Add the metrics file's loss_nan finding when the log has none (its lines are
+    metrics.jsonl lines, and its text says so)."""
+    if any(f.category == "loss_nan" for f in diagnosis.findings):
+        return
+    for finding in from_metrics.findings:
+        if finding.category == "loss_nan":
+            finding.text = f"{METRICS_FILE} line {finding.line}: {finding.text}"
+            diagnosis.findings.append(finding)
+    diagnosis.findings.sort(key=_sort_key)
 
 
 def diagnose_text(text: str, preset: Preset | None = None) -> Diagnosis:
