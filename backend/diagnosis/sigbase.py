@@ -46,3 +46,5 @@ def sig(
 
 
 EXIT = r"(?:exitcode|exit code|return code|returncode|exit status)\s*[:=]?\s*"
+# torch's "exitcode: -9", docker's "exit code 137", deepspeed's "return code = -9"
+EXIT_ANCHORS = ("xitcode", "xit code", "xit status", "= -", "=-")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from backend.diagnosis.sigbase import EXIT as _EXIT
+from backend.diagnosis.sigbase import EXIT_ANCHORS as _EXIT_ANCHORS
 from backend.diagnosis.sigbase import Marker, Signature
 from backend.diagnosis.sigbase import sig as _sig
 from backend.diagnosis.signatures_train import ARCH, HUB, NAN, TRAIN_MARKERS
@@ -29,9 +30,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "shm",
         "error",
         "Shared memory (/dev/shm) too small",
-        r"insufficient shared memory \(shm\)|Unexpected bus error encountered in worker"
+        r"Unexpected bus error encountered in worker"
         r"|killed by signal: Bus error|Signal 7 \(SIGBUS\)|" + _EXIT + r"-7\b",
-        ("(shm)", "Unexpected bus error", "Bus error", "SIGBUS", "-7"),
+        ("Unexpected bus error", "Bus error", "SIGBUS", *_EXIT_ANCHORS),
     ),
     # torch moves DataLoader batches through /dev/shm files named /torch_<pid>_<n>; POSIX
     # semaphores (SemLock) live there too: ENOSPC from either is a full /dev/shm, not the disk.
@@ -83,7 +84,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA out of memory",
         r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
         r"|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|HIP out of memory",
-        ("out of memory", "OutOfMemoryError", "ALLOC_FAILED", "cudaErrorMemoryAllocation"),
+        (
+            "CUDA out of memory",
+            "CUDA error: out of memory",
+            "HIP out of memory",
+            "OutOfMemoryError",
+            "ALLOC_FAILED",
+            "cudaErrorMemoryAllocation",
+        ),
     ),
     # --- flash-attn at run time ---
     _sig(
@@ -177,7 +185,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "CUDA driver version",
             "InsufficientDriver",
             "unsatisfied condition",
-            "supported HW",
+            "HW",
         ),
     ),
     _sig(
@@ -185,15 +193,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "error",
         "Docker cannot give GPUs to containers",
         r'could not select device driver ".*?" with capabilities: \[\[gpu\]\]'
-        r"|unknown or invalid runtime name: nvidia|[Uu]nknown runtime specified nvidia"
+        r"|unknown or invalid runtime name: nvidia|Unknown runtime specified nvidia"
         r"|nvidia-container-cli: (?:initialization|mount|detection) error"
         r"|Failed to initialize NVML: Unknown Error",
         (
             "select device driver",
             "invalid runtime name",
-            "nknown runtime specified",
+            "Unknown runtime specified",
             "nvidia-container-cli",
-            "Failed to initialize NVML",
+            "NVML: Unknown",
         ),
     ),
     # --- container options the host refuses ---
@@ -204,14 +212,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?i)(?:error setting rlimit|unable to apply caps|apply capabilities|setrlimit).{0,200}"
         r"(?:operation not permitted|permission denied)"
         r"|(?:OCI runtime create failed|failed to create shim task).{0,400}operation not permitted",
-        ("not permitted", "ermission denied", "NOT PERMITTED"),
+        # docker/containerd put "OCI runtime create failed" on the same line; crun says RLIMIT_
+        ("OCI runtime", "RLIMIT", "Operation not permitted", "OPERATION NOT PERMITTED"),
     ),
     _sig(
         "container_permission",
         "warning",
         "A resource limit could not be raised",
         r"ulimit: .{0,60}cannot modify limit: Operation not permitted",
-        ("not permitted",),
+        ("Operation not permitted",),
     ),
     # --- disk ---
     _sig(
@@ -256,14 +265,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "A training process was killed (SIGKILL), usually the host out of RAM",
         _EXIT
         + r"-9\b|Signal 9 \(SIGKILL\)|[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer"
-        r"|oom-kill:|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true"
+        r"|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true"
         # the shell's "Killed", alone or right after a progress bar ("Loading checkpoint shards")
         r"|(?:^|\])\s*Killed\s*$|DataLoader worker \(pid[^)]*\) is killed by signal: Killed",
         (
-            "-9",
+            *_EXIT_ANCHORS,
             "SIGKILL",
-            "Out of memory",
-            "oom-kill",
+            "Killed process",
+            "Kill process",
             "xited with code 137",
             "xit code 137",
             "xit status 137",
@@ -322,15 +331,13 @@ MARKERS: tuple[Marker, ...] = (
         "pip_build",
         re.compile(
             r"Getting requirements to build wheel|Preparing metadata \(|Building wheel for"
-            r"|Running setup\.py|pip-install-|pip-build-env|Collecting flash"
+            r"|Running setup\.py|Collecting flash"
         ),
         (
             "requirements to build",
             "Preparing metadata",
             "Building wheel",
             "Running setup",
-            "pip-install-",
-            "pip-build-env",
             "Collecting flash",
         ),
     ),

@@ -20,17 +20,15 @@ HUB: tuple[Signature, ...] = (
         r"GatedRepoError|Cannot access gated repo|Access to model \S+ is restricted"
         r"|is gated\. You must (?:be authenticated|have access)|not in the authorized list"
         r"|RepositoryNotFoundError|Repository Not Found for url|\b40[13] Client Error"
-        r"|make sure you are authenticated|Invalid username or password|Invalid user token",
+        r"|Invalid username or password|Invalid user token",
         (
             "GatedRepoError",
             "Cannot access gated",
             "Access to model",
             "is gated. You must",
-            "authorized list",
             "RepositoryNotFound",
             "Repository Not Found",
             "Client Error",
-            "make sure you are authenticated",
             "Invalid username",
             "Invalid user token",
         ),
@@ -47,7 +45,11 @@ ARCH: tuple[Signature, ...] = (
         r"no kernel image is available for execution on the device"
         r"|with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch installation"
         r"|CUDA error: invalid device function",
-        ("kernel image", "current PyTorch installation", "invalid device function"),
+        (
+            "image is available for execution",
+            "current PyTorch installation",
+            "invalid device function",
+        ),
     ),
     _sig(
         "cuda_arch",
