@@ -267,7 +267,9 @@ SIGNATURES: tuple[Signature, ...] = (
         + r"-9\b|Signal 9 \(SIGKILL\)|[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer"
         r"|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true"
         # the shell's "Killed", alone or right after a progress bar ("Loading checkpoint shards")
-        r"|(?:^|\])\s*Killed\s*$|DataLoader worker \(pid[^)]*\) is killed by signal: Killed",
+        r"|(?:^|\])\s*Killed\s*$|DataLoader worker \(pid[^)]*\) is killed by signal: Killed"
+        # bash's job report ("line 1: 4321 Killed  python ..."), zsh's, slurm's cgroup OOM
+        r"|\b\d+ Killed\s+\S|zsh: killed\b|oom-kill event",
         (
             *_EXIT_ANCHORS,
             "SIGKILL",
@@ -278,6 +280,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "xit status 137",
             "OOMKilled",
             "Killed",
+            "oom-kill",
+            "zsh: killed",
         ),
     ),
     # --- NCCL (symptom: look for a root cause first) ---

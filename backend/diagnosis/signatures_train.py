@@ -20,7 +20,10 @@ HUB: tuple[Signature, ...] = (
         r"GatedRepoError|Cannot access gated repo|Access to model \S+ is restricted"
         r"|is gated\. You must (?:be authenticated|have access)|not in the authorized list"
         r"|RepositoryNotFoundError|Repository Not Found for url|\b40[13] Client Error"
-        r"|Invalid username or password|Invalid user token",
+        r"|Invalid username or password|Invalid user token|Invalid credentials in Authorization"
+        # transformers' own wording, and the Hub's fine-grained-token refusal
+        r"|You are trying to access a gated repo|If this is a private repository, make sure to"
+        r" pass a token|\b403 Forbidden\b",
         (
             "GatedRepoError",
             "Cannot access gated",
@@ -31,6 +34,10 @@ HUB: tuple[Signature, ...] = (
             "Client Error",
             "Invalid username",
             "Invalid user token",
+            "Invalid credentials",
+            "You are trying to access a gated",
+            "If this is a private repository",
+            "Forbidden",
         ),
     ),
 )
@@ -44,11 +51,16 @@ ARCH: tuple[Signature, ...] = (
         "This torch build has no kernels for the GPU's architecture",
         r"no kernel image is available for execution on the device"
         r"|with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch installation"
-        r"|CUDA error: invalid device function",
+        r"|CUDA error: invalid device function|PyTorch no longer supports this GPU"
+        # JIT compilers (triton/nvrtc) that do not know the GPU yet
+        r"|Value 'sm_\d+' is not defined for option 'gpu-name'|invalid value for --gpu-architecture",
         (
             "image is available for execution",
             "current PyTorch installation",
             "invalid device function",
+            "PyTorch no longer supports",
+            "Value 'sm_",
+            "invalid value for --gpu-architecture",
         ),
     ),
     _sig(
@@ -57,9 +69,11 @@ ARCH: tuple[Signature, ...] = (
         "The GPU does not support bf16/tf32 (needs Ampere, sm80, or newer)",
         r"(?i)Your setup doesn't support bf16|bf16 requested, but AMP is not supported|(?:--)?(?:bf16|tf32)"
         r" requires (?:Ampere|a newer GPU)|bfloat16 is only supported on gpus with compute capability"
-        r"|bf16.{0,80}(?:only supported|not supported|requires).{0,60}(?:Ampere|compute capability)",
+        r"|bf16.{0,80}(?:only supported|not supported|requires).{0,60}(?:Ampere|compute capability)"
+        r"|bf16 mixed precision requires PyTorch >= [\d.]+ and a supported device",
         (
             "Your setup",
+            "mixed precision requires",
             "AMP is not supported",
             "requires Ampere",
             "requires a newer GPU",
@@ -87,12 +101,17 @@ NAN: tuple[Signature, ...] = (
         r"|['\"](?:loss|train_loss|eval_loss)['\"]\s*:\s*"
         + _NONFINITE
         + r"|\"loss\":\s*null,\s*\"learning_rate\":\s*-?\d"
-        r"|Current loss scale already at minimum",
+        r"|Current loss scale already at minimum|Loss is (?:nan|NaN|inf)\b"
+        r"|returned nan values in its \d+th output",
         (
             "on-finite",
             *_NONFINITE_ANCHORS,
             '"loss": null',
             "Current loss scale",
+            "Loss is nan",
+            "Loss is NaN",
+            "Loss is inf",
+            "returned nan values",
         ),
     ),
     _sig(

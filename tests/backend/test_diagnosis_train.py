@@ -34,6 +34,33 @@ def _changes(fix: Fix) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(
+    ("line", "category"),
+    [
+        ("OSError: You are trying to access a gated repo.", "hub_auth"),
+        ("huggingface_hub.errors.HfHubHTTPError: 403 Forbidden: Please enable access to public "
+         "gated repositories in your fine-grained token settings to view them.", "hub_auth"),
+        ("Found GPU0 Tesla K80 which is of cuda capability 3.7. PyTorch no longer supports this GPU "
+         "because it is too old.", "cuda_arch"),
+        ("ptxas fatal   : Value 'sm_120' is not defined for option 'gpu-name'", "cuda_arch"),
+        ("ValueError: bf16 mixed precision requires PyTorch >= 1.10 and a supported device.",
+         "cuda_arch"),
+        ("Loss is nan, stopping training", "loss_nan"),
+        ("RuntimeError: Function 'MulBackward0' returned nan values in its 0th output.", "loss_nan"),
+        ("/bin/bash: line 1:  4321 Killed                  python train.py", "host_oom"),
+        ("zsh: killed     python train.py", "host_oom"),
+        ("[  123.4] python invoked oom-killer: gfp_mask=0x100cca, order=0", "host_oom"),
+        ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=123.0.", "host_oom"),
+        ("RuntimeError: unable to write to file </torch_3421_1803931536_4>: No space left on device "
+         "(28)", "shm"),
+    ],
+)  # fmt: skip
+def test_other_wordings_of_the_same_mechanisms(line: str, category: str) -> None:
+    """Messages of the same components that no corpus log holds (written from their sources)."""
+    flag = classify_line(line)
+    assert flag is not None and flag.category == category and flag.severity == "error"
+
+
+@pytest.mark.parametrize(
     ("line", "category", "severity"),
     [
         # the trainwiz entry's own message when it stops a run
