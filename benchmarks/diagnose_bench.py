@@ -85,12 +85,14 @@ def generate(path: Path, size: int) -> int:
     return failures
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str]:
+def timed(
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path = REPO
+) -> tuple[float, float, int, str]:
     """(wall seconds, CPU seconds, peak RSS in MiB, stdout) of one child process. CPU time is
     reported too because wall time on a shared, loaded machine says little."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO, env=env
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=env
     )
     assert proc.stdout is not None
     out = proc.stdout.read().decode()
@@ -185,8 +187,8 @@ def _median(values: list[float]) -> float:
 
 
 def _measure(argv: list[str], runs: dict[str, list[tuple[float, float, int, str]]], name: str,
-             env: dict[str, str] | None = None) -> None:  # fmt: skip
-    runs.setdefault(name, []).append(timed(argv, env))
+             env: dict[str, str] | None = None, cwd: Path = REPO) -> None:  # fmt: skip
+    runs.setdefault(name, []).append(timed(argv, env, cwd))
 
 
 def main() -> int:
@@ -246,7 +248,8 @@ def main() -> int:
             )
             if args.compare_with is not None:
                 other = {**os.environ, "PYTHONPATH": str(args.compare_with)}
-                _measure(diagnose, runs, "diagnose_other", other)
+                # cwd too: `python -m` puts the working directory first on sys.path
+                _measure(diagnose, runs, "diagnose_other", other, args.compare_with)
                 _measure(
                     ["grep", "-E", "-c", "-f", str(other_patterns), str(log)], runs, "grep_E_other"
                 )
