@@ -55,13 +55,15 @@ def key_index() -> tuple[list[str], list[frozenset[int]], list[frozenset[int]]]:
 
 
 def prefilter_pattern(keys: list[str]) -> str:
-    """``A(?:lt1|lt2)|B(?:...)``: alternatives grouped by first character, so the engine's
-    first-character set is small and each stop tries one group."""
+    """``A(?:lt1|lt2)|B(?:...)``: alternatives grouped by first character, so each stop of the
+    engine's first-character loop fails fast on one literal per group."""
     groups: dict[str, list[str]] = defaultdict(list)
     for key in keys:
         groups[key[0]].append(key[1:])
     parts = []
-    for first in sorted(groups, key=lambda ch: _RANK.get(ch, 0)):
+    # The most frequent first characters first: at a stop the engine tries the alternatives in
+    # order, and on the benchmark's log this order measured ~8 % faster than the reverse.
+    for first in sorted(groups, key=lambda ch: -_RANK.get(ch, 0)):
         rests = sorted(set(groups[first]), key=len, reverse=True)
         body = "|".join(re.escape(r) for r in rests)
         parts.append(re.escape(first) + (f"(?:{body})" if body else ""))
