@@ -227,12 +227,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "disk_full",
         "error",
         "The disk is full",
-        r"No space left on device|\[Errno 28\]|os error 28|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b"
+        r"No space left on device|\[Errno 28\]|os error 28|StorageFull|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b"
         r"|PytorchStreamWriter failed writing file",
         (
             "No space left",
             "Errno 28",
-            "(os error 28",
+            "StorageFull",
             "ENOSPC",
             "quota exceeded",
             "EDQUOT",
@@ -269,7 +269,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # the shell's "Killed", alone or right after a progress bar ("Loading checkpoint shards")
         r"|(?:^|\])\s*Killed\s*$|DataLoader worker \(pid[^)]*\) is killed by signal: Killed"
         # bash's job report ("line 1: 4321 Killed  python ..."), zsh's, slurm's cgroup OOM
-        r"|\b\d+ Killed\s+\S|zsh: killed\b|oom-kill event",
+        r"|\b\d+ Killed\s+\S|zsh: killed\b|Detected \d+ oom-kill event",
         (
             *_EXIT_ANCHORS,
             "SIGKILL",
@@ -280,7 +280,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "xit status 137",
             "OOMKilled",
             "Killed",
-            "oom-kill",
+            "invoked oom-killer",
+            "Detected",
             "zsh: killed",
         ),
     ),

@@ -88,7 +88,7 @@ ARCH: tuple[Signature, ...] = (
 _NONFINITE = r"(?:tensor\()?(?:nan|NaN|-?inf|-?Infinity)\b"
 # Python's repr ('loss': nan), JSON ("loss": NaN) and tensors (tensor(nan, ...)).
 _NONFINITE_ANCHORS = ("': nan", "': inf", "': -inf", '": NaN', '": Infinity', '": -Infinity',
-                      "(nan", "(inf")  # fmt: skip
+                      "': tensor(nan", "': tensor(inf", "': tensor(-inf")  # fmt: skip
 # A loss (or gradient norm) that is NaN/inf: in the entry's message, the HF Trainer's logged dict
 # (Python repr: nan, inf; tensor(nan, ...)), metrics.jsonl (bare NaN in old runs; null next to a
 # logged learning rate in new ones), and DeepSpeed's fp16 loss scaler giving up.
