@@ -2,11 +2,14 @@
 
 Generates a log of SIZE (default 1 GiB) in a temp dir: benign training output (loss dicts, tqdm
 redraws joined by \\r, NCCL INFO, FutureWarnings, rank-prefixed warnings) with a few real
-failures spread through it. Runs `python -m tui.cli diagnose --json` (peak RSS read from
-wait4) and `grep -E -c -f <patterns>` where the patterns are the classifier's own signatures
-translated to POSIX ERE. Prints and writes JSON results.
+failures spread through it. Runs, interleaved ``--repeats`` times (medians reported, so load
+from other jobs hits every tool alike), `python -m tui.cli diagnose --json` (peak RSS read from
+wait4), `grep -E -c -f <patterns>` where the patterns are the classifier's own signatures
+translated to POSIX ERE, and `grep -F -c -f <keys>` with the prefilter's literal scan keys (the
+floor: no classification at all). ``--compare-with CHECKOUT`` also times another checkout's
+`diagnose` (e.g. the previous version) on the same file and compares the findings.
 
-    .venv/bin/python benchmarks/diagnose_bench.py --size-mb 1024 --out docs/diagnose_bench.json
+    .venv/bin/python benchmarks/diagnose_bench.py --size-mb 256 --repeats 5 --compare-with /work/main
 
 On a GPU machine, ``--provoke-gpu DIR`` instead makes real GPU failures (a CUDA OOM, a 2-rank
 run where rank 1 runs out of memory while rank 0 waits in a collective, and a 2-rank NCCL
@@ -20,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,7 +59,7 @@ FAILURES = [
 
 def to_ere(pattern: str) -> str:
     """Python regex -> POSIX ERE for GNU grep (no lookaround, no lazy, no named groups)."""
-    out = pattern.replace("(?i)", "")
+    out = re.sub(r"\(\?i\)|\(\?i:", lambda m: "" if m.group() == "(?i)" else "(", pattern)
     out = re.sub(r"\(\?P<\w+>", "(", out)
     out = out.replace("(?:", "(")
     out = re.sub(r"\(\?![^)]*\)\]?\)?", "", out)  # drop negative lookahead
@@ -81,11 +85,15 @@ def generate(path: Path, size: int) -> int:
     return failures
 
 
-def timed(argv: list[str]) -> tuple[float, float, int, str]:
+def timed(
+    argv: list[str], env: dict[str, str] | None = None, cwd: Path = REPO
+) -> tuple[float, float, int, str]:
     """(wall seconds, CPU seconds, peak RSS in MiB, stdout) of one child process. CPU time is
     reported too because wall time on a shared, loaded machine says little."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=env
+    )
     assert proc.stdout is not None
     out = proc.stdout.read().decode()
     _, _, usage = os.wait4(proc.pid, 0)
@@ -174,9 +182,26 @@ def provoke_gpu(out: Path) -> int:
     return 0
 
 
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
+
+
+def _measure(argv: list[str], runs: dict[str, list[tuple[float, float, int, str]]], name: str,
+             env: dict[str, str] | None = None, cwd: Path = REPO) -> None:  # fmt: skip
+    runs.setdefault(name, []).append(timed(argv, env, cwd))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; medians kept")
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        default=None,
+        metavar="CHECKOUT",
+        help="also time `diagnose` from another checkout (e.g. main) on the same file",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--provoke-gpu", type=Path, default=None, metavar="DIR")
     args = parser.parse_args()
@@ -187,36 +212,80 @@ def main() -> int:
         t0 = time.perf_counter()
         inserted = generate(log, args.size_mb << 20)
         gen_s = time.perf_counter() - t0
-        from backend.diagnosis.signatures import SIGNATURES  # here: --provoke-gpu needs none
+        from backend.diagnosis.classifier import _KEYS  # here: --provoke-gpu needs none
+        from backend.diagnosis.signatures import SIGNATURES
 
         patterns = Path(tmp) / "signatures.ere"
         patterns.write_text("\n".join(to_ere(s.pattern.pattern) for s in SIGNATURES) + "\n")
+        keys = Path(tmp) / "keys.txt"
+        keys.write_text("\n".join(_KEYS) + "\n")
         size = log.stat().st_size
         subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm page cache
-        d_s, d_cpu, d_rss, d_out = timed(
-            [sys.executable, "-m", "tui.cli", "diagnose", str(log), "--json"]
-        )
-        g_s, g_cpu, g_rss, g_out = timed(["grep", "-E", "-c", "-f", str(patterns), str(log)])
-        findings = json.loads(d_out)["findings"]
-        result = {
+        diagnose = [sys.executable, "-m", "tui.cli", "diagnose", str(log), "--json"]
+        other_patterns = Path(tmp) / "signatures-other.ere"
+        if args.compare_with is not None:  # the other checkout's signatures, translated alike
+            code = (
+                "import sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2]);"
+                "from diagnose_bench import to_ere;"
+                "from backend.diagnosis.signatures import SIGNATURES;"
+                "print('\\n'.join(to_ere(s.pattern.pattern) for s in SIGNATURES))"
+            )
+            other_patterns.write_text(
+                subprocess.run(
+                    [sys.executable, "-c", code, str(args.compare_with), str(REPO / "benchmarks")],
+                    capture_output=True, text=True, check=True,
+                    env={**os.environ, "PYTHONPATH": str(args.compare_with)},
+                ).stdout
+            )  # fmt: skip
+        runs: dict[str, list[tuple[float, float, int, str]]] = {}
+        for _ in range(args.repeats):  # interleaved, so load changes hit every tool alike
+            _measure(diagnose, runs, "diagnose")
+            _measure(["grep", "-E", "-c", "-f", str(patterns), str(log)], runs, "grep_E")
+            _measure(["grep", "-F", "-c", "-f", str(keys), str(log)], runs, "grep_F_keys")
+            c_locale = {**os.environ, "LC_ALL": "C"}  # grep's fastest mode: bytes, no UTF-8
+            _measure(
+                ["grep", "-E", "-c", "-f", str(patterns), str(log)], runs, "grep_E_C", c_locale
+            )
+            if args.compare_with is not None:
+                other = {**os.environ, "PYTHONPATH": str(args.compare_with)}
+                # cwd too: `python -m` puts the working directory first on sys.path
+                _measure(diagnose, runs, "diagnose_other", other, args.compare_with)
+                _measure(
+                    ["grep", "-E", "-c", "-f", str(other_patterns), str(log)], runs, "grep_E_other"
+                )
+        findings = json.loads(runs["diagnose"][-1][3])["findings"]
+        result: dict[str, object] = {
             "size_mib": round(size / 2**20, 1),
             "failures_inserted": inserted,
             "generate_s": round(gen_s, 2),
-            "diagnose_s": round(d_s, 2),
-            "diagnose_cpu_s": round(d_cpu, 2),
-            "diagnose_mib_per_cpu_s": round(size / 2**20 / d_cpu, 1),
-            "diagnose_peak_rss_mib": d_rss,
-            "grep_s": round(g_s, 2),
-            "grep_cpu_s": round(g_cpu, 2),
-            "grep_peak_rss_mib": g_rss,
-            "grep_matching_lines": int(g_out.strip() or 0),
-            "ratio_wall_diagnose_over_grep": round(d_s / g_s, 2),
-            "ratio_cpu_diagnose_over_grep": round(d_cpu / g_cpu, 2),
-            "loadavg_at_end": os.getloadavg()[0],
-            "findings": {f["category"]: f["count"] for f in findings},
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
+            "repeats": args.repeats,
         }
+        for name, samples in runs.items():
+            result[f"{name}_s"] = _median([x[0] for x in samples])
+            result[f"{name}_cpu_s"] = _median([x[1] for x in samples])
+            result[f"{name}_peak_rss_mib"] = max(x[2] for x in samples)
+            result[f"{name}_all_s"] = [round(x[0], 2) for x in samples]
+        result["grep_matching_lines"] = int(runs["grep_E"][-1][3].strip() or 0)
+        names = ("grep_E", "grep_E_C", "grep_F_keys", "grep_E_other")
+        for name in [n for n in names if n in runs]:
+            result[f"ratio_wall_diagnose_over_{name}"] = round(
+                float(result["diagnose_s"]) / float(result[f"{name}_s"]),
+                2,  # type: ignore[arg-type]
+            )
+            result[f"ratio_cpu_diagnose_over_{name}"] = round(
+                float(result["diagnose_cpu_s"]) / float(result[f"{name}_cpu_s"]),
+                2,  # type: ignore[arg-type]
+            )
+        result["diagnose_mib_per_cpu_s"] = round(size / 2**20 / float(result["diagnose_cpu_s"]), 1)  # type: ignore[arg-type]
+        result["findings"] = {f["category"]: f["count"] for f in findings}
+        if "diagnose_other" in runs:
+            other_findings = json.loads(runs["diagnose_other"][-1][3])["findings"]
+            result["findings_other"] = {f["category"]: f["count"] for f in other_findings}
+            result["same_findings"] = result["findings_other"] == result["findings"]
+        result["locale"] = os.environ.get("LC_ALL") or os.environ.get("LANG") or "unset"
+        result["loadavg_at_end"] = round(os.getloadavg()[0], 2)
+        result["cpus"] = os.cpu_count()
+        result["python"] = sys.version.split()[0]
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

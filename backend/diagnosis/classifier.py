@@ -1,8 +1,9 @@
 """Streaming log classifier: signatures in, findings out, in bounded memory.
 
-The file is read in fixed-size binary blocks. Each literal anchor is searched over the whole
-block with ``bytes.find`` (C fast search), so only the rare lines holding an anchor are decoded
-and matched against the signatures those anchors belong to. Lines are split on
+The file is read in fixed-size binary blocks. One compiled prefilter (``scan.py``: every
+signature anchor's rare-character tail in one alternation) is searched over the whole block, so
+only the rare lines holding a key are decoded and matched against the signatures whose anchors
+they contain. Lines are split on
 ``\\n`` and ``\\r`` (tqdm redraws with ``\\r``) but numbered by ``\\n`` as an editor shows them.
 Per category the scanner keeps a count and at most ``MAX_LINES`` line numbers, so memory does
 not grow with the log.
@@ -21,7 +22,8 @@ from typing import IO, TYPE_CHECKING, Any
 from backend.diagnosis.explain import explain
 from backend.diagnosis.fixes import fixes_for
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
-from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature, anchor_index
+from backend.diagnosis.scan import compile_prefilter, key_index
+from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
 from backend.errors import BadInput
 
 if TYPE_CHECKING:
@@ -35,9 +37,11 @@ MAX_SEGMENT = 8192  # bytes of one line looked at around an anchor
 WINDOW_BYTES = 2048
 SAVE_LOOKBACK = 60  # traceback frames of a save precede its OOM message by a few dozen lines
 ESCALATE_MISMATCH = 5  # repeated mismatches mean the template/tokenizer, not one odd sample
+RUN_LOG, METRICS_FILE = "train.log", "metrics.jsonl"  # a run directory's log and metrics
+ESCALATE_GRAD_NAN = 3  # one NaN gradient norm is a skipped fp16 step; every step is a dead run
 
-_ANCHORS, _ANCHOR_SIGS, _ANCHOR_MARKERS = anchor_index()
-_ANCHOR_BYTES = [a.encode() for a in _ANCHORS]
+_KEYS, _KEY_SIGS, _KEY_MARKERS = key_index()
+_PREFILTER, _PREFILTER_STR = compile_prefilter(_KEYS)
 _EOL_B = re.compile(b"[\r\n]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A tqdm bar glued in front of a message: "train:  2%|##   | 1/46 [00:01<01:10, 1.5s/it, ...]".
@@ -77,15 +81,15 @@ def _match(
 
 
 def classify_line(line: str) -> LineFlag | None:
-    """Classify one line without context (for colouring a live log): a few substring tests
-    for the usual line, the signatures only when an anchor is present."""
-    if not any(anchor in line for anchor in _ANCHORS):
+    """Classify one line without context (for colouring a live log): one prefilter search for
+    the usual line, the signatures only when a key is present."""
+    if _PREFILTER_STR.search(line) is None:
         return None
     for segment in reversed(line.split("\r")):
         candidates: set[int] = set()
-        for number, anchor in enumerate(_ANCHORS):
-            if anchor in segment:
-                candidates |= _ANCHOR_SIGS[number]
+        for number, key in enumerate(_KEYS):
+            if key in segment:
+                candidates |= _KEY_SIGS[number]
         if not candidates:
             continue
         hit = _match(_ANSI.sub("", segment), None, None, candidates)
@@ -138,41 +142,34 @@ class _Scanner:
         return b" ".join(parts).decode("utf-8", "replace")
 
     def scan(self, data: bytes, limit: int) -> None:
-        """Look at every line holding an anchor and starting before ``limit``; data past it is
-        lookahead only. One ``bytes.find`` sweep per anchor (fast search in C) beats one big
-        alternation regex, which CPython's engine tries position by position."""
+        """Look at every line holding a scan key and starting before ``limit``; data past it is
+        lookahead only. One prefilter search per candidate line: the regex engine skips along
+        the block in C on a first-character test, and a hit's line is read whole, so the next
+        search starts after it."""
         self.pos = 0
-        hits: list[tuple[int, int]] = []
-        for number, anchor in enumerate(_ANCHOR_BYTES):
-            found = data.find(anchor, 0, limit)
-            while found >= 0:
-                hits.append((found, number))
-                found = data.find(anchor, found + 1, limit)
-        hits.sort()
-        j = 0
-        while j < len(hits):
-            pos = hits[j][0]
+        search = _PREFILTER.search
+        found = search(data, 0, limit)
+        while found is not None:
+            pos = found.start()
             floor = max(0, pos - MAX_SEGMENT // 2)
             start = max(data.rfind(b"\n", floor, pos), data.rfind(b"\r", floor, pos)) + 1 or floor
             eol = _EOL_B.search(data, pos, min(len(data), pos + MAX_SEGMENT // 2))
             end = eol.start() if eol else min(len(data), pos + MAX_SEGMENT // 2)
-            anchors = set()
-            while j < len(hits) and hits[j][0] < end:  # every anchor on this line
-                anchors.add(hits[j][1])
-                j += 1
             self.line += data.count(b"\n", self.pos, start)
             self.pos = start
             segment = _ANSI.sub("", data[start:end].decode("utf-8", "replace"))
-            self._line(segment, data, end, anchors)
+            self._line(segment, data, end)
+            found = search(data, max(end, pos + 1), limit)
         self.line += data.count(b"\n", self.pos, limit)
         self.pos = limit
 
-    def _line(self, segment: str, data: bytes, end: int, anchors: set[int]) -> None:
+    def _line(self, segment: str, data: bytes, end: int) -> None:
         sigs: set[int] = set()
         markers: set[int] = set()
-        for number in anchors:
-            sigs |= _ANCHOR_SIGS[number]
-            markers |= _ANCHOR_MARKERS[number]
+        for number, key in enumerate(_KEYS):
+            if key in segment:
+                sigs |= _KEY_SIGS[number]
+                markers |= _KEY_MARKERS[number]
         for index in markers:
             marker = MARKERS[index]
             if any(a in segment for a in marker.anchors) and marker.pattern.search(segment):
@@ -271,6 +268,8 @@ def diagnose_stream(
         severity = acc.severity
         if acc.category == "tokenization_mismatch" and acc.count >= ESCALATE_MISMATCH:
             severity = "error"
+        if acc.category == "loss_nan" and acc.count >= ESCALATE_GRAD_NAN:
+            severity = "error"
         findings.append(
             Finding(
                 category=acc.category,
@@ -298,8 +297,23 @@ def diagnose_file(
     progress: Callable[..., None] | None = None,
     preset: Preset | None = None,
 ) -> Diagnosis:
-    """Diagnose a log file of any size."""
+    """Diagnose a log file of any size. A run's ``train.log`` is read with the run's
+    ``metrics.jsonl`` beside it: a NaN loss recorded there (bare ``NaN`` in old runs, ``null``
+    next to a logged learning rate in new ones) is a finding even when the log says nothing."""
     target = Path(path).expanduser()
+    diagnosis = _diagnose_path(target, cancel, progress, preset)
+    metrics = target.with_name(METRICS_FILE)
+    if target.name == RUN_LOG and metrics.is_file():
+        _merge_metrics(diagnosis, _diagnose_path(metrics, cancel, None, preset))
+    return diagnosis
+
+
+def _diagnose_path(
+    target: Path,
+    cancel: threading.Event | None,
+    progress: Callable[..., None] | None,
+    preset: Preset | None,
+) -> Diagnosis:
     try:
         size = target.stat().st_size
         handle = target.open("rb")
@@ -309,6 +323,18 @@ def diagnose_file(
         raise BadInput(f"log '{target}': cannot read: {exc.strerror}") from exc
     with handle:
         return diagnose_stream(handle, preset=preset, total=size, cancel=cancel, progress=progress)
+
+
+def _merge_metrics(diagnosis: Diagnosis, from_metrics: Diagnosis) -> None:
+    """Add the metrics file's loss_nan finding when the log has none (its lines are
+    metrics.jsonl lines, and its text says so)."""
+    if any(f.category == "loss_nan" for f in diagnosis.findings):
+        return
+    for finding in from_metrics.findings:
+        if finding.category == "loss_nan":
+            finding.text = f"{METRICS_FILE} line {finding.line}: {finding.text}"
+            diagnosis.findings.append(finding)
+    diagnosis.findings.sort(key=_sort_key)
 
 
 def diagnose_text(text: str, preset: Preset | None = None) -> Diagnosis:

@@ -42,6 +42,15 @@ _EXPLAIN: dict[str, str] = {
     "vicuna template masking assumes (Llama-2/3 tokenizers, transformers >= 5 ignoring use_fast).",
     "disk_full": "A write failed because the disk (or a quota) is full; checkpoints of a 7B model "
     "with optimizer state take tens of GB each.",
+    "hub_auth": "The Hugging Face Hub refused the download (401/403): the repo is gated (Llama, "
+    "Gemma, FLUX…) and the token is missing, belongs to an account not yet approved on the model "
+    "page, or went to a mirror that does not forward it; or the repo id is wrong.",
+    "cuda_arch": "The GPU's architecture is not supported by what runs on it: this torch build "
+    "has no kernels for it (a new GPU such as sm_120 needs CUDA 12.8+ torch; old ones were "
+    "dropped), or bf16/TF32/flash-attn were asked for on a GPU older than Ampere (sm80).",
+    "loss_nan": "The loss (or the gradient norm) became NaN or infinite: training diverged, "
+    "usually a learning rate too high, fp16 overflow (the loss scaler gave up), no gradient "
+    "clipping, or a sample with nothing to learn. Every step after it is wasted.",
     "hf_args": "The installed transformers does not accept a training argument in the command: "
     "the name changed between versions (evaluation_strategy -> eval_strategy, removed in 4.51; "
     "fsdp_transformer_layer_cls_to_wrap -> fsdp_config in 5.0).",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend.diagnosis.explain import gib
 from backend.diagnosis.fixes_env import container_fixes, flash_fixes, hf_fixes
+from backend.diagnosis.fixes_train import arch_fixes, hub_fixes, nan_fixes
 from backend.diagnosis.model import Fix, PresetChange
 
 if TYPE_CHECKING:
@@ -354,6 +355,12 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
         return fixes
     if category == "hf_args":
         return hf_fixes(preset, groups)
+    if category == "hub_auth":
+        return hub_fixes(preset, every)
+    if category == "cuda_arch":
+        return arch_fixes(preset, every)
+    if category == "loss_nan":
+        return nan_fixes(preset, every)
     if category == "tokenization_mismatch":
         fixes = [
             Fix(

@@ -2,9 +2,9 @@
 
 Each pattern quotes a message PyTorch, NCCL, Docker/runc, the NVIDIA container toolkit, pip,
 the kernel or the shell emits for one mechanism, so that logs nobody here has seen are still
-recognised. ``anchors`` are literal substrings, one of which every match contains: the scanner
-looks for anchors first (fast, C speed over big blocks) and runs the patterns only on the few
-lines that hold one. Order matters: within a line the first matching signature wins, so the
+recognised. ``anchors`` are literal substrings, one of which every match contains: the scanner's
+prefilter (``scan.py``) looks for them first and the patterns run only on the few lines that
+hold one. Order matters: within a line the first matching signature wins, so the
 more specific cause (``shm`` before ``disk_full``, ``driver_mismatch`` before ``docker_gpu``)
 comes first.
 """
@@ -12,51 +12,17 @@ comes first.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from backend.diagnosis.model import Severity
+from backend.diagnosis.sigbase import EXIT as _EXIT
+from backend.diagnosis.sigbase import EXIT_ANCHORS as _EXIT_ANCHORS
+from backend.diagnosis.sigbase import Marker, Signature
+from backend.diagnosis.sigbase import sig as _sig
+from backend.diagnosis.signatures_train import ARCH, HUB, NAN, TRAIN_MARKERS
 
 # Tier: 0 root cause of a crash, 1 likely consequence of something else, 2 pure symptom, 3 not
 # a crash at all (training goes on, badly). Sorting puts lower tiers first among findings of
 # equal severity ("root causes win over symptoms").
 TIERS: dict[str, int] = {"host_oom": 1, "nccl": 2, "tokenization_mismatch": 3}
-
-
-@dataclass(frozen=True)
-class Signature:
-    category: str
-    severity: Severity
-    title: str
-    pattern: re.Pattern[str]
-    anchors: tuple[str, ...]
-    window: int = 0  # following lines joined to this one (hard-wrapped messages)
-    needs: tuple[str, int] | None = None  # (context name, within N lines before)
-
-
-@dataclass(frozen=True)
-class Marker:
-    """A line that is no failure itself but tells the phase (saving, pip building)."""
-
-    context: str
-    pattern: re.Pattern[str]
-    anchors: tuple[str, ...]
-
-
-def _sig(
-    category: str,
-    severity: Severity,
-    title: str,
-    pattern: str,
-    anchors: tuple[str, ...],
-    *,
-    window: int = 0,
-    needs: tuple[str, int] | None = None,
-    flags: int = 0,
-) -> Signature:
-    return Signature(category, severity, title, re.compile(pattern, flags), anchors, window, needs)
-
-
-_EXIT = r"(?:exitcode|exit code|return code|returncode|exit status)\s*[:=]?\s*"
 
 SIGNATURES: tuple[Signature, ...] = (
     # --- shared memory (before disk_full and nccl: a full /dev/shm is the root cause) ---
@@ -64,9 +30,27 @@ SIGNATURES: tuple[Signature, ...] = (
         "shm",
         "error",
         "Shared memory (/dev/shm) too small",
-        r"insufficient shared memory|Unexpected bus error encountered in worker"
+        r"Unexpected bus error encountered in worker"
         r"|killed by signal: Bus error|Signal 7 \(SIGBUS\)|" + _EXIT + r"-7\b",
-        ("shared memory", "us error", "SIGBUS", ": -7", "= -7", "=-7", "code -7", "status -7"),
+        ("Unexpected bus error", "Bus error", "SIGBUS", *_EXIT_ANCHORS),
+    ),
+    # torch moves DataLoader batches through /dev/shm files named /torch_<pid>_<n>; POSIX
+    # semaphores (SemLock) live there too: ENOSPC from either is a full /dev/shm, not the disk.
+    _sig(
+        "shm",
+        "error",
+        "Shared memory (/dev/shm) is full",
+        r"unable to write to file </torch_|(?:/torch_|SemLock).{0,200}(?:No space left|Errno 28)"
+        r"|(?:No space left on device|Errno 28).{0,200}(?:/torch_|SemLock)",
+        ("</torch_", "No space left", "Errno 28"),
+    ),
+    _sig(
+        "shm",
+        "error",
+        "Shared memory (/dev/shm) is full (a semaphore could not be created)",
+        r"No space left on device|\[Errno 28\]",
+        ("No space left", "Errno 28"),
+        needs=("semlock", 30),
     ),
     _sig(
         "shm",
@@ -75,7 +59,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"NCCL WARN.*(?:shm|shared memory)|Error while creating shared memory segment"
         r"|posix_fallocate failed|/dev/shm\b.*(?:No space left|Bus error|too small)"
         r"|(?:No space left on device|Bus error).*/dev/shm",
-        ("NCCL WARN", "shared memory", "posix_fallocate", "/dev/shm"),
+        ("NCCL WARN", "Error while creating", "posix_fallocate", "dev/shm"),
     ),
     # --- multi-node: an agent that never joined torchrun's rendezvous (issue 18) ---
     _sig(
@@ -90,15 +74,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "port_in_use",
         "error",
         "The rendezvous port is already in use",
-        r"Address already in use|EADDRINUSE|\[Errno 98\]|errno:?\s*98\b|port is already allocated"
+        r"Address already in use|EADDRINUSE|errno:?\s*98 - Address|Bind for \S+ failed: port is already allocated"
         r"|failed to (?:listen|bind)\b.{0,300}?(?:errno:?\s*98|Address\s+already\s+in\s+use)",
         (
-            "already in use",
+            "Address",
             "EADDRINUSE",
-            "rrno 98",
-            "rrno: 98",
-            "rrno:98",
-            "already allocated",
+            "Bind for",
             "failed to listen",
             "failed to bind",
         ),
@@ -111,7 +92,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "CUDA out of memory",
         r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
         r"|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|HIP out of memory",
-        ("out of memory", "OutOfMemoryError", "ALLOC_FAILED", "cudaErrorMemoryAllocation"),
+        (
+            "CUDA out of memory",
+            "CUDA error: out of memory",
+            "HIP out of memory",
+            "OutOfMemoryError",
+            "ALLOC_FAILED",
+            "cudaErrorMemoryAllocation",
+        ),
     ),
     # --- flash-attn at run time ---
     _sig(
@@ -144,6 +132,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r" installed|No module named '?flash_attn",
         ("FlashAttention2", "flash_attn"),
     ),
+    *ARCH,
     # --- building flash-attn (or any torch CUDA extension) ---
     _sig(
         "flash_attn_build",
@@ -158,7 +147,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "No CUDA compiler (nvcc) in this image",
         r"nvcc was not found|nvcc: (?:command )?not found|CUDA_HOME environment variable is not set"
         r"|No CUDA runtime is found|unable to execute '?nvcc'?",
-        ("nvcc", "CUDA_HOME", "No CUDA runtime"),
+        ("vcc was not", "vcc: ", "CUDA_HOME", "No CUDA runtime", "xecute 'nvcc", "xecute nvcc"),
     ),
     _sig(
         "flash_attn_build",
@@ -183,6 +172,7 @@ SIGNATURES: tuple[Signature, ...] = (
         ("No module named",),
         needs=("pip_build", 120),
     ),
+    *HUB,
     # --- NVIDIA driver and container toolkit ---
     _sig(
         "driver_mismatch",
@@ -197,19 +187,30 @@ SIGNATURES: tuple[Signature, ...] = (
         "The NVIDIA driver is too old for this CUDA",
         r"NVIDIA driver on your system is too old|CUDA driver version is insufficient for CUDA runtime"
         r"|cudaErrorInsufficientDriver|unsatisfied condition: cuda\s*>="
-        r"|forward compatibility was attempted on non supported HW"
-        r"|unsupported display driver / cuda driver combination",
-        ("river", "rror"),  # each message names the driver or is printed as an error
+        r"|forward compatibility was attempted on non supported HW",
+        (
+            "NVIDIA driver",
+            "CUDA driver version",
+            "InsufficientDriver",
+            "unsatisfied condition",
+            "HW",
+        ),
     ),
     _sig(
         "docker_gpu",
         "error",
         "Docker cannot give GPUs to containers",
         r'could not select device driver ".*?" with capabilities: \[\[gpu\]\]'
-        r"|unknown or invalid runtime name: nvidia|[Uu]nknown runtime specified nvidia"
+        r"|unknown or invalid runtime name: nvidia|Unknown runtime specified nvidia"
         r"|nvidia-container-cli: (?:initialization|mount|detection) error"
         r"|Failed to initialize NVML: Unknown Error",
-        ("device driver", "runtime", "error", "Failed to initialize NVML"),
+        (
+            "select device driver",
+            "invalid runtime name",
+            "Unknown runtime specified",
+            "nvidia-container-cli",
+            "NVML: Unknown",
+        ),
     ),
     # --- container options the host refuses ---
     _sig(
@@ -219,26 +220,27 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?i)(?:error setting rlimit|unable to apply caps|apply capabilities|setrlimit).{0,200}"
         r"(?:operation not permitted|permission denied)"
         r"|(?:OCI runtime create failed|failed to create shim task).{0,400}operation not permitted",
-        ("not permitted", "ermission denied", "NOT PERMITTED"),
+        # docker/containerd put "OCI runtime create failed" on the same line; crun says RLIMIT_
+        ("OCI runtime", "RLIMIT", "Operation not permitted", "OPERATION NOT PERMITTED"),
     ),
     _sig(
         "container_permission",
         "warning",
         "A resource limit could not be raised",
         r"ulimit: .{0,60}cannot modify limit: Operation not permitted",
-        ("not permitted",),
+        ("Operation not permitted",),
     ),
     # --- disk ---
     _sig(
         "disk_full",
         "error",
         "The disk is full",
-        r"No space left on device|\[Errno 28\]|os error 28|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b"
+        r"No space left on device|\[Errno 28\]|os error 28|StorageFull|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b"
         r"|PytorchStreamWriter failed writing file",
         (
             "No space left",
-            "rrno 28",
-            "os error 28",
+            "Errno 28",
+            "StorageFull",
             "ENOSPC",
             "quota exceeded",
             "EDQUOT",
@@ -250,7 +252,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "hf_args",
         "error",
         "transformers rejected a training argument",
-        r"arguments are not used by the HfArgumentParser: \[(?P<args>[^\]]*)\]"
+        r"(?:arguments|keys) are not used by the HfArgumentParser: \[(?P<args>[^\]]*)\]"
         r"|TrainingArguments\.__init__\(\) got an unexpected keyword argument '(?P<kw>\w+)'"
         r"|error: unrecognized arguments: (?P<unrec>.+)",
         ("HfArgumentParser", "unexpected keyword argument", "unrecognized arguments"),
@@ -263,6 +265,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"tokenization mismatch: \d+ vs\. ?\d+",
         ("tokenization mismatch",),
     ),
+    *NAN,
     # --- host memory: the kernel's OOM killer ---
     _sig(
         "host_oom",
@@ -270,20 +273,24 @@ SIGNATURES: tuple[Signature, ...] = (
         "A training process was killed (SIGKILL), usually the host out of RAM",
         _EXIT
         + r"-9\b|Signal 9 \(SIGKILL\)|[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer"
-        r"|oom-kill:|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true|^\s*Killed\s*$",
+        r"|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true"
+        # the shell's "Killed", alone or right after a progress bar ("Loading checkpoint shards")
+        r"|(?:^|\])\s*Killed\s*$|DataLoader worker \(pid[^)]*\) is killed by signal: Killed"
+        # bash's job report ("line 1: 4321 Killed  python ..."), zsh's, slurm's cgroup OOM
+        r"|\b\d+ Killed\s+\S|zsh: killed\b|Detected \d+ oom-kill event",
         (
-            ": -9",
-            "= -9",
-            "=-9",
-            "code -9",
-            "status -9",
+            *_EXIT_ANCHORS,
             "SIGKILL",
-            "Out of memory",
-            "oom-kill",
-            "code 137",
-            "status 137",
+            "Killed process",
+            "Kill process",
+            "xited with code 137",
+            "xit code 137",
+            "xit status 137",
             "OOMKilled",
             "Killed",
+            "invoked oom-killer",
+            "Detected",
+            "zsh: killed",
         ),
     ),
     # --- NCCL (symptom: look for a root cause first) ---
@@ -301,7 +308,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL failed",
         r"NCCL error\b|nccl(?:System|Internal|UnhandledCuda|Remote|InvalidUsage|InvalidArgument)Error"
         r"|DistBackendError",
-        ("NCCL error", "Error"),
+        (
+            "NCCL error",
+            "ncclSystemError",
+            "ncclInternalError",
+            "ncclUnhandledCudaError",
+            "ncclRemoteError",
+            "ncclInvalidUsage",
+            "ncclInvalidArgument",
+            "DistBackendError",
+        ),
     ),
     _sig("nccl", "warning", "NCCL warning", r"NCCL WARN\b", ("NCCL WARN",)),
 )
@@ -315,55 +331,28 @@ MARKERS: tuple[Marker, ...] = (
         re.compile(
             r"line \d+, in \w*(?:save|state_dict)\w*|_state_dict_utils\.py\", line \d+, in "
         ),
-        (", in ",),
+        ('File "',),
     ),
     # HF Trainer prints its final metrics after the last step, before saving the model.
-    Marker("train_done", re.compile(r"['\"]train_runtime['\"]\s*:"), ("train_runtime",)),
+    Marker(
+        "train_done",
+        re.compile(r"\{['\"]train_runtime['\"]\s*:"),
+        ("{'train_runtime'", '{"train_runtime"'),
+    ),
     # pip building a package from source.
     Marker(
         "pip_build",
         re.compile(
             r"Getting requirements to build wheel|Preparing metadata \(|Building wheel for"
-            r"|Running setup\.py|pip-install-|pip-build-env|setup\.py\b.*egg_info|Collecting flash"
+            r"|Running setup\.py|Collecting flash"
         ),
         (
             "requirements to build",
             "Preparing metadata",
             "Building wheel",
-            "setup.py",
-            "pip-install-",
-            "pip-build-env",
+            "Running setup",
             "Collecting flash",
         ),
     ),
+    *TRAIN_MARKERS,
 )
-
-
-# What the scanner searches blocks for: short substrings that every signature and marker anchor
-# contains (checked below), so a block costs ~45 fast scans however many signatures there are.
-SCAN_ANCHORS: tuple[str, ...] = (
-    "emory", "rror", "ailed", "-7", "-9", " 137", "Kill", "KILL", "oom-kill", "SIGBUS", "in use",
-    "INUSE", "rrno", "already allocated", "ALLOC_FAILED", "lash", "undefined symbol", "nvcc",
-    "CUDA_HOME", "No module named", "No space left", "uild", "setup.py", "Preparing metadata",
-    "pip-install-", "mismatch", "NCCL WARN", "NCCL comm", "timeout", "rgument", "river",
-    "runtime", "permitted", "ermission denied", "PERMITTED", "os error", "ENOSPC", "quota",
-    "EDQUOT", ", in ", "/dev/shm", "posix_fallocate",
-)  # fmt: skip
-
-
-def anchor_index() -> tuple[list[str], list[frozenset[int]], list[frozenset[int]]]:
-    """The scan anchors and, per anchor, the indexes of the signatures and markers that may
-    match a line holding it (those with an anchor containing it)."""
-    every = {a for s in SIGNATURES for a in s.anchors} | {a for m in MARKERS for a in m.anchors}
-    uncovered = sorted(a for a in every if not any(scan in a for scan in SCAN_ANCHORS))
-    if uncovered:
-        raise AssertionError(f"anchors not covered by SCAN_ANCHORS: {uncovered}")
-    scan = list(SCAN_ANCHORS)
-    sigs = [
-        frozenset(i for i, s in enumerate(SIGNATURES) if any(a in x for x in s.anchors))
-        for a in scan
-    ]
-    marks = [
-        frozenset(i for i, m in enumerate(MARKERS) if any(a in x for x in m.anchors)) for a in scan
-    ]
-    return scan, sigs, marks

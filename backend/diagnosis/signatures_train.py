@@ -1,0 +1,129 @@
+"""Signatures of failures while fetching or training: Hub access, GPU architecture, NaN loss.
+
+Same conventions as ``signatures.py`` (each pattern quotes the component's own message;
+anchors are substrings of every match); ``signatures.py`` places these tuples in its order.
+"""
+
+from __future__ import annotations
+
+import re
+
+from backend.diagnosis.sigbase import Marker, Signature
+from backend.diagnosis.sigbase import sig as _sig
+
+# huggingface_hub / transformers refusing a download: gated or private repos, bad tokens.
+HUB: tuple[Signature, ...] = (
+    _sig(
+        "hub_auth",
+        "error",
+        "The Hugging Face Hub refused access to the model",
+        r"GatedRepoError|Cannot access gated repo|Access to model \S+ is restricted"
+        r"|is gated\. You must (?:be authenticated|have access)|not in the authorized list"
+        r"|RepositoryNotFoundError|Repository Not Found for url|\b40[13] Client Error"
+        r"|Invalid username or password|Invalid user token|Invalid credentials in Authorization"
+        # transformers' own wording, and the Hub's fine-grained-token refusal
+        r"|You are trying to access a gated repo|If this is a private repository, make sure to"
+        r" pass a token|\b403 Forbidden\b",
+        (
+            "GatedRepoError",
+            "Cannot access gated",
+            "Access to model",
+            "is gated. You must",
+            "RepositoryNotFound",
+            "Repository Not Found",
+            "Client Error",
+            "Invalid username",
+            "Invalid user token",
+            "Invalid credentials",
+            "You are trying to access a gated",
+            "If this is a private repository",
+            "Forbidden",
+        ),
+    ),
+)
+
+# The GPU is newer (or older) than what this torch build / dtype / kernel supports.
+# (FlashAttention's own "only supports Ampere" stays flash_attn_runtime: it comes first.)
+ARCH: tuple[Signature, ...] = (
+    _sig(
+        "cuda_arch",
+        "error",
+        "This torch build has no kernels for the GPU's architecture",
+        r"no kernel image is available for execution on the device"
+        r"|with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch installation"
+        r"|CUDA error: invalid device function|PyTorch no longer supports this GPU"
+        # JIT compilers (triton/nvrtc) that do not know the GPU yet
+        r"|Value 'sm_\d+' is not defined for option 'gpu-name'|invalid value for --gpu-architecture",
+        (
+            "image is available for execution",
+            "current PyTorch installation",
+            "invalid device function",
+            "PyTorch no longer supports",
+            "Value 'sm_",
+            "invalid value for --gpu-architecture",
+        ),
+    ),
+    _sig(
+        "cuda_arch",
+        "error",
+        "The GPU does not support bf16/tf32 (needs Ampere, sm80, or newer)",
+        r"(?i)Your setup doesn't support bf16|bf16 requested, but AMP is not supported|(?:--)?(?:bf16|tf32)"
+        r" requires (?:Ampere|a newer GPU)|bfloat16 is only supported on gpus with compute capability"
+        r"|bf16.{0,80}(?:only supported|not supported|requires).{0,60}(?:Ampere|compute capability)"
+        r"|bf16 mixed precision requires PyTorch >= [\d.]+ and a supported device",
+        (
+            "Your setup",
+            "mixed precision requires",
+            "AMP is not supported",
+            "requires Ampere",
+            "requires a newer GPU",
+            "compute capability",
+            "Compute capability",
+            "COMPUTE CAPABILITY",
+            "Ampere",
+        ),
+    ),
+)
+
+_NONFINITE = r"(?:tensor\()?(?:nan|NaN|-?inf|-?Infinity)\b"
+# Python's repr ('loss': nan), JSON ("loss": NaN) and tensors (tensor(nan, ...)).
+_NONFINITE_ANCHORS = ("': nan", "': inf", "': -inf", '": NaN', '": Infinity', '": -Infinity',
+                      "': tensor(nan", "': tensor(inf", "': tensor(-inf")  # fmt: skip
+# A loss (or gradient norm) that is NaN/inf: in the entry's message, the HF Trainer's logged dict
+# (Python repr: nan, inf; tensor(nan, ...)), metrics.jsonl (bare NaN in old runs; null next to a
+# logged learning rate in new ones), and DeepSpeed's fp16 loss scaler giving up.
+NAN: tuple[Signature, ...] = (
+    _sig(
+        "loss_nan",
+        "error",
+        "The loss became NaN/inf",
+        r"(?i:non-finite (?:loss|grad))"
+        r"|['\"](?:loss|train_loss|eval_loss)['\"]\s*:\s*"
+        + _NONFINITE
+        + r"|\"loss\":\s*null,\s*\"learning_rate\":\s*-?\d"
+        r"|Current loss scale already at minimum|Loss is (?:nan|NaN|inf)\b"
+        r"|returned nan values in its \d+th output",
+        (
+            "on-finite",
+            *_NONFINITE_ANCHORS,
+            '"loss": null',
+            "Current loss scale",
+            "Loss is nan",
+            "Loss is NaN",
+            "Loss is inf",
+            "returned nan values",
+        ),
+    ),
+    _sig(
+        "loss_nan",
+        "warning",
+        "The gradient norm is NaN/inf",
+        r"['\"]grad_norm['\"]\s*:\s*" + _NONFINITE,
+        _NONFINITE_ANCHORS,
+    ),
+)
+
+TRAIN_MARKERS: tuple[Marker, ...] = (
+    # multiprocessing creating a semaphore (it lives in /dev/shm): an ENOSPC right after is shm.
+    Marker("semlock", re.compile(r"SemLock"), ("SemLock",)),
+)
