@@ -29,15 +29,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--free-batch", action="store_true", help="--tune may change the global batch"
     )
+    add_real_data_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
+    from tui.commands import tune
+
+    tune.register(subparsers)
+
+
+def add_real_data_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--lengths",
+        metavar="REPORT",
+        help="token lengths from `trainwiz data check FILE --model DIR --json` saved to a file "
+        "(default: a stated ShareGPT-like distribution)",
+    )
+    parser.add_argument(
+        "--host-ram",
+        metavar="GIB",
+        type=float,
+        help="host RAM to plan within (default: this machine's when planning for its GPU)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     plan = build_plan(preset, transformers_version=args.transformers, preset_ref=args.preset)
+    from backend.planner.hostram import host_ram_for
+
     lines, estimate = planner_report(
-        preset, args.gpu, args.config, do_tune=args.tune, free_batch=args.free_batch
+        preset,
+        args.gpu,
+        args.config,
+        do_tune=args.tune,
+        free_batch=args.free_batch,
+        lengths=args.lengths,
+        host_ram=host_ram_for(args.host_ram, args.gpu),
     )
     if args.json:
         print_json({**plan.to_dict(), **estimate})
