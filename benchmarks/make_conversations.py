@@ -23,7 +23,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backend.planner.realdata import SHAREGPT_MEDIAN, SHAREGPT_SIGMA, sharegpt_lengths
 
-SYLLABLES = ["ka", "lo", "mi", "ne", "su", "ra", "ti", "po", "de", "fa", "gu", "hi", "jo", "be", "ny", "ze", "qu", "wa", "xi", "ve"]
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "su",
+    "ra",
+    "ti",
+    "po",
+    "de",
+    "fa",
+    "gu",
+    "hi",
+    "jo",
+    "be",
+    "ny",
+    "ze",
+    "qu",
+    "wa",
+    "xi",
+    "ve",
+]
 TEMPLATE_TOKENS = 45  # vicuna_v1.1 system prompt + role names, about
 WORDS = sorted({a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES[:5]})
 

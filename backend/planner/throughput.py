@@ -57,8 +57,13 @@ MATH_SCORE_TRAFFIC_BYTES = 38.0
 # blocks, so attention costs the attended length, not the row), Liger's speed-up (fused
 # RMSNorm/RoPE/SwiGLU and chunked linear cross-entropy: fewer memory-bound passes), and the
 # fused AdamW's traffic (one pass over the states instead of foreach's several).
-PACKED_EFFICIENCY = 0.40
-LIGER_SPEEDUP = 1.17
+PACKED_EFFICIENCY = 0.39
+LIGER_SPEEDUP = 1.20
+# Without FSDP (one GPU, plain Trainer) there are no per-unit hooks: a micro-step costs about
+# one launch-bound millisecond per layer; padded SDPA (FastChat's padding mask) then reaches
+# PADDED_NO_FSDP_EFFICIENCY. CALIBRATED on the 3.37B rows of docs/performance.md (in-sample).
+NO_FSDP_OVERHEAD_PER_LAYER_S = 0.001
+PADDED_NO_FSDP_EFFICIENCY = 0.42
 FUSED_OPTIMIZER_BYTES_PER_PARAM = 32.0
 # Startup: flex_attention compiles on first use, longer for longer sequences (notes: 1-2 min at
 # 3B/8192, ~5 min at 7B/16384 with recompute, > 4.5 min at 3B/16384). CALIBRATED on those:
@@ -115,6 +120,8 @@ def predict_throughput(
     efficiency = MATMUL_EFFICIENCY * (EAGER_SLOWDOWN if kernel == "eager" else 1.0)
     if s.packing:
         efficiency = PACKED_EFFICIENCY
+    elif not s.uses_fsdp:
+        efficiency = PADDED_NO_FSDP_EFFICIENCY
     if s.liger:
         efficiency *= LIGER_SPEEDUP
     compute = tokens_micro * fpt / (gpu.peak_flops * efficiency)
@@ -148,7 +155,8 @@ def predict_throughput(
                 "Trainer gradient_checkpointing under full_shard re-gathers every layer in "
                 "backward; fsdp_config activation_checkpointing avoids it"
             )
-    overhead = MICRO_STEP_OVERHEAD_PER_LAYER_S * shape.layers
+    per_layer = MICRO_STEP_OVERHEAD_PER_LAYER_S if s.uses_fsdp else NO_FSDP_OVERHEAD_PER_LAYER_S
+    overhead = per_layer * shape.layers
     if s.checkpointing:
         overhead *= RECOMPUTE_OVERHEAD_FACTOR
     micro = max(compute, comm) + overhead

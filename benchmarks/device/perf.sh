@@ -15,6 +15,7 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRAINWIZ_HOME=/tmp/tw
 R=/tmp/perf-$SHAPE; mkdir -p $R; T0=$(date +%s); BUDGET=${BUDGET:-540}
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/timeline.txt; }
 STEPS=${STEPS:-40}
+( while true; do echo "$(( $(date +%s) - T0 )) $(awk '/MemTotal/{t=$2}/MemAvailable/{a=$2}END{print t-a}' /proc/meminfo)" >> $R/hostmem.log; sleep 1; done ) &
 stamp "data + model $SHAPE"
 python3 benchmarks/make_conversations.py /tmp/data.json --n ${NCONV:-1500} | tee -a $R/timeline.txt
 [ -d /tmp/m$SHAPE ] || python3 benchmarks/perf_make_model.py $SHAPE /tmp/data.json /tmp/m$SHAPE > $R/make.txt 2>&1
@@ -51,7 +52,11 @@ YAML
 base
 MEM=$(awk '/MemTotal/{printf "%.0f", $2/1048576}' /proc/meminfo)
 stamp "tune (host RAM read: $MEM GiB; the H200 host has 128)"
-python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --write $R/tuned.yaml > $R/tune.txt 2>&1
+if [ -n "${PROBE:-}" ]; then  # measured: the top PROBE candidates, OOM falls back to the next
+  python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --probe --top $PROBE --steps ${PSTEPS_PROBE:-20} --write $R/tuned.yaml > $R/tune.txt 2>&1
+else
+  python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --write $R/tuned.yaml > $R/tune.txt 2>&1
+fi
 cat $R/tune.txt | head -12
 python3 -m tui.cli plan $R/tuned.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --json > $R/plan-tuned.json 2>&1
 variant() { # name sed-expr...
@@ -72,11 +77,12 @@ run() { # name
   grep -v 'it/s\]$' $d/train.log | tail -n 80 > $R/$n/train.log.tail
   stamp "end $n: $(python3 -c "import json; print(json.load(open('$d/status.json'))['state'])")"
 }
-run tuned
+[ -n "${PROBE:-}" ] || run tuned
 for extra in "$@"; do
   left=$(( BUDGET - $(date +%s) + T0 ))
   if [ $left -lt ${NEED:-150} ]; then stamp "skip $extra: ${left}s left"; continue; fi
   case $extra in
+    paddedgc) variant paddedgc 's/^  packing: true/  packing: false/' '/pack_tokens/d' '/use_liger_kernel/d' 's/per_device_train_batch_size: .*/per_device_train_batch_size: 4/' 's/gradient_accumulation_steps: .*/gradient_accumulation_steps: 2/' 's/gradient_checkpointing: .*/gradient_checkpointing: true/' "s/max_steps: .*/max_steps: ${PSTEPS:-25}/" ;;
     padded) variant padded 's/^  packing: true/  packing: false/' '/pack_tokens/d' '/use_liger_kernel/d' 's/per_device_train_batch_size: .*/per_device_train_batch_size: 4/' 's/gradient_accumulation_steps: .*/gradient_accumulation_steps: 2/' "s/max_steps: .*/max_steps: ${PSTEPS:-25}/" ;;
     nolig) variant nolig '/use_liger_kernel/d' "s/max_steps: .*/max_steps: 20/" ;;
     gc) variant gc 's/gradient_checkpointing: .*/gradient_checkpointing: true/' "s/max_steps: .*/max_steps: 20/" ;;
@@ -85,4 +91,9 @@ for extra in "$@"; do
   run $extra
 done
 stamp done
+for d in $TRAINWIZ_HOME/runs/*/; do  # every run, the probe's too
+  n=runs/$(basename $d); mkdir -p $R/$n
+  cp $d/metrics.jsonl $d/status.json $d/preset.yaml $R/$n/ 2>/dev/null
+  grep -v 'it/s\]$' $d/train.log | tail -n 60 > $R/$n/train.log.tail
+done
 cd /tmp && tar czf $OUT/perf-$SHAPE.tar.gz perf-$SHAPE && cp $R/timeline.txt $R/tune.txt $OUT/
