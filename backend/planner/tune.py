@@ -164,7 +164,7 @@ def effective_real_tokens_per_s(est: Estimate, epochs: float) -> float:
     return thr.real_tokens_per_s * run / (run + thr.startup_s)
 
 
-def _rank(est: Estimate, epochs: float = 3.0) -> tuple[int, float, int, int, int]:
+def _rank(est: Estimate, epochs: float = 3.0) -> tuple[int, float, int, int, int, int]:
     """Most REAL tokens/s over the whole run first (the compile startup included: time to
     finish is what the user waits for), in bins of MIN_GAIN (the planner cannot tell closer
     ones apart); then FSDP's checkpointing (no extra all-gather), no offload, smaller
