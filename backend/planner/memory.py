@@ -139,8 +139,8 @@ def _gathered(shape: ModelShape, s: TrainSettings, pc: int) -> tuple[int, str]:
     P = shape.n_params
     if s.strategy == "none":
         # autocast caches a bf16 copy of every weight for the step; DDP adds fp32 grad buckets.
-        # (not under recompute: measured at 6.74B packed, the copies are not kept across layers)
-        extra = 2 * P if s.mixed and not s.checkpointing else 0
+        # (kept under recompute too: measured at 6.74B, docs/performance.md)
+        extra = 2 * P if s.mixed else 0
         if s.world > 1:
             extra += 4 * P
         return extra, "autocast weight copies + DDP buckets" if s.world > 1 else "autocast copies"

@@ -267,7 +267,9 @@ def _apply(preset: Any, s: TrainSettings) -> Any:
     if tr.use_liger_kernel != s.liger:
         tr.use_liger_kernel = s.liger
     if s.liger and not any("liger" in p for p in tuned.environment.extra_packages):
-        tuned.environment.extra_packages = [*tuned.environment.extra_packages, "liger-kernel"]
+        env = tuned.environment.model_copy(deep=True)
+        env.extra_packages = [*env.extra_packages, "liger-kernel"]
+        tuned.environment = env  # assigned, so the preset file shows it
     if tr.optim != s.optim:
         tr.optim = s.optim
     if not s.fsdp and tr.fsdp_transformer_layer_cls_to_wrap:

@@ -15,7 +15,8 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRAINWIZ_HOME=/tmp/tw
 R=/tmp/perf-$SHAPE; mkdir -p $R; T0=$(date +%s); BUDGET=${BUDGET:-540}
 stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/timeline.txt; }
 STEPS=${STEPS:-40}
-( while true; do echo "$(( $(date +%s) - T0 )) $(awk '/MemTotal/{t=$2}/MemAvailable/{a=$2}END{print t-a}' /proc/meminfo)" >> $R/hostmem.log; sleep 1; done ) &
+( while true; do echo "$(( $(date +%s) - T0 )) $(awk '/MemTotal/{t=$2}/MemAvailable/{a=$2}END{print t-a}' /proc/meminfo)" >> $R/hostmem.log; sleep 1; done ) > /dev/null 2>&1 &
+SAMPLER=$!; trap 'kill $SAMPLER 2>/dev/null' EXIT  # a live sampler would hold the pipe open
 stamp "data + model $SHAPE"
 python3 benchmarks/make_conversations.py /tmp/data.json --n ${NCONV:-1500} | tee -a $R/timeline.txt
 [ -d /tmp/m$SHAPE ] || python3 benchmarks/perf_make_model.py $SHAPE /tmp/data.json /tmp/m$SHAPE > $R/make.txt 2>&1
@@ -68,7 +69,7 @@ variant() { # name sed-expr...
 run() { # name
   local n=$1
   stamp "launch $n"
-  hm=0; ( peak=0; while [ ! -f $R/$n.stop ]; do u=$(awk '/MemTotal/{t=$2}/MemAvailable/{a=$2}END{print t-a}' /proc/meminfo); [ $u -gt $peak ] && peak=$u; echo $peak > $R/$n.hostmem_kib; sleep 0.5; done ) &
+  ( peak=0; while [ ! -f $R/$n.stop ]; do u=$(awk '/MemTotal/{t=$2}/MemAvailable/{a=$2}END{print t-a}' /proc/meminfo); [ $u -gt $peak ] && peak=$u; echo $peak > $R/$n.hostmem_kib; sleep 0.5; done ) > /dev/null 2>&1 &
   id=$(python3 -m tui.cli launch $R/$n.yaml --detach --no-prepare 2>>$R/launch.err)
   python3 -m tui.cli logs -f "$id" > /dev/null 2>&1
   touch $R/$n.stop; sleep 1
