@@ -10,6 +10,7 @@ attention and torch.compile compile in the first step; the startup is reported s
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import threading
 import time
@@ -63,7 +64,7 @@ def summarize_metrics(path: Path, warmup: int) -> dict[str, Any]:
         out["real"] = statistics.median(r.get("tokens_nonpad_per_s") or 0.0 for r in timed)
         out["peak"] = max(max(r.get("peak_mem_gib") or [0.0]) for r in steps)
     if steps and start:
-        out["first_step_at"] = steps[0]["time"] - start["time"] + steps[0]["step_time_s"]
+        out["first_step_at"] = steps[0]["time"] - start["time"]  # train begin -> step 1 end
     return out
 
 
@@ -93,6 +94,7 @@ def probe(
         candidate.name = f"{preset.name}-probe{i + 1}"
         tr = candidate.training
         tr.max_steps, tr.save_strategy, tr.logging_steps = steps, "no", 1
+        tr.output_dir = "@run/output"  # never the user's output dir: removed after the probe
         say(f"probe {i + 1}/{min(top, len(result.ranked))}: {row.label}")
         t0 = time.time()
         launched = launch(candidate)
@@ -112,6 +114,11 @@ def probe(
         row.measured_peak_gib = summary.get("peak")
         row.startup_s = summary.get("first_step_at")
         row.preset = _apply(preset, est.settings)
+        # A probe's model is not wanted, and at 7B each is 27 GB: a 64 GB disk filled after two
+        # (docs/performance.md). Its output dir is trainwiz's own (@run/output): remove it.
+        output = launched.run_dir / "output"
+        if output.is_dir():
+            shutil.rmtree(output, ignore_errors=True)
         if row.steps < steps:
             log = (launched.run_dir / "train.log").read_text(encoding="utf-8", errors="replace")
             row.oom = any(m in log for m in OOM_MARKERS)

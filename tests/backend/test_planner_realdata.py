@@ -119,3 +119,13 @@ def test_cli_tune_writes_the_preset_diff(tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 2 and "--lengths" in bad.stderr
+
+
+def test_probe_summary_of_a_measured_run() -> None:
+    from backend.planner.probe import summarize_metrics
+
+    got = summarize_metrics(PERF / "7b-probe1-packed2048-metrics.jsonl", warmup=4)
+    assert got["steps"] == 20
+    assert got["real"] == pytest.approx(8723, rel=0.01)  # what `tune --probe` printed there
+    assert 120 < got["peak"] < 130
+    assert 20 < got["first_step_at"] < 40  # flex compile in the first step, reported apart
