@@ -223,6 +223,8 @@ def make_data_module(
             f"--pack_tokens {budget} is below model_max_length {max_len}: a conversation must fit "
             "one row (raise pack_tokens or lower model_max_length)"
         )
+    if getattr(data_args, "lazy_preprocess", False):
+        log("lazy_preprocess is ignored: rows are packed once, before training starts")
     train = packed_dataset(data_args.data_path, tokenizer, budget)
     evaluation = None
     if getattr(data_args, "eval_data_path", None):

@@ -129,3 +129,21 @@ def test_probe_summary_of_a_measured_run() -> None:
     assert got["real"] == pytest.approx(8723, rel=0.01)  # what `tune --probe` printed there
     assert 120 < got["peak"] < 130
     assert 20 < got["first_step_at"] < 40  # flex compile in the first step, reported apart
+
+
+def test_benchmark_generator_writes_valid_fastchat_data(tmp_path: Path) -> None:
+    from backend.data.check import check_data
+
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "make_conversations.py"), str(out), "--n", "300"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "median 700" in proc.stdout
+    report = check_data(out)
+    assert report.n_records == 300 and report.errors == 0 and report.ok
+    words = [
+        len(t["value"].split()) for r in json.loads(out.read_text()) for t in r["conversations"]
+    ]
+    assert 300 * 300 < sum(words) < 300 * 1100  # ~one word per token, median ~700 tokens
