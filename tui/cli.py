@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "images",
     "env",
     "plan",
+    "tune",
     "launch",
     "runs",
     "diagnose",

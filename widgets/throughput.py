@@ -51,6 +51,8 @@ def render_summary(s: ThroughputSummary | None, state: str = "", width: int = 30
     out.append(f"  step {_num(s.step_time_s, '.3f')}s")
     mfu = "n/a" if s.mfu is None else f"{s.mfu:.1%}"
     out.append(f"\nMFU {mfu}  ETA {_dur(s.eta_s)}  ran {_dur(s.elapsed_s)}")
+    if s.mfu_nonpad is not None:  # entries since issue 16: MFU on the data's own tokens
+        out.append(f"\nreal-token MFU {s.mfu_nonpad:.1%}", style="bold")
     return out
 
 

@@ -58,6 +58,11 @@ class TokenStats(BaseModel):
         0, description="records FastChat would mask out (tokenization mismatch)"
     )
     mismatched_indexes: list[int] = Field(default_factory=list)
+    lengths: list[int] = Field(
+        default_factory=list,
+        description="token length of every conversation checked (untruncated): the planner's "
+        "padding, packing and real-throughput predictions read it",
+    )
 
 
 class DataReport(BaseModel):
@@ -232,4 +237,5 @@ def token_stats(
         truncated_indexes=out["truncated"][:MAX_LISTED],
         mismatched=len(out["mismatched"]),
         mismatched_indexes=out["mismatched"][:MAX_LISTED],
+        lengths=[int(x) for x in out["lengths"]],
     )

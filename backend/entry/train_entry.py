@@ -23,6 +23,8 @@ import tempfile
 import time
 import traceback
 
+import kernels
+import packing
 import torch
 import transformers
 from fastchat.train import train as fastchat_train
@@ -52,6 +54,7 @@ def version_tuple(text):
 
 
 TF_VERSION = version_tuple(transformers.__version__)
+TORCH_VER = version_tuple(torch.__version__)
 
 
 def log(*args):
@@ -177,13 +180,17 @@ class TokenCounter:
         self.nonpad = 0
         self.samples = 0
 
+    nonpad_of = None  # packed rows have no attention_mask: packing counts their real tokens
+
     def add(self, inputs):
         ids = inputs.get("input_ids")
         mask = inputs.get("attention_mask")
         if ids is not None:
             self.tokens += int(ids.numel())
             self.samples += int(ids.shape[0])
-        if mask is not None:
+        if self.nonpad_of is not None:
+            self.nonpad += self.nonpad_of(inputs)
+        elif mask is not None:
             self.nonpad += int(mask.sum().item())
         elif ids is not None:
             self.nonpad += int(ids.numel())
@@ -271,9 +278,10 @@ class MetricsCallback(transformers.TrainerCallback):
         tokens, nonpad, samples = (float(x) for x in counts.tolist())
         tokens_per_s = tokens / step_time
         peak = self.start_info.get("peak_flops")
-        mfu = None
+        mfu = mfu_nonpad = None
         if peak and self.cuda:
             mfu = tokens_per_s / self.world * self.start_info["flops_per_token"] / peak
+            mfu_nonpad = nonpad / step_time / self.world * self.start_info["flops_6n"] / peak
         self.pending = {
             "kind": "step",
             "step": int(state.global_step),
@@ -290,6 +298,7 @@ class MetricsCallback(transformers.TrainerCallback):
             "tokens_nonpad_per_s": nonpad / step_time,
             "samples_per_s": samples / step_time,
             "mfu": mfu,
+            "mfu_nonpad": mfu_nonpad,
             "peak_mem_gib": [round(float(m[0]), 3) for m in mems] if self.cuda else None,
             "peak_reserved_gib": [round(float(m[1]), 3) for m in mems] if self.cuda else None,
             "time": time.time(),
@@ -360,11 +369,16 @@ def trainer_kwargs(tokenizer):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     requested = pop_option(argv, "attn_implementation") or "auto"
+    pack = packing.pop_options(argv, pop_option)
     adapt_argv(argv)
+    active_kernels = kernels.gate(argv, pop_option, TrainingArguments, torch)
     parser = transformers.HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     fastchat_train.local_rank = training_args.local_rank  # FastChat's rank0_print reads it
-    attn = choose_attention(requested)
+    attn = choose_attention("auto" if pack.enabled else requested)
+    if pack.enabled:
+        flash_ok = attn == "flash_attention_2"
+        attn = packing.choose_attention(requested, torch.cuda.is_available(), flash_ok, TORCH_VER)
     log(f"transformers {transformers.__version__}, torch {torch.__version__}, attention {attn}")
 
     config = transformers.AutoConfig.from_pretrained(
@@ -394,7 +408,10 @@ def main(argv=None):
     )
     if tokenizer.pad_token != tokenizer.unk_token:
         tokenizer.pad_token = tokenizer.unk_token
-    data_module = make_supervised_data_module(tokenizer=tokenizer, data_args=data_args)
+    if pack.enabled:
+        data_module = packing.make_data_module(tokenizer, data_args, training_args, pack)
+    else:
+        data_module = make_supervised_data_module(tokenizer=tokenizer, data_args=data_args)
 
     n_params, flops_per_token = count_flops_per_token(model, config, training_args.model_max_length)
     gpu_name = torch.cuda.get_device_name() if torch.cuda.is_available() else None
@@ -408,8 +425,13 @@ def main(argv=None):
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "seq_len": training_args.model_max_length,
+        "flops_6n": 6 * (n_params - model.get_input_embeddings().weight.numel()),
+        "packing": pack.pack_tokens or training_args.model_max_length if pack.enabled else None,
+        **active_kernels,
     }
     counter = TokenCounter()
+    if pack.enabled:
+        counter.nonpad_of = lambda inputs: packing.count_real_tokens(inputs, tokenizer.pad_token_id)
     metrics = MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), counter, start_info)
     trainer = make_trainer_class(counter)(
         model=model,

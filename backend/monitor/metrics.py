@@ -23,6 +23,8 @@ class RunStart:
     peak_flops: float | None = None
     gpu_name: str | None = None
     attn_implementation: str | None = None
+    flops_6n: float | None = None  # 6 x non-embedding params: real-token MFU's FLOPs per token
+    packing: int | None = None  # packed row budget, None when FastChat pads
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,12 @@ class StepRecord:
     mfu: float | None = None
     peak_mem_gib: tuple[float, ...] | None = None
     time: float | None = None
+    mfu_nonpad: float | None = None  # real (non-pad) tokens/s per GPU x 6N / peak
+
+    @property
+    def real_tokens_per_s(self) -> float | None:
+        """The headline: the data's own tokens per second (padding and row filler excluded)."""
+        return self.tokens_nonpad_per_s
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,8 @@ def event_from_json(obj: dict[str, Any]) -> MetricsEvent | None:
             _num(obj.get("peak_flops")),
             obj.get("gpu_name"),
             obj.get("attn_implementation"),
+            _num(obj.get("flops_6n")),
+            _int(obj.get("packing")),
         )
     if kind == "end":
         return RunEnd(_num(obj.get("train_runtime")), obj.get("ok"), obj.get("saved_to"))
@@ -102,6 +112,7 @@ def event_from_json(obj: dict[str, Any]) -> MetricsEvent | None:
             if isinstance(peak, list)
             else None,
             time=_num(obj.get("time")),
+            mfu_nonpad=_num(obj.get("mfu_nonpad")),
         )
     return None
 
@@ -236,6 +247,13 @@ class HfLogParser:
         for seg in split_segments(text):
             events.extend(self.feed(seg))
         return events
+
+
+def real_mfu(real_tokens_per_s: float | None, start: RunStart | None) -> float | None:
+    """Real-token MFU from a rate and the start line (entries before mfu_nonpad existed)."""
+    if not real_tokens_per_s or start is None or not start.peak_flops or not start.flops_6n:
+        return None
+    return real_tokens_per_s / (start.world_size or 1) * start.flops_6n / start.peak_flops
 
 
 def finite(x: float | None) -> bool:

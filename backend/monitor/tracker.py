@@ -14,7 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from backend.monitor.metrics import MetricsEvent, RunEnd, RunStart, StepRecord, finite
+from backend.monitor.metrics import (
+    MetricsEvent,
+    RunEnd,
+    RunStart,
+    StepRecord,
+    finite,
+    real_mfu,
+)
 from backend.monitor.series import MinMaxSeries, Spike, SpikeDetector
 
 
@@ -29,6 +36,7 @@ class ThroughputSummary:
     tokens_nonpad_per_s: float | None = None
     samples_per_s: float | None = None
     mfu: float | None = None
+    mfu_nonpad: float | None = None  # headline: real-token MFU (6N, the data's tokens only)
     eta_s: float | None = None
     elapsed_s: float | None = None
     last_loss: float | None = None
@@ -134,6 +142,7 @@ class RunTracker:
         if mfu is None and tokens_per_s and st and st.peak_flops and st.flops_per_token:
             per_gpu = tokens_per_s / (st.world_size or 1)
             mfu = per_gpu * st.flops_per_token / st.peak_flops
+        mfu_nonpad = _median(steady, "mfu_nonpad") or real_mfu(nonpad, st)
         eta = None
         if finished:
             eta = 0.0
@@ -155,6 +164,7 @@ class RunTracker:
             tokens_nonpad_per_s=nonpad,
             samples_per_s=samples,
             mfu=mfu,
+            mfu_nonpad=mfu_nonpad,
             eta_s=eta,
             elapsed_s=elapsed,
             last_loss=self.loss.last[1] if self.loss.last else None,

@@ -49,6 +49,19 @@ EAGER_SCORE_BYTES = 6.0
 # backward, their gradients, all fp32) at its peak.
 MATH_SCORE_KEPT_BYTES = 4.3
 MATH_SCORE_TRANSIENT_BYTES = 7.0
+# Liger kernels (issue 16). The fused linear cross-entropy never builds the b·s·V logits: it
+# runs the lm_head and the loss in chunks, keeping about this many bytes per token and hidden
+# unit; its RMSNorm/SwiGLU keep fewer intermediates. CALIBRATED on the notes' 3.37B rows
+# (packed 8192, SDPA vs SDPA + Liger: -10.5 GiB).
+LIGER_LOGIT_BYTES_PER_H = 4.0
+LIGER_ACT_FACTOR = 0.78
+# Host RAM of a training process beyond the weights it loads: torch, CUDA and NCCL libraries,
+# the tokenizer and data (measured ~3 GiB per rank on the H200 host).
+PROCESS_HOST_BYTES = int(3 * GIB)
+# Pinned staging buffers of FSDP CPU offload, as a fraction of the offloaded states.
+OFFLOAD_PINNED_FRACTION = 0.1
+# "fits the host" only with this share of host RAM left for the OS and page cache.
+HOST_MARGIN = 0.10
 
 
 @dataclass
@@ -97,8 +110,10 @@ def attention_kernel(shape: ModelShape, s: TrainSettings) -> str:
 
 def activation_bytes(shape: ModelShape, s: TrainSettings) -> tuple[int, int]:
     """(activations kept, transient) for one micro-batch; transient = one layer recomputed."""
-    tokens = s.micro_batch * s.seq
+    tokens = s.tokens_micro
     per_layer_tok = ACT_SCALE * (22 * shape.hidden + 4 * shape.kv_dim + 8 * shape.ffn)
+    if s.liger:
+        per_layer_tok *= LIGER_ACT_FACTOR
     kernel = attention_kernel(shape, s)
     scores = shape.heads * s.seq * tokens  # b·a·s² elements of one layer
     transient = per_layer_tok * tokens
@@ -124,6 +139,7 @@ def _gathered(shape: ModelShape, s: TrainSettings, pc: int) -> tuple[int, str]:
     P = shape.n_params
     if s.strategy == "none":
         # autocast caches a bf16 copy of every weight for the step; DDP adds fp32 grad buckets.
+        # (kept under recompute too: measured at 6.74B, docs/performance.md)
         extra = 2 * P if s.mixed else 0
         if s.world > 1:
             extra += 4 * P
@@ -146,7 +162,10 @@ def plan_memory(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> MemoryPlan
     plan = MemoryPlan(gpu_memory=gpu.memory_bytes)
 
     acts, recompute = activation_bytes(shape, s)
-    logits = int(LOGIT_BYTES * s.micro_batch * s.seq * shape.vocab)
+    if s.liger:
+        logits = int(LIGER_LOGIT_BYTES_PER_H * s.tokens_micro * shape.hidden)
+    else:
+        logits = int(LOGIT_BYTES * s.tokens_micro * shape.vocab)
     gathered, gathered_note = _gathered(shape, s, pc)
     if s.offload:
         params = grads = adam = opt_temp = 0
@@ -226,9 +245,13 @@ def plan_memory(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> MemoryPlan
 
     # Every rank loads the full fp32 model on the host before FSDP wraps it (FastChat passes no
     # dtype); with offload the sharded states then live on the host (16 bytes/param per node).
-    plan.host_ram_load = 4 * P * s.nproc
-    plan.host_ram_offload = (16 * P * s.nproc // N) if s.offload else 0
-    plan.host_ram_peak = max(plan.host_ram_load, plan.host_ram_offload + 2 * P)
+    plan.host_ram_load = 4 * P * s.nproc + PROCESS_HOST_BYTES * s.nproc
+    plan.host_ram_offload = (
+        int(16 * P * s.nproc // N * (1 + OFFLOAD_PINNED_FRACTION)) if s.offload else 0
+    )
+    plan.host_ram_peak = max(
+        plan.host_ram_load, plan.host_ram_offload + 2 * P + PROCESS_HOST_BYTES * s.nproc
+    )
     if gathered_note:
         plan.notes.append(f"gathered units: {gathered_note}")
     if s.world == 1 and s.uses_fsdp:

@@ -46,7 +46,21 @@ def estimate_lines(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> list[str]:
         + (f", {_gib(mem.host_ram_offload)} of offloaded states" if mem.host_ram_offload else ""),
         f"throughput: {thr.tokens_per_s:,.0f} tokens/s ({thr.tokens_per_s_per_gpu:,.0f} per GPU), "
         f"MFU {thr.mfu:.1%}, step {thr.step_time_s:.2f} s",
+        f"real tokens (no padding): {thr.real_tokens_per_s:,.0f} tokens/s, real-token MFU "
+        f"{thr.real_mfu:.1%} (6N); "
+        + (
+            f"packed rows {thr.real_fraction:.0%} filled"
+            if s.packing
+            else f"padding {1 - thr.real_fraction:.0%} of the compute"
+        )
+        + (f"; epoch {thr.epoch_time_s / 3600:.2f} h" if thr.epoch_time_s else ""),
+        f"  token lengths: {thr.length_source}",
     ]
+    if est.host_ram is not None:
+        lines.append(
+            f"host RAM peak {_gib(mem.host_ram_peak)} of {_gib(est.host_ram)}: "
+            + ("fits" if est.fits_host else "does NOT fit the host (the OOM killer ends it)")
+        )
     lines += [f"note: {n}" for n in [*mem.notes, *thr.notes]]
     return lines
 
@@ -55,7 +69,8 @@ def tune_lines(result: TuneResult, before_yaml: str, after_yaml: str) -> list[st
     b, a = result.before.throughput, result.after.throughput
     lines = [
         f"tune: {len(result.changes)} change(s) among {result.candidates} configurations; "
-        f"{b.tokens_per_s:,.0f} -> {a.tokens_per_s:,.0f} tokens/s (x{result.speedup:.1f}), "
+        f"{b.real_tokens_per_s:,.0f} -> {a.real_tokens_per_s:,.0f} real tokens/s "
+        f"(x{result.speedup:.1f}; computed {b.tokens_per_s:,.0f} -> {a.tokens_per_s:,.0f}), "
         f"peak {result.after.memory.total_per_gpu / GIB:.1f} GiB per GPU",
     ]
     for change in result.changes:
@@ -85,12 +100,19 @@ def estimate_dict(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> dict[str, A
             "fits": mem.fits,
             "tight": mem.tight,
             "host_ram_peak": mem.host_ram_peak,
+            "host_ram": est.host_ram,
+            "fits_host": est.fits_host,
         },
         "throughput": {
             "tokens_per_s": round(thr.tokens_per_s, 1),
             "tokens_per_s_per_gpu": round(thr.tokens_per_s_per_gpu, 1),
             "mfu": round(thr.mfu, 4),
             "step_time_s": round(thr.step_time_s, 4),
+            "real_tokens_per_s": round(thr.real_tokens_per_s, 1),
+            "real_fraction": round(thr.real_fraction, 4),
+            "real_mfu": round(thr.real_mfu, 4),
+            "epoch_time_s": round(thr.epoch_time_s, 1) if thr.epoch_time_s else None,
+            "length_source": thr.length_source,
         },
         "notes": [*mem.notes, *thr.notes],
     }
@@ -143,6 +165,8 @@ def planner_report(
     *,
     do_tune: bool = False,
     free_batch: bool = False,
+    lengths: str | None = None,
+    host_ram: int | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Text lines and JSON for ``trainwiz plan``'s estimate (and ``--tune``) section."""
     from backend.planner.settings import settings_from_preset
@@ -152,7 +176,10 @@ def planner_report(
     gpu, shape, why = resolve_inputs(preset, gpu_name, config_path)
     if gpu is None or shape is None:
         return [f"estimate: {why}"], {"estimate": None, "reason": why}
-    est = estimate(shape, settings_from_preset(preset), gpu)
+    from backend.planner.realdata import default_dist, dist_from_report
+
+    dist = dist_from_report(lengths) if lengths else default_dist()
+    est = estimate(shape, settings_from_preset(preset), gpu, dist, host_ram)
     lines = estimate_lines(est, shape, gpu)
     data: dict[str, Any] = {"estimate": estimate_dict(est, shape, gpu)}
     if preset.launch.nnodes > 1:  # the link between nodes (backend/planner/multinode.py)
@@ -162,7 +189,7 @@ def planner_report(
         lines += scaling_lines(across)
         data["multinode"] = asdict(across)
     if do_tune:
-        result = tune(preset, gpu, shape, free_batch=free_batch)
+        result = tune(preset, gpu, shape, free_batch=free_batch, dist=dist, host_ram=host_ram)
         lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))
         data["tune"] = {
             "changes": [

@@ -25,6 +25,19 @@ class TrainSettings:
     mixed: bool = True  # bf16 or fp16 (FSDP mixed precision / autocast)
     attn: str = "sdpa"  # "sdpa", "flash_attention_2" or "eager"
     optim: str = "adamw_torch"
+    packing: bool = False  # training.packing: rows of pack_tokens, no padding
+    pack_tokens: int = 0  # 0: seq
+    liger: bool = False  # training.use_liger_kernel
+    compile: bool = False  # training.torch_compile
+
+    @property
+    def row(self) -> int:
+        """Tokens per sample as the GPU sees them: a packed row, or the padded sequence."""
+        return (self.pack_tokens or self.seq) if self.packing else self.seq
+
+    @property
+    def tokens_micro(self) -> int:
+        return self.micro_batch * self.row
 
     @property
     def world(self) -> int:
@@ -73,7 +86,7 @@ class TrainSettings:
 
     @property
     def tokens_per_step(self) -> int:
-        return self.global_batch * self.seq
+        return self.global_batch * self.row
 
     def with_(self, **changes: Any) -> TrainSettings:
         return replace(self, **changes)
@@ -87,6 +100,14 @@ class TrainSettings:
             parts.append("fsdp-ac")
         if self.offload:
             parts.append("offload")
+        if self.packing:
+            parts.append(f"packed{self.row}")
+        if self.liger:
+            parts.append("liger")
+        if "fused" in self.optim:
+            parts.append("fused-adamw")
+        if self.compile:
+            parts.append("compile")
         parts.append(f"{self.world}gpu")
         return " ".join(parts)
 
@@ -95,7 +116,11 @@ def settings_from_preset(preset: Any) -> TrainSettings:
     """The planner's view of a preset's training and launch sections."""
     tr = preset.training
     attn = tr.attn_implementation
-    if attn == "auto":
+    if tr.packing:
+        # Packed rows run flash-attn varlen or flex_attention (the entry never picks the dense
+        # masked path on a GPU); both keep no s x s tensor. Plan for flex, the slower of the two.
+        attn = "flex_attention"
+    elif attn == "auto":
         # The trainwiz entry picks flash-attn when importable, else SDPA; plan for SDPA, the
         # conservative case: it falls back to the s x s math kernel when head_dim % 8 != 0.
         attn = "sdpa"
@@ -112,4 +137,8 @@ def settings_from_preset(preset: Any) -> TrainSettings:
         mixed=bool(tr.bf16 or tr.fp16),
         attn=attn,
         optim=tr.optim,
+        packing=tr.packing,
+        pack_tokens=tr.pack_tokens or 0,
+        liger=tr.use_liger_kernel,
+        compile=tr.torch_compile,
     )

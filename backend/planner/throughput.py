@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from backend.planner.gpu import GpuSpec
 from backend.planner.memory import attention_kernel
+from backend.planner.realdata import LengthDist, default_dist
 from backend.planner.settings import TrainSettings
 from backend.planner.shape import ModelShape
 
@@ -51,6 +52,25 @@ EAGER_SLOWDOWN = 0.8
 FP32_SIMT_RATIO = 1 / 15
 MATH_ATTN_EFFICIENCY = 0.9
 MATH_SCORE_TRAFFIC_BYTES = 38.0
+# Real data (issue 16). CALIBRATED on the notes' 3.37B rows (one H200, no FSDP): the matmul
+# efficiency of packed rows under flex_attention (its document mask skips other conversations'
+# blocks, so attention costs the attended length, not the row), Liger's speed-up (fused
+# RMSNorm/RoPE/SwiGLU and chunked linear cross-entropy: fewer memory-bound passes), and the
+# fused AdamW's traffic (one pass over the states instead of foreach's several).
+PACKED_EFFICIENCY = 0.39
+LIGER_SPEEDUP = 1.20
+# Without FSDP (one GPU, plain Trainer) there are no per-unit hooks: a micro-step costs about
+# one launch-bound millisecond per layer; padded SDPA (FastChat's padding mask) then reaches
+# PADDED_NO_FSDP_EFFICIENCY. CALIBRATED on the 3.37B rows of docs/performance.md (in-sample).
+NO_FSDP_OVERHEAD_PER_LAYER_S = 0.001
+PADDED_NO_FSDP_EFFICIENCY = 0.42
+FUSED_OPTIMIZER_BYTES_PER_PARAM = 32.0
+# Startup: flex_attention compiles on first use, longer for longer sequences (notes: 1-2 min at
+# 3B/8192, ~5 min at 7B/16384 with recompute, > 4.5 min at 3B/16384). CALIBRATED on those:
+# seconds at 8192 tokens per micro-step, and the growth exponent in the sequence length.
+FLEX_COMPILE_S_8K = 90.0
+FLEX_COMPILE_EXP = 1.5
+TORCH_COMPILE_S = 120.0
 
 
 @dataclass
@@ -60,7 +80,13 @@ class ThroughputPlan:
     compute_s: float = 0.0
     comm_s: float = 0.0
     optimizer_s: float = 0.0
-    tokens_per_s: float = 0.0  # padded tokens, all GPUs
+    tokens_per_s: float = 0.0  # computed tokens (padding or row filler included), all GPUs
+    real_fraction: float = 1.0  # share of computed tokens that are the data's own
+    real_tokens_per_s: float = 0.0  # the data's tokens (no padding), all GPUs
+    real_mfu: float = 0.0  # real tokens/s per GPU x 6N(non-embedding) / peak, as the entry logs
+    epoch_time_s: float | None = None  # one pass over the data at real_tokens_per_s
+    length_source: str = ""
+    startup_s: float = 0.0  # compile before the first step (flex_attention, torch.compile)
     tokens_per_s_per_gpu: float = 0.0
     mfu: float = 0.0
     flops_per_token: float = 0.0
@@ -76,15 +102,28 @@ def _link_bytes_per_s(gpu: GpuSpec, s: TrainSettings) -> float:
     return NVLINK_BYTES_PER_S
 
 
-def predict_throughput(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> ThroughputPlan:
+def predict_throughput(
+    shape: ModelShape, s: TrainSettings, gpu: GpuSpec, dist: LengthDist | None = None
+) -> ThroughputPlan:
+    """Step time and tokens/s; with the data's lengths (or the stated default), real tokens/s."""
     out = ThroughputPlan()
+    dist = dist or default_dist()
     P = shape.n_params
     N = max(1, s.shard_n)
-    fpt = shape.flops_per_token(s.seq)
+    # Attention work per token: the padded sequence, or (packed, document mask) the length a
+    # token really attends over.
+    attended = dist.attended(s.seq) if s.packing else s.seq
+    fpt = shape.flops_per_token(int(attended))
     out.flops_per_token = fpt
-    tokens_micro = s.micro_batch * s.seq
+    tokens_micro = s.tokens_micro
     kernel = attention_kernel(shape, s)
     efficiency = MATMUL_EFFICIENCY * (EAGER_SLOWDOWN if kernel == "eager" else 1.0)
+    if s.packing:
+        efficiency = PACKED_EFFICIENCY
+    elif not s.uses_fsdp:
+        efficiency = PADDED_NO_FSDP_EFFICIENCY
+    if s.liger:
+        efficiency *= LIGER_SPEEDUP
     compute = tokens_micro * fpt / (gpu.peak_flops * efficiency)
     if kernel == "math":
         attn_flops = 12.0 * shape.layers * shape.hidden * s.seq * tokens_micro
@@ -116,7 +155,8 @@ def predict_throughput(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> Thr
                 "Trainer gradient_checkpointing under full_shard re-gathers every layer in "
                 "backward; fsdp_config activation_checkpointing avoids it"
             )
-    overhead = MICRO_STEP_OVERHEAD_PER_LAYER_S * shape.layers
+    per_layer = MICRO_STEP_OVERHEAD_PER_LAYER_S if s.uses_fsdp else NO_FSDP_OVERHEAD_PER_LAYER_S
+    overhead = per_layer * shape.layers
     if s.checkpointing:
         overhead *= RECOMPUTE_OVERHEAD_FACTOR
     micro = max(compute, comm) + overhead
@@ -128,7 +168,10 @@ def predict_throughput(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> Thr
         optimizer = HOST_ADAM_S_PER_PARAM * P / N * contention + OFFLOAD_PER_LAYER_S * shape.layers
         out.notes.append("CPU offload: AdamW runs on the host and bounds the step time")
     else:
-        optimizer = OPTIMIZER_BYTES_PER_PARAM * P / N / gpu.hbm_bytes_per_s
+        per_param = (
+            FUSED_OPTIMIZER_BYTES_PER_PARAM if "fused" in s.optim else OPTIMIZER_BYTES_PER_PARAM
+        )
+        optimizer = per_param * P / N / gpu.hbm_bytes_per_s
     step = s.grad_accum * micro + optimizer + STEP_OVERHEAD_S
     out.compute_s, out.comm_s, out.optimizer_s = compute, comm, optimizer
     out.micro_step_s, out.step_time_s = micro, step
@@ -136,4 +179,19 @@ def predict_throughput(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> Thr
     out.tokens_per_s_per_gpu = tokens_step / step
     out.tokens_per_s = out.tokens_per_s_per_gpu * s.world
     out.mfu = out.tokens_per_s_per_gpu * fpt / gpu.peak_flops
+    if s.packing:
+        out.real_fraction = dist.packed_fill(s.seq, s.row)
+    else:
+        out.real_fraction = 1.0 - dist.padding_fraction(s.seq)
+    out.real_tokens_per_s = out.tokens_per_s * out.real_fraction
+    out.real_mfu = (
+        out.real_tokens_per_s / s.world * 6.0 * shape.n_params_no_embedding / gpu.peak_flops
+    )
+    if out.real_tokens_per_s:
+        out.epoch_time_s = dist.epoch_tokens(s.seq) / out.real_tokens_per_s
+    out.length_source = dist.source
+    if s.packing and s.attn == "flex_attention":
+        out.startup_s += FLEX_COMPILE_S_8K * (tokens_micro / 8192) ** FLEX_COMPILE_EXP
+    if s.compile:
+        out.startup_s += TORCH_COMPILE_S
     return out

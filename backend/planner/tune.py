@@ -8,12 +8,14 @@ user chose; ``free_batch`` lifts that for throughput studies.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend.planner.gpu import GpuSpec
-from backend.planner.memory import MemoryPlan, plan_memory
+from backend.planner.memory import HOST_MARGIN, MemoryPlan, plan_memory
+from backend.planner.realdata import LengthDist, default_dist
 from backend.planner.settings import TrainSettings, settings_from_preset
 from backend.planner.shape import ModelShape
 from backend.planner.throughput import ThroughputPlan, predict_throughput
@@ -24,6 +26,9 @@ FSDP_AC_MIN_TRANSFORMERS = (4, 35)
 SHARDED_RESHARD = ("full_shard", "hybrid_shard")
 # Keep the user's configuration unless the best one is predicted this much faster.
 MIN_GAIN = 0.02
+# Packed row budgets tune tries (each at least model_max_length). Longer rows compile flex
+# for longer (minutes at 16384) and gain little beyond; the probe measures both.
+PACK_BUDGETS = (2048, 4096, 8192, 16384)
 
 
 @dataclass
@@ -31,6 +36,13 @@ class Estimate:
     settings: TrainSettings
     memory: MemoryPlan
     throughput: ThroughputPlan
+    host_ram: int | None = None  # bytes of host RAM the plan is held to (None: unknown)
+
+    @property
+    def fits_host(self) -> bool:
+        return self.host_ram is None or self.memory.host_ram_peak <= (1 - HOST_MARGIN) * (
+            self.host_ram
+        )
 
 
 @dataclass
@@ -50,16 +62,52 @@ class TuneResult:
     candidates: int = 0
     notes: list[str] = field(default_factory=list)
 
+    ranked: list[Estimate] = field(default_factory=list)  # fitting candidates, best first
+
     @property
     def speedup(self) -> float:
-        base = self.before.throughput.tokens_per_s
-        return self.after.throughput.tokens_per_s / base if base else 0.0
+        """Gain in REAL tokens/s (the data's tokens; padding does not count)."""
+        base = self.before.throughput.real_tokens_per_s
+        return self.after.throughput.real_tokens_per_s / base if base else 0.0
 
 
-def estimate(shape: ModelShape, settings: TrainSettings, gpu: GpuSpec) -> Estimate:
+def estimate(
+    shape: ModelShape,
+    settings: TrainSettings,
+    gpu: GpuSpec,
+    dist: LengthDist | None = None,
+    host_ram: int | None = None,
+) -> Estimate:
     return Estimate(
-        settings, plan_memory(shape, settings, gpu), predict_throughput(shape, settings, gpu)
+        settings,
+        plan_memory(shape, settings, gpu),
+        predict_throughput(shape, settings, gpu, dist),
+        host_ram,
     )
+
+
+def packed_candidates(base: TrainSettings, dist: LengthDist) -> list[TrainSettings]:
+    """Packed variants: row budget x rows per micro-batch x recompute, Liger and fused AdamW on,
+    no CPU offload (packing exists for speed); grad accumulation keeps the real tokens per
+    optimizer step near the padded configuration's (global batch x mean conversation)."""
+    target = base.global_batch * max(dist.mean_tokens(base.seq), 1.0)
+    tokens = [t for t in base.fsdp_tokens if t != "offload"]
+    fsdp = " ".join(tokens) if base.world > 1 else ""
+    out = []
+    for budget in sorted({max(b, base.seq) for b in PACK_BUDGETS}):
+        fill = dist.packed_fill(base.seq, budget)
+        for rows in (1, 2):
+            ga = max(1, round(target / (rows * budget * fill * base.world)))
+            for gc in (False, True):
+                out.append(
+                    base.with_(
+                        packing=True, pack_tokens=budget, micro_batch=rows, grad_accum=ga,
+                        trainer_gc=gc and not (base.world > 1 and base.uses_fsdp),
+                        fsdp_ac=gc and base.world > 1 and base.uses_fsdp,
+                        fsdp=fsdp, liger=True, optim="adamw_torch_fused", attn="flex_attention",
+                    )
+                )  # fmt: skip
+    return out
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -106,18 +154,56 @@ def candidates(
     return out
 
 
-def _rank(est: Estimate) -> tuple[float, int, int, int]:
-    """Fastest first; at equal speed prefer FSDP's checkpointing (no extra all-gather), no
-    offload, smaller micro-batch (more memory headroom)."""
+def effective_real_tokens_per_s(est: Estimate, epochs: float) -> float:
+    """Real tokens/s over the whole run, the compile startup included (it matters for short
+    runs: a longer row may be faster per step and still finish later)."""
+    thr = est.throughput
+    if not thr.epoch_time_s:
+        return thr.real_tokens_per_s
+    run = epochs * thr.epoch_time_s
+    return thr.real_tokens_per_s * run / (run + thr.startup_s)
+
+
+def _rank(est: Estimate, epochs: float = 3.0) -> tuple[int, float, int, int, int, int]:
+    """Most REAL tokens/s over the whole run first (the compile startup included: time to
+    finish is what the user waits for), in bins of MIN_GAIN (the planner cannot tell closer
+    ones apart); then FSDP's checkpointing (no extra all-gather), no offload, smaller
+    micro-batch and shorter rows (headroom). The steady-state figure and the startup are
+    reported separately; inductor caches compiled kernels on disk, so a later run of the same
+    shape on the same machine starts faster than predicted."""
     s = est.settings
     prefer_ac = 1 if (s.fsdp_ac and s.world > 1) else 0
-    return (round(est.throughput.tokens_per_s, -1), prefer_ac, -int(s.offload), -s.micro_batch)
+    effective = max(effective_real_tokens_per_s(est, epochs), 1.0)
+    return (
+        math.floor(math.log(effective) / math.log(1 + MIN_GAIN)),
+        round(est.throughput.real_tokens_per_s, -1),
+        prefer_ac,
+        -int(s.offload),
+        -s.micro_batch,
+        -s.row,
+    )
 
 
 def _reasons(before: Estimate, after: Estimate) -> list[tuple[str, Any, Any, str]]:
     b, a = before.settings, after.settings
     gib = after.memory.gib
     changes: list[tuple[str, Any, Any, str]] = []
+    if b.packing != a.packing:
+        pad = after.throughput.length_source
+        changes.append(("training.packing", b.packing, a.packing,
+                        f"padding is {1 - before.throughput.real_fraction:.0%} of the padded "
+                        f"batches' compute; packed rows are {a_fill(after):.0%} real tokens "
+                        f"(lengths: {pad})"))  # fmt: skip
+    if b.row != a.row and a.packing:
+        changes.append(("training.pack_tokens", b.pack_tokens or None, a.row,
+                        "the row budget with the most real tokens/s that fits"))  # fmt: skip
+    if b.liger != a.liger:
+        changes.append(("training.use_liger_kernel", b.liger, a.liger,
+                        "fused kernels, no full logits: less memory, fewer passes "
+                        "(liger-kernel joins environment.extra_packages)"))  # fmt: skip
+    if b.optim != a.optim:
+        changes.append(("training.optim", b.optim, a.optim,
+                        "one fused kernel for AdamW instead of foreach's several passes"))  # fmt: skip
     if b.offload != a.offload:
         if a.offload:
             why = "nothing fits on the GPU without CPU offload (states move to host RAM)"
@@ -126,6 +212,9 @@ def _reasons(before: Estimate, after: Estimate) -> list[tuple[str, Any, Any, str
                 f"the job fits on the GPU without CPU offload ({gib(after.memory.total_per_gpu)}"
                 f" of {gib(after.memory.gpu_memory)} GiB): AdamW runs on the GPU instead of the host"
             )
+        changes.append(("training.fsdp", b.fsdp, a.fsdp, why))
+    elif b.fsdp != a.fsdp:
+        why = "one GPU: FSDP would only wrap (no sharding); packed rows run without it"
         changes.append(("training.fsdp", b.fsdp, a.fsdp, why))
     if b.micro_batch != a.micro_batch:
         bigger = a.micro_batch > b.micro_batch
@@ -164,9 +253,27 @@ def _reasons(before: Estimate, after: Estimate) -> list[tuple[str, Any, Any, str
     return changes
 
 
+def a_fill(est: Estimate) -> float:
+    return est.throughput.real_fraction
+
+
 def _apply(preset: Any, s: TrainSettings) -> Any:
     tuned = preset.model_copy(deep=True)
     tr = tuned.training
+    if tr.packing != s.packing:
+        tr.packing = s.packing
+    if s.packing and (tr.pack_tokens or tr.model_max_length) != s.row:
+        tr.pack_tokens = s.row
+    if tr.use_liger_kernel != s.liger:
+        tr.use_liger_kernel = s.liger
+    if s.liger and not any("liger" in p for p in tuned.environment.extra_packages):
+        env = tuned.environment.model_copy(deep=True)
+        env.extra_packages = [*env.extra_packages, "liger-kernel"]
+        tuned.environment = env  # assigned, so the preset file shows it
+    if tr.optim != s.optim:
+        tr.optim = s.optim
+    if not s.fsdp and tr.fsdp_transformer_layer_cls_to_wrap:
+        tr.fsdp_transformer_layer_cls_to_wrap = None
     if tr.per_device_train_batch_size != s.micro_batch:
         tr.per_device_train_batch_size = s.micro_batch
     if tr.gradient_accumulation_steps != s.grad_accum:
@@ -192,22 +299,44 @@ def tune(
     *,
     free_batch: bool = False,
     max_micro_batch: int = 64,
+    dist: LengthDist | None = None,
+    host_ram: int | None = None,
+    packing: bool | None = None,
 ) -> TuneResult:
-    """The fastest configuration predicted to fit ``gpu``, as a new preset plus its changes."""
+    """The configuration with the most REAL tokens/s predicted to fit ``gpu`` AND the host's
+    RAM (``host_ram`` bytes; None: unchecked), as a new preset plus its changes.
+
+    ``packing`` None: packed candidates join when the trainwiz entry runs on a bf16 GPU
+    (FastChat's own train_mem.py cannot pack)."""
+    dist = dist or default_dist()
     base = settings_from_preset(preset)
     fsdp_ac_ok = (
         base.uses_fsdp and _version(preset.environment.transformers) >= FSDP_AC_MIN_TRANSFORMERS
     )
-    before = estimate(shape, base, gpu)
+    before = estimate(shape, base, gpu, dist, host_ram)
     pool = candidates(
         base, fsdp_ac_ok=fsdp_ac_ok, free_batch=free_batch, max_micro_batch=max_micro_batch
     )
-    estimates = [estimate(shape, s, gpu) for s in pool]
+    if packing is None:
+        packing = (
+            preset.launch.entry == "trainwiz" and preset.launch.device == "cuda" and gpu.bf16_ok
+        )
+    if packing:
+        pool += packed_candidates(base, dist)
+    estimates = [estimate(shape, s, gpu, dist, host_ram) for s in pool]
+    notes: list[str] = []
+    over_host = [e for e in estimates if e.memory.fits and not e.fits_host]
+    if over_host and host_ram is not None:
+        notes.append(
+            f"{len(over_host)} configuration(s) that fit the GPU need more host RAM than "
+            f"{host_ram / 2**30:.0f} GiB allows (CPU offload keeps ~16 bytes per parameter on "
+            "the host): not considered"
+        )
+    estimates = [e for e in estimates if e.fits_host]
     # Prefer configurations outside the planner's error band; tight ones only if nothing else.
     fitting = [e for e in estimates if e.memory.fits and not e.memory.tight] or [
         e for e in estimates if e.memory.fits
     ]
-    notes: list[str] = []
     if not fitting:
         best = min(estimates, key=lambda e: e.memory.total_per_gpu)
         notes.append(
@@ -216,9 +345,15 @@ def tune(
             "use more GPUs or a smaller model_max_length"
         )
     else:
-        best = max(fitting, key=_rank)
-        keep = before.memory.fits and (
-            best.throughput.tokens_per_s < before.throughput.tokens_per_s * (1 + MIN_GAIN)
+        epochs = float(preset.training.num_train_epochs)
+        best = max(fitting, key=lambda e: _rank(e, epochs))
+        keep = (
+            before.memory.fits
+            and before.fits_host
+            and (
+                best.throughput.real_tokens_per_s
+                < before.throughput.real_tokens_per_s * (1 + MIN_GAIN)
+            )
         )
         if keep:
             best = before
@@ -226,7 +361,7 @@ def tune(
         s = best.settings
         if fsdp_ac_ok and s.trainer_gc and s.world > 1 and s.strategy in SHARDED_RESHARD:
             # Same memory, one all-gather per layer less in backward (HF warns about it too).
-            best = estimate(shape, s.with_(trainer_gc=False, fsdp_ac=True), gpu)
+            best = estimate(shape, s.with_(trainer_gc=False, fsdp_ac=True), gpu, dist, host_ram)
     changes = [Change(*c) for c in _reasons(before, best)]
     return TuneResult(
         preset=_apply(preset, best.settings),
@@ -235,4 +370,7 @@ def tune(
         after=best,
         candidates=len(pool),
         notes=notes,
+        ranked=sorted(
+            fitting, key=lambda e: _rank(e, float(preset.training.num_train_epochs)), reverse=True
+        ),
     )

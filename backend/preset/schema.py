@@ -453,7 +453,9 @@ class LaunchConfig(_Strict):
     rdzv_endpoint: str | None = Field(
         None, description="host:port of the c10d rendezvous; None: node 0 and master_port"
     )
-    rdzv_timeout: int = Field(600, ge=1, le=86400, description="seconds to wait for every node to join")
+    rdzv_timeout: int = Field(
+        600, ge=1, le=86400, description="seconds to wait for every node to join"
+    )
     ssh: SshConfig = Field(default_factory=SshConfig)
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
 
@@ -536,11 +538,31 @@ class TrainingArgs(_Strict):
     disable_tqdm: bool | None = None
     # trainwiz entry only (not a FastChat flag): attention implementation.
     attn_implementation: Literal["auto", "flash_attention_2", "sdpa", "eager"] = "auto"
+    # Throughput on real data (issue 16). packing/pack_tokens are the trainwiz entry's (off by
+    # default, so the seed stays the seed); the kernel and compile switches are Hugging Face's
+    # own flags, which the entry turns off with a log line where the installed stack lacks them.
+    packing: bool = Field(
+        False,
+        description="pack whole conversations into rows of pack_tokens (no padding); trainwiz "
+        "entry only",
+    )
+    pack_tokens: int | None = Field(
+        None, ge=8, description="tokens per packed row; None: model_max_length"
+    )
+    use_liger_kernel: bool = Field(
+        False, description="Liger's Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear CE)"
+    )
+    torch_compile: bool = Field(False, description="torch.compile the model (startup cost)")
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainingArgs:
         if self.bf16 and self.fp16:
             raise ValueError("bf16 and fp16 are both on: choose one (bf16 on Ampere or newer)")
+        if self.pack_tokens is not None and self.pack_tokens < self.model_max_length:
+            raise ValueError(
+                f"pack_tokens {self.pack_tokens} is below model_max_length "
+                f"{self.model_max_length}: a conversation must fit one packed row"
+            )
         return self
 
     @field_validator("fsdp_config")
@@ -632,6 +654,11 @@ class Preset(_Strict):
                 "training.eval_strategy is "
                 f"'{self.training.eval_strategy}' but training.eval_data_path is empty: "
                 "set eval_data_path or eval_strategy: 'no'"
+            )
+        if self.training.packing and self.launch.entry != "trainwiz":
+            raise ValueError(
+                "training.packing needs launch.entry 'trainwiz' (FastChat's train_mem.py pads "
+                "every sample): set launch.entry: trainwiz or packing: false"
             )
         if self.launch.device == "cpu" and (self.training.bf16 or self.training.tf32):
             raise ValueError("launch.device 'cpu' cannot use bf16/tf32: set them to false")

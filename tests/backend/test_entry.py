@@ -18,6 +18,11 @@ from backend.entry import ENTRY_SOURCE, copy_entry, entry_modules
 
 @pytest.fixture(scope="module")
 def entry() -> ModuleType:
+    import sys
+
+    # torchrun puts the script's folder first on sys.path: the siblings import as top-level.
+    if str(ENTRY_SOURCE.parent) not in sys.path:
+        sys.path.insert(0, str(ENTRY_SOURCE.parent))
     spec = importlib.util.spec_from_file_location("tw_train_entry", ENTRY_SOURCE)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

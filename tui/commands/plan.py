@@ -10,6 +10,7 @@ from typing import Any
 from backend.mirrors import apply_mirrors, plan_lines
 from backend.plan import build_plan
 from backend.plan.commands import comment
+from backend.planner.hostram import host_ram_for
 from backend.planner.report import planner_report
 from backend.preset import load_preset
 from backend.preset.safety import container_risks
@@ -36,8 +37,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--free-batch", action="store_true", help="--tune may change the global batch"
     )
+    add_real_data_flags(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
+
+
+def add_real_data_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--lengths",
+        metavar="REPORT",
+        help="token lengths from `trainwiz data check FILE --model DIR --json` saved to a file "
+        "(default: a stated ShareGPT-like distribution)",
+    )
+    parser.add_argument(
+        "--host-ram",
+        metavar="GIB",
+        type=float,
+        help="host RAM to plan within (default: this machine's when planning for its GPU)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +62,13 @@ def run(args: argparse.Namespace) -> int:
     plan = build_plan(preset, transformers_version=args.transformers, preset_ref=args.preset)
     risks = container_risks(preset)
     lines, estimate = planner_report(
-        preset, args.gpu, args.config, do_tune=args.tune, free_batch=args.free_batch
+        preset,
+        args.gpu,
+        args.config,
+        do_tune=args.tune,
+        free_batch=args.free_batch,
+        lengths=args.lengths,
+        host_ram=host_ram_for(args.host_ram, args.gpu),
     )
     for risk in risks:
         print(f"trainwiz: warning: {redact_text(risk.line())}", file=sys.stderr)

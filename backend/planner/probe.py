@@ -1,0 +1,143 @@
+"""Tune, measured: run the planner's top candidates a few steps each on this machine, keep the
+fastest in REAL tokens/s, and fall back to the next candidate when one fails (OOM first).
+
+Each candidate is a real launch (``backend.runs.launch``: the same run dir, watcher, entry and
+metrics as ``trainwiz launch``) with ``max_steps`` = the probe's steps and no checkpoint saves.
+The figure is the median of ``tokens_nonpad_per_s`` over the steps after the warm-up (flex
+attention and torch.compile compile in the first step; the startup is reported separately).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backend.planner.tune import Estimate, TuneResult, _apply
+
+OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "Killed", "SIGKILL", "exitcode  : -9")
+
+
+@dataclass
+class ProbeRow:
+    label: str
+    predicted_real_tokens_per_s: float
+    predicted_peak_gib: float
+    run_id: str = ""
+    state: str = ""
+    measured_real_tokens_per_s: float | None = None
+    measured_peak_gib: float | None = None
+    startup_s: float | None = None  # launch to the end of the first step (load, pack, compile)
+    steps: int = 0
+    oom: bool = False
+    preset: Any = None
+
+
+@dataclass
+class ProbeResult:
+    rows: list[ProbeRow] = field(default_factory=list)
+    winner: ProbeRow | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def summarize_metrics(path: Path, warmup: int) -> dict[str, Any]:
+    steps, start = [], None
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "step":
+                steps.append(rec)
+            elif rec.get("kind") == "start":
+                start = rec
+    timed = steps[warmup:] or steps[-1:]
+    out: dict[str, Any] = {"steps": len(steps)}
+    if timed:
+        out["real"] = statistics.median(r.get("tokens_nonpad_per_s") or 0.0 for r in timed)
+        out["peak"] = max(max(r.get("peak_mem_gib") or [0.0]) for r in steps)
+    if steps and start:
+        out["first_step_at"] = steps[0]["time"] - start["time"]  # train begin -> step 1 end
+    return out
+
+
+def probe(
+    preset: Any,
+    result: TuneResult,
+    *,
+    top: int = 3,
+    steps: int = 12,
+    warmup: int = 4,
+    timeout_s: float = 900.0,
+    cancel: threading.Event | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ProbeResult:
+    """Launch the ``top`` ranked candidates in turn; the fastest measured one wins."""
+    from backend.runs import launch, refresh
+    from backend.runs.control import stop_run
+
+    say = progress or (lambda _msg: None)
+    out = ProbeResult()
+    for i, est in enumerate(result.ranked[:top]):
+        if cancel is not None and cancel.is_set():
+            out.notes.append("cancelled")
+            break
+        row = _row(est)
+        candidate = _apply(preset, est.settings)
+        candidate.name = f"{preset.name}-probe{i + 1}"
+        tr = candidate.training
+        tr.max_steps, tr.save_strategy, tr.logging_steps = steps, "no", 1
+        tr.output_dir = "@run/output"  # never the user's output dir: removed after the probe
+        say(f"probe {i + 1}/{min(top, len(result.ranked))}: {row.label}")
+        t0 = time.time()
+        launched = launch(candidate)
+        row.run_id = launched.run_id
+        status = refresh(launched.run_dir)
+        while not status.final:
+            if time.time() - t0 > timeout_s or (cancel is not None and cancel.is_set()):
+                status = stop_run(launched.run_dir)
+                out.notes.append(f"{row.label}: stopped after {timeout_s:.0f} s")
+                break
+            time.sleep(2.0)
+            status = refresh(launched.run_dir)
+        row.state = status.state
+        summary = summarize_metrics(launched.run_dir / "metrics.jsonl", warmup)
+        row.steps = summary["steps"]
+        row.measured_real_tokens_per_s = summary.get("real")
+        row.measured_peak_gib = summary.get("peak")
+        row.startup_s = summary.get("first_step_at")
+        row.preset = _apply(preset, est.settings)
+        # A probe's model is not wanted, and at 7B each is 27 GB: a 64 GB disk filled after two
+        # (docs/performance.md). Its output dir is trainwiz's own (@run/output): remove it.
+        output = launched.run_dir / "output"
+        if output.is_dir():
+            shutil.rmtree(output, ignore_errors=True)
+        if row.steps < steps:
+            log = (launched.run_dir / "train.log").read_text(encoding="utf-8", errors="replace")
+            row.oom = any(m in log for m in OOM_MARKERS)
+            why = "out of memory" if row.oom else f"ended {row.state} after {row.steps} steps"
+            out.notes.append(f"{row.label}: {why}; falling back to the next candidate")
+            row.measured_real_tokens_per_s = None
+        out.rows.append(row)
+        say(f"  {row.state}: {row.measured_real_tokens_per_s or 0:,.0f} real tokens/s")
+    done = [r for r in out.rows if r.measured_real_tokens_per_s]
+    if done:
+        out.winner = max(done, key=lambda r: r.measured_real_tokens_per_s or 0.0)
+    else:
+        out.notes.append("no candidate finished its probe steps: nothing measured to pick")
+    return out
+
+
+def _row(est: Estimate) -> ProbeRow:
+    return ProbeRow(
+        label=est.settings.label(),
+        predicted_real_tokens_per_s=est.throughput.real_tokens_per_s,
+        predicted_peak_gib=round(est.memory.peak_allocated / 2**30, 2),
+    )

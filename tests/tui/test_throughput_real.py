@@ -1,0 +1,18 @@
+"""The throughput meter shows real-token MFU when the entry logged it (issue 16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backend.monitor import MetricsFollower, RunTracker
+from widgets.throughput import render_summary
+
+PERF = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
+
+
+def test_meter_shows_real_token_mfu_of_a_packed_h200_run() -> None:
+    tracker = RunTracker(source="metrics")
+    tracker.update(MetricsFollower(PERF / "7b-probe1-packed2048-metrics.jsonl").poll())
+    shown = str(render_summary(tracker.summary(), "finished"))
+    assert "real-token MFU 34.3%" in shown
+    assert "non-pad" in shown
