@@ -547,7 +547,7 @@ class TrainingArgs(_Strict):
         "entry only",
     )
     pack_tokens: int | None = Field(
-        None, ge=8, description="tokens per packed row; None: model_max_length"
+        None, ge=8, le=2**22, description="tokens per packed row; None: model_max_length"
     )
     use_liger_kernel: bool = Field(
         False, description="Liger's Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear CE)"
