@@ -7,6 +7,8 @@ writes files and starts the watcher in its own session; the watcher owns the run
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import os
 import shutil
 import socket
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend import paths
 from backend.entry import copy_entry
 from backend.errors import BadInput, TrainwizError
 from backend.plan import Plan, PlanStep, build_plan
@@ -24,15 +27,21 @@ from backend.plan.resolve import resolve_preset
 from backend.preset.loader import preset_to_yaml
 from backend.preset.schema import Preset, map_container_path
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN
+from backend.runs.procs import RUN_ENV, start_time
 from backend.runs.rundir import (
     LAUNCH,
     METRICS,
     PLAN,
     PRESET,
+    CorruptRun,
     RunStatus,
     create_run_dir,
+    list_run_dirs,
     read_status,
+    remove_run_dir,
+    update_status,
     write_json,
+    write_private,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +52,7 @@ class LaunchResult:
     run_id: str
     run_dir: Path
     status: RunStatus
+    notes: list[str] = dataclasses.field(default_factory=list)  # e.g. "master_port 29511 in use"
 
 
 def training_bin(preset: Preset, name: str = "torchrun") -> Path:
@@ -156,25 +166,78 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _free_master_port(argv: list[str], nnodes: int, notes: list[str]) -> list[str]:
-    """A single-node run whose master_port is taken gets a free one (torchrun would fail with
-    EADDRINUSE); multi-node runs keep theirs, since every node must agree on it."""
+def claimed_ports(exclude: Path | None = None) -> set[int]:
+    """master_ports of runs that have not ended: chosen but maybe not bound by torchrun yet."""
+    out = set()
+    for run_dir in list_run_dirs():
+        if run_dir == exclude:
+            continue
+        try:
+            status = read_status(run_dir)
+        except CorruptRun:
+            continue
+        if not status.final and status.master_port:
+            out.add(status.master_port)
+    return out
+
+
+def _free_master_port(
+    argv: list[str], nnodes: int, notes: list[str], taken: set[int] | None = None
+) -> list[str]:
+    """A single-node run whose master_port is taken (bound here, or chosen by another live
+    trainwiz run) gets a free one (torchrun would fail with EADDRINUSE); multi-node runs keep
+    theirs, since every node must agree on it."""
+    taken = set() if taken is None else taken
     out = list(argv)
     for i, arg in enumerate(out):
         if arg.startswith("--master_port="):
             port = int(arg.split("=", 1)[1])
-            if nnodes == 1 and not _port_free(port):
-                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                    sock.bind(("", 0))
-                    new = int(sock.getsockname()[1])
+            if nnodes == 1 and (port in taken or not _port_free(port)):
+                new = port
+                while new in taken or new == port:
+                    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                        sock.bind(("", 0))
+                        new = int(sock.getsockname()[1])
                 out[i] = f"--master_port={new}"
-                notes.append(f"launch.master_port {port} is in use here: using {new} instead")
+                why = "chosen by another run" if port in taken else "in use here"
+                notes.append(f"launch.master_port {port} is {why}: using {new} instead")
+                port = new
+            taken.add(port)
             break
     return out
 
 
-def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dict[str, Any]:
+def chosen_port(spec: dict[str, Any]) -> int | None:
+    """The master_port launch.json will give torchrun (None when there is none)."""
+    argvs = [spec.get("train", {}).get("argv", []), spec.get("docker", {}).get("command") or []]
+    argvs += [s.get("argv", []) for s in spec.get("exec", [])]
+    for argv in argvs:
+        for arg in argv if isinstance(argv, list) else []:
+            if isinstance(arg, str) and arg.startswith("--master_port="):
+                return int(arg.split("=", 1)[1])
+    return None
+
+
+class _PortLock:
+    """Serialises the port choice of simultaneous launches (one lock file under runs/)."""
+
+    def __enter__(self) -> _PortLock:
+        root = paths.runs_dir()
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.fd = os.open(root / ".ports.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def launch_spec(
+    preset: Preset, plan: Plan, run_dir: Path, prepare: bool, taken: set[int] | None = None
+) -> dict[str, Any]:
     """launch.json: exactly what the watcher will execute (no secrets: env names only)."""
+    taken = set() if taken is None else taken
     train = plan.step("train")
     run_env = {"TRAINWIZ_METRICS": str(run_dir / METRICS), "PYTHONUNBUFFERED": "1"}
     notes: list[str] = []
@@ -185,7 +248,7 @@ def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dic
     }
     nnodes = preset.launch.nnodes
     if preset.launch.runner == "host":
-        argv = _free_master_port(train.argv, nnodes, notes)
+        argv = _free_master_port(train.argv, nnodes, notes, taken)
         if argv[0] == "torchrun":
             argv[0] = str(training_bin(preset))
         spec["train"] = {
@@ -206,7 +269,7 @@ def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dic
     kwargs["environment"] = {**kwargs.get("environment", {}), **run_env}
     host_net = kwargs.get("network_mode") == "host"
     if host_net and kwargs.get("command"):
-        kwargs["command"] = _free_master_port(list(kwargs["command"]), nnodes, notes)
+        kwargs["command"] = _free_master_port(list(kwargs["command"]), nnodes, notes, taken)
     spec["remove_after"] = bool(kwargs.pop("auto_remove", False))
     spec["docker"] = kwargs
     if train.exec_prefix:  # in_container mode: setup + train are exec'd into the container
@@ -214,7 +277,7 @@ def launch_spec(preset: Preset, plan: Plan, run_dir: Path, prepare: bool) -> dic
         spec["exec"] = [
             {
                 "id": s.id,
-                "argv": _free_master_port(s.argv, nnodes, notes) if host_net else s.argv,
+                "argv": _free_master_port(s.argv, nnodes, notes, taken) if host_net else s.argv,
                 "env": {**s.env, **(run_env if s.id == "train" else {})},
                 "workdir": workdir,
             }
@@ -266,8 +329,10 @@ def _host_file(preset: Preset, path: str) -> Path | None:
 
 def start_watcher(run_dir: Path) -> int:
     """``python -m backend.runs.watch RUN_DIR`` in a new session: immune to SIGHUP and ^C."""
-    env = {**os.environ, **_project_env()}
-    with open(run_dir / "watcher.log", "ab") as out:
+    # Every process of the run inherits the marker (backend.runs.procs finds them by it).
+    env = {**os.environ, **_project_env(), RUN_ENV: str(run_dir.resolve())}
+    fd = os.open(run_dir / "watcher.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "backend.runs.watch", str(run_dir)],
             cwd=run_dir,
@@ -280,6 +345,23 @@ def start_watcher(run_dir: Path) -> int:
     return proc.pid
 
 
+def _check_plan(preset: Preset, transformers_version: str | None) -> None:
+    """Build the plan once against a placeholder run dir: what raises does so before any file
+    exists (a bad ulimit, an unknown version), as a BadInput rather than a traceback."""
+    placeholder = paths.runs_dir() / "<run>"
+    try:
+        build_plan(
+            preset,
+            run_dir=placeholder,
+            transformers_version=transformers_version,
+            preset_ref=str(placeholder / PRESET),
+        )
+    except TrainwizError:
+        raise
+    except (ValueError, TypeError, KeyError, OSError) as exc:
+        raise BadInput(f"preset {preset.name}: cannot build its plan: {exc}") from exc
+
+
 def launch(
     preset: Preset,
     *,
@@ -289,10 +371,14 @@ def launch(
 ) -> LaunchResult:
     """Start a run; returns once the watcher has taken it over (or the run already ended)."""
     preflight(resolve_preset(preset, None))
-    run_dir = create_run_dir(preset.name, preset.launch.runner)
+    _check_plan(preset, transformers_version)
+    me = os.getpid()
+    run_dir = create_run_dir(
+        preset.name, preset.launch.runner, launcher_pid=me, launcher_start=start_time(me)
+    )
     try:
         resolved = resolve_preset(preset, run_dir)
-        (run_dir / PRESET).write_text(preset_to_yaml(resolved), encoding="utf-8")
+        write_private(run_dir / PRESET, preset_to_yaml(resolved))
         plan = build_plan(
             preset,
             run_dir=run_dir,
@@ -302,11 +388,24 @@ def launch(
         write_json(run_dir / PLAN, plan.to_dict())
         if preset.launch.entry == "trainwiz":
             copy_entry(run_dir)
-        write_json(run_dir / LAUNCH, launch_spec(resolved, plan, run_dir, prepare))
-    except (BadInput, TrainwizError):
-        shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: leave no half run behind
-        raise
-    start_watcher(run_dir)
+        with _PortLock():
+            spec = launch_spec(resolved, plan, run_dir, prepare, claimed_ports(run_dir))
+            write_json(run_dir / LAUNCH, spec)
+            update_status(run_dir, master_port=chosen_port(spec))
+    except BaseException as exc:
+        remove_run_dir(run_dir)  # nothing started: leave no half run behind
+        if isinstance(exc, (TrainwizError, KeyboardInterrupt)) or not isinstance(exc, Exception):
+            raise
+        raise TrainwizError(
+            f"launch failed before the run started: {type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        start_watcher(run_dir)
+    except OSError as exc:
+        update_status(
+            run_dir, state="failed", cause="watcher", message=f"cannot start the watcher: {exc}"
+        )
+        raise TrainwizError(f"cannot start the watcher of run {run_dir.name}: {exc}") from exc
     deadline = time.monotonic() + ack_timeout
     status = read_status(run_dir)
     while time.monotonic() < deadline:
@@ -315,8 +414,11 @@ def launch(
             break
         time.sleep(0.05)
     else:
-        raise TrainwizError(
-            f"the watcher of run {run_dir.name} did not start within {ack_timeout:.0f} s: "
-            f"see {run_dir / 'watcher.log'}"
+        message = (
+            f"the watcher did not start within {ack_timeout:.0f} s: see {run_dir / 'watcher.log'}"
         )
-    return LaunchResult(run_id=run_dir.name, run_dir=run_dir, status=status)
+        update_status(
+            run_dir, state="failed", cause="watcher", ended_at=time.time(), message=message
+        )
+        raise TrainwizError(f"run {run_dir.name}: {message}")
+    return LaunchResult(run_id=run_dir.name, run_dir=run_dir, status=status, notes=spec["notes"])

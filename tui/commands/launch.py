@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     result = launch(preset, prepare=not args.no_prepare, transformers_version=args.transformers)
+    for note in result.notes:
+        print(f"trainwiz: {note}", file=sys.stderr)
     if args.detach:
         if args.json:
             print_json(
@@ -74,4 +76,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
     if status.state == "finished":
         return 0
+    print(
+        f"trainwiz: see what went wrong with 'trainwiz diagnose {status.run_id}'", file=sys.stderr
+    )
     return status.exit_code if status.exit_code not in (None, 0) and status.exit_code > 0 else 1
