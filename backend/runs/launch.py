@@ -219,10 +219,10 @@ def chosen_port(spec: dict[str, Any]) -> int | None:
 
 
 class _PortLock:
-    """Serialises the port choice of simultaneous launches (one lock file under runs/)."""
+    """Serialises the port choice of simultaneous launches (one lock file in TRAINWIZ_HOME)."""
 
     def __enter__(self) -> _PortLock:
-        root = paths.runs_dir()
+        root = paths.home()  # not under runs/: that folder holds run dirs only
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.fd = os.open(root / ".ports.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)

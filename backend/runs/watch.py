@@ -254,6 +254,7 @@ def _finish(
     message: str,
     cause: str | None,
 ) -> int:
+    _log_line(log, f"run {state}: {message}")  # the log is complete once the record is final
     _update(
         run_dir,
         log,
@@ -263,7 +264,6 @@ def _finish(
         message=message,
         cause=cause,
     )
-    _log_line(log, f"run {state}: {message}")
     return 0 if state == "finished" else 1
 
 
