@@ -37,6 +37,7 @@ RESERVE = ".reserve"  # released when a record write hits a full disk
 RESERVE_BYTES = 256 << 10
 RUN_ID_NAME_MAX = 64  # preset-name part of a run id: ids stay well under NAME_MAX (255)
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+MIN_FREE = 4 << 20  # a launch with less free space than this would only fill the disk
 
 
 class DiskFull(TrainwizError):
@@ -209,6 +210,12 @@ def create_run_dir(preset_name: str, runner: Literal["host", "docker"], **fields
     """
     root = paths.runs_dir()
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    free = free_bytes(root)
+    if free is not None and free < MIN_FREE:
+        raise DiskFull(
+            f"disk full: {free // 1024} KiB free under {root}, a run needs at least "
+            f"{MIN_FREE >> 20} MiB: free some space"
+        )
     while True:
         run_id = new_run_id(preset_name, root)
         run_dir = root / run_id
@@ -229,6 +236,14 @@ def create_run_dir(preset_name: str, runner: Literal["host", "docker"], **fields
             raise DiskFull(f"disk full: no room for a run under {root}: free some space") from exc
         raise TrainwizError(f"cannot create the run directory {run_dir}: {exc}") from exc
     return run_dir
+
+
+def free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def remove_run_dir(run_dir: Path) -> None:

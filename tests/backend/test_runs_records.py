@@ -33,7 +33,7 @@ def tiny_fs(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("mounting a tmpfs needs root (CI runs these tests as root)")
     mnt = tmp_path / "fs"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], check=True)
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from backend.model.tiny import make_tiny
 from backend.preset.loader import load_preset
-from tests.faults.helpers import ROOT
+from tests.faults.helpers import ROOT, end_runs
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +23,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def home(tiny_model: Path) -> Path:
+def home(tiny_model: Path) -> Iterator[Path]:
     home = Path(os.environ["TRAINWIZ_HOME"])
     shutil.copytree(tiny_model, home / "models" / "tiny-llama")
-    return home
+    yield home
+    end_runs(home)

@@ -67,7 +67,8 @@ def _no_constant(name: str) -> None:
     raise AssertionError(f"metrics.jsonl holds bare {name}: not JSON")
 
 
-def wait_steps(run_dir: Path, n: int, timeout: float = 180) -> None:
+def wait_steps(run_dir: Path, n: int, timeout: float = 300) -> None:
+    """Until the run has logged ``n`` steps (fails at once, with the log, if it ended first)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -75,8 +76,21 @@ def wait_steps(run_dir: Path, n: int, timeout: float = 180) -> None:
                 return
         except json.JSONDecodeError:
             pass  # a line mid-write
+        status = json.loads((run_dir / "status.json").read_text())
+        if status["state"] in ("finished", "failed", "stopped"):
+            tail = (run_dir / "train.log").read_text(errors="replace")[-3000:]
+            raise AssertionError(f"run ended before {n} steps: {status}\n{tail}")
         time.sleep(0.2)
     raise AssertionError(f"fewer than {n} metric steps in {run_dir}")
+
+
+def end_runs(home: Path) -> None:
+    """Teardown: whatever a failed test left running in ``home`` is ended (by run dir)."""
+    from backend.runs.procs import end_processes
+
+    runs = home / "runs"
+    for run_dir in runs.iterdir() if runs.is_dir() else []:
+        end_processes(run_dir, 5.0)
 
 
 def wait_final(run_dir: Path, timeout: float = 180) -> dict:

@@ -19,6 +19,7 @@ import pytest
 from tests.faults.helpers import (
     assert_nothing_left,
     cli,
+    end_runs,
     launch_detached,
     metric_lines,
     runs_json,
@@ -42,6 +43,7 @@ def small_home(tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
         shutil.copytree(tiny_model, home / "models" / "tiny-llama")
         yield home
     finally:
+        end_runs(home)
         subprocess.run(["umount", "-l", str(home)], check=False)
 
 
