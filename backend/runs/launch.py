@@ -8,10 +8,8 @@ writes files and starts the watcher in its own session; the watcher owns the run
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,16 +25,15 @@ from backend.plan.resolve import resolve_preset
 from backend.preset.loader import preset_to_yaml
 from backend.preset.schema import Preset, map_container_path
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN
+from backend.runs.ports import PortLock, chosen_port, claimed_ports, free_master_port
 from backend.runs.procs import RUN_ENV, start_time
 from backend.runs.rundir import (
     LAUNCH,
     METRICS,
     PLAN,
     PRESET,
-    CorruptRun,
     RunStatus,
     create_run_dir,
-    list_run_dirs,
     read_status,
     remove_run_dir,
     update_status,
@@ -157,82 +154,6 @@ def _image_exists(image: str) -> bool:
     return True
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-    return True
-
-
-def claimed_ports(exclude: Path | None = None) -> set[int]:
-    """master_ports of runs that have not ended: chosen but maybe not bound by torchrun yet."""
-    out = set()
-    for run_dir in list_run_dirs():
-        if run_dir == exclude:
-            continue
-        try:
-            status = read_status(run_dir)
-        except CorruptRun:
-            continue
-        if not status.final and status.master_port:
-            out.add(status.master_port)
-    return out
-
-
-def _free_master_port(
-    argv: list[str], nnodes: int, notes: list[str], taken: set[int] | None = None
-) -> list[str]:
-    """A single-node run whose master_port is taken (bound here, or chosen by another live
-    trainwiz run) gets a free one (torchrun would fail with EADDRINUSE); multi-node runs keep
-    theirs, since every node must agree on it."""
-    taken = set() if taken is None else taken
-    out = list(argv)
-    for i, arg in enumerate(out):
-        if arg.startswith("--master_port="):
-            port = int(arg.split("=", 1)[1])
-            if nnodes == 1 and (port in taken or not _port_free(port)):
-                new = port
-                while new in taken or new == port:
-                    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                        sock.bind(("", 0))
-                        new = int(sock.getsockname()[1])
-                out[i] = f"--master_port={new}"
-                why = "chosen by another run" if port in taken else "in use here"
-                notes.append(f"launch.master_port {port} is {why}: using {new} instead")
-                port = new
-            taken.add(port)
-            break
-    return out
-
-
-def chosen_port(spec: dict[str, Any]) -> int | None:
-    """The master_port launch.json will give torchrun (None when there is none)."""
-    argvs = [spec.get("train", {}).get("argv", []), spec.get("docker", {}).get("command") or []]
-    argvs += [s.get("argv", []) for s in spec.get("exec", [])]
-    for argv in argvs:
-        for arg in argv if isinstance(argv, list) else []:
-            if isinstance(arg, str) and arg.startswith("--master_port="):
-                return int(arg.split("=", 1)[1])
-    return None
-
-
-class _PortLock:
-    """Serialises the port choice of simultaneous launches (one lock file in TRAINWIZ_HOME)."""
-
-    def __enter__(self) -> _PortLock:
-        root = paths.home()  # not under runs/: that folder holds run dirs only
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.fd = os.open(root / ".ports.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-
-
 def launch_spec(
     preset: Preset, plan: Plan, run_dir: Path, prepare: bool, taken: set[int] | None = None
 ) -> dict[str, Any]:
@@ -248,7 +169,7 @@ def launch_spec(
     }
     nnodes = preset.launch.nnodes
     if preset.launch.runner == "host":
-        argv = _free_master_port(train.argv, nnodes, notes, taken)
+        argv = free_master_port(train.argv, nnodes, notes, taken)
         if argv[0] == "torchrun":
             argv[0] = str(training_bin(preset))
         spec["train"] = {
@@ -269,7 +190,7 @@ def launch_spec(
     kwargs["environment"] = {**kwargs.get("environment", {}), **run_env}
     host_net = kwargs.get("network_mode") == "host"
     if host_net and kwargs.get("command"):
-        kwargs["command"] = _free_master_port(list(kwargs["command"]), nnodes, notes, taken)
+        kwargs["command"] = free_master_port(list(kwargs["command"]), nnodes, notes, taken)
     spec["remove_after"] = bool(kwargs.pop("auto_remove", False))
     spec["docker"] = kwargs
     if train.exec_prefix:  # in_container mode: setup + train are exec'd into the container
@@ -277,7 +198,7 @@ def launch_spec(
         spec["exec"] = [
             {
                 "id": s.id,
-                "argv": _free_master_port(s.argv, nnodes, notes, taken) if host_net else s.argv,
+                "argv": free_master_port(s.argv, nnodes, notes, taken) if host_net else s.argv,
                 "env": {**s.env, **(run_env if s.id == "train" else {})},
                 "workdir": workdir,
             }
@@ -388,7 +309,7 @@ def launch(
         write_json(run_dir / PLAN, plan.to_dict())
         if preset.launch.entry == "trainwiz":
             copy_entry(run_dir)
-        with _PortLock():
+        with PortLock():
             spec = launch_spec(resolved, plan, run_dir, prepare, claimed_ports(run_dir))
             write_json(run_dir / LAUNCH, spec)
             update_status(run_dir, master_port=chosen_port(spec))
