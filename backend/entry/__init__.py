@@ -23,7 +23,9 @@ def entry_modules() -> list[Path]:
 def copy_entry(run_dir: Path) -> Path:
     """Copy the entry and its siblings into ``run_dir/entry/``; return the entry's path."""
     target_dir = run_dir / "entry"
-    target_dir.mkdir(parents=True, exist_ok=True)
+    target_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target_dir.chmod(0o700)  # run files are the user's alone (mkdir's mode obeys the umask)
     for module in entry_modules():
         shutil.copy2(module, target_dir / module.name)
+        (target_dir / module.name).chmod(0o600)
     return target_dir / ENTRY_SOURCE.name

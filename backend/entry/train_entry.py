@@ -35,6 +35,9 @@ from fastchat.train.train import (
     make_supervised_data_module,
 )
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # siblings, as under torchrun
+import guards
+
 ATTN_CHOICES = ("auto", "flash_attention_2", "sdpa", "eager")
 
 # Dense bf16 peak per GPU, matched on the name torch reports. Order matters: "H100 PCIe" first.
@@ -228,9 +231,10 @@ class MetricsCallback(transformers.TrainerCallback):
             return
         if self.handle is None:
             pathlib.Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self.handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
-        self.handle.write(json.dumps(record) + "\n")
-        self.handle.flush()
+            self.handle = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        guards.append_line(
+            self.handle, json.dumps(guards.json_safe(record), allow_nan=False) + "\n"
+        )
 
     def flush_pending(self):
         if self.pending is not None:
@@ -314,6 +318,7 @@ class MetricsCallback(transformers.TrainerCallback):
             if "loss" in logs:
                 self.flush_pending()
         self.mark = time.perf_counter()
+        guards.check_logs(logs, state.global_step)
 
     def on_save(self, args, state, control, **kwargs):
         self.mark = time.perf_counter()  # a checkpoint save is not the next step's time
@@ -328,7 +333,7 @@ class MetricsCallback(transformers.TrainerCallback):
         self.flush_pending()
         self.write({"kind": "end", "time": time.time(), **fields})
         if self.handle is not None:
-            self.handle.close()
+            os.close(self.handle)
             self.handle = None
 
 
@@ -450,7 +455,12 @@ def main(argv=None):
         trainer.save_state()
         saved_to = save_model(trainer, training_args)
     except BaseException as exc:
-        metrics.end(train_runtime=time.time() - started, saved_to=None, ok=False, error=repr(exc))
+        metrics.end(
+            train_runtime=time.time() - started, saved_to=None, ok=False, **guards.end_fields(exc)
+        )
+        if isinstance(exc, guards.NonFiniteLoss):
+            log(str(exc))  # "[trainwiz-entry] non-finite loss at step N ...": diagnosis loss_nan
+            raise SystemExit(guards.EXIT_CODE) from None
         if not isinstance(exc, KeyboardInterrupt):
             traceback.print_exc()
         raise

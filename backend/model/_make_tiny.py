@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
+MARKER = "trainwiz-tiny.json"  # written into every model this script makes
 SYSTEM = (
     "A chat between a curious user and an artificial intelligence assistant. "
     "The assistant gives helpful, detailed, and polite answers to the user's questions."
@@ -89,9 +90,14 @@ def main() -> None:
         )
         model = LlamaForCausalLM(config)
         model.save_pretrained(out, safe_serialization=True)
-        with open(os.path.join(out, "trainwiz-tiny.json"), "w", encoding="utf-8") as fh:
+        with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:
             json.dump({"spec": spec, "tokenizer_pieces": tokenizer.sp_model.get_piece_size()}, fh)
+        if os.path.islink(target):
+            raise SystemExit(f"{target}: is a symlink: refusing to replace it")
         if os.path.isdir(target):
+            # Only what trainwiz made (its marker inside) or an empty dir is ever replaced.
+            if os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
+                raise SystemExit(f"{target}: not empty and not made by trainwiz: refusing")
             shutil.rmtree(target)
         os.replace(out, target)
         n_params = sum(p.numel() for p in model.parameters())

@@ -7,6 +7,7 @@ is saved), so the same preset file works on every machine.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from backend import paths
@@ -29,8 +30,24 @@ def resolve_placeholders(value: str, run_dir: Path | None) -> str:
         if value == name or value.startswith(name + "/"):
             rest = value[len(name) :].lstrip("/")
             base = _base(name, run_dir)
-            return str(base / rest) if rest else str(base)
+            resolved = str(base / rest) if rest else str(base)
+            if name == "@home":
+                _refuse_home_itself(value, Path(resolved))
+            return resolved
     return value
+
+
+def _refuse_home_itself(value: str, path: Path) -> None:
+    """``@home`` alone (or ``@home/runs``, ``@home/..``) would hand trainwiz's whole state to
+    whatever the field does with a directory: a model made there replaces it, runs included."""
+    target = Path(os.path.abspath(path))
+    home = Path(os.path.abspath(paths.home()))
+    runs = Path(os.path.abspath(paths.runs_dir()))
+    if target in (home, runs) or target in runs.parents:
+        raise BadInput(
+            f"'{value}' resolves to {target}, trainwiz's own state directory (or one holding its "
+            "runs): name a folder inside it, e.g. @home/models/NAME"
+        )
 
 
 def _base(name: str, run_dir: Path | None) -> Path:

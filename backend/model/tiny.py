@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.errors import TrainwizError
+from backend.errors import BadInput, TrainwizError
 from backend.model.placeholders import SAMPLE_CONVERSATIONS
 from backend.model.validate import ModelReport, validate_model_dir
 from backend.preset.schema import TinyModelSpec
@@ -44,6 +44,20 @@ def tiny_is_current(target: Path, spec: TinyModelSpec) -> bool:
     return marker.get("spec") == spec.model_dump() and validate_model_dir(target).ok
 
 
+def refuse_foreign_dir(path: Path) -> None:
+    """Only an empty or missing directory, or one trainwiz made (it holds MARKER), is replaced:
+    the model is swapped in whole, so anything else there would be deleted."""
+    if path.is_symlink():
+        raise BadInput(f"model dir {path}: is a symlink; name the real directory")
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"model dir {path}: exists and is not a directory; pick another path")
+    if path.is_dir() and any(path.iterdir()) and not (path / MARKER).is_file():
+        raise BadInput(
+            f"model dir {path}: not empty and not made by trainwiz (no {MARKER}): nothing there "
+            "is deleted; pick an empty or new directory (e.g. @home/models/tiny-llama)"
+        )
+
+
 def make_tiny(
     target: str | Path,
     spec: TinyModelSpec | None = None,
@@ -54,6 +68,7 @@ def make_tiny(
     """Create (or keep) the tiny Llama at ``target``; its tokenizer is trained on ``data``."""
     spec = spec or TinyModelSpec()
     path = Path(target).expanduser()
+    refuse_foreign_dir(path)
     if not force and tiny_is_current(path, spec):
         return TinyResult(str(path), False, validate_model_dir(path))
     job = {"dir": str(path), "data": str(data or SAMPLE_CONVERSATIONS), "spec": spec.model_dump()}

@@ -34,7 +34,7 @@ class RunFiles:
         """status.json, or None while it is missing or mid-replace (written atomically)."""
         try:
             data = json.loads(self.status_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # ValueError: bad JSON or bytes that are not UTF-8
             return None
         return data if isinstance(data, dict) else None
 

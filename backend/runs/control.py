@@ -1,87 +1,130 @@
 """Runs after the launch: list them, see their true state, stop them, follow their log.
 
-The watcher normally records every state change. If it is gone (killed, machine rebooted) the
-state is reconstructed from what is left: the process (is the pid alive), the container (docker
-keeps its exit code) and the metrics file (an ``end`` line with ``ok``).
+The watcher normally records every state change. If it is gone (killed, machine rebooted) or the
+launcher died before starting it, the state is reconstructed from what is left: the run's live
+processes (``backend.runs.procs``: found by their environment, pids believed only with their
+start time), the container (docker keeps its exit code) and the metrics file (an ``end`` line).
+Nothing here raises on one bad run: a corrupt status.json is reported on that run alone.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from backend.errors import BadInput
+from backend.runs.procs import end_processes, run_processes, same_process
 from backend.runs.rundir import (
     LOG,
     METRICS,
+    STATUS,
     STOP_REQUEST,
+    CorruptRun,
+    DiskFull,
     RunStatus,
     list_run_dirs,
     read_status,
+    recovered_status,
     update_status,
 )
 
+LAUNCHER_GRACE = 60.0  # a "starting" record without launcher pid older than this is orphaned
+
 
 def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
+    """Compatibility helper for tests and callers: a live, non-zombie process ``pid``."""
+    from backend.runs.procs import proc_info
+
+    return proc_info(pid) is not None
+
+
+def _cmdline(pid: int) -> bytes:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie has exited: only its parent has not reaped it yet
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return True
+        return b""
 
 
 def watcher_alive(status: RunStatus) -> bool:
-    """The recorded watcher pid is alive and still is our watcher (pids get reused)."""
+    """The recorded watcher is alive and is still our watcher (pids get reused)."""
     if not pid_alive(status.watcher_pid):
         return False
-    try:
-        cmdline = Path(f"/proc/{status.watcher_pid}/cmdline").read_bytes()
-    except OSError:
-        return True
-    return b"backend.runs.watch" in cmdline
+    if status.watcher_start is not None:
+        return same_process(status.watcher_pid, status.watcher_start)
+    return b"backend.runs.watch" in _cmdline(status.watcher_pid or 0)
+
+
+def watcher_pids(run_dir: Path) -> tuple[int, ...]:
+    return tuple(p.pid for p in run_processes(run_dir) if b"backend.runs.watch" in _cmdline(p.pid))
 
 
 def metrics_end(run_dir: Path) -> dict | None:
-    """The metrics file's ``end`` line, if the entry wrote one."""
+    """The metrics file's ``end`` line, if the entry wrote one (bad bytes and torn lines skipped)."""
     path = run_dir / METRICS
-    if not path.is_file():
-        return None
     last = None
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if '"end"' in line:
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if b'"end"' not in line:
+                    continue
                 try:
                     record = json.loads(line)
-                except json.JSONDecodeError:
+                except ValueError:
                     continue
-                if record.get("kind") == "end":
+                if isinstance(record, dict) and record.get("kind") == "end":
                     last = record
+    except OSError:
+        return None
     return last
 
 
+def _save(run_dir: Path, status: RunStatus, **changes: object) -> RunStatus:
+    """Record a repaired state; on a full disk return it unsaved, saying so."""
+    try:
+        return update_status(run_dir, **changes)
+    except (DiskFull, OSError) as exc:
+        note = f" (not saved: {exc})"
+        message = str(changes.get("message", status.message)) + note
+        return status.model_copy(update={**changes, "message": message})
+
+
+def _launcher_gone(run_dir: Path, status: RunStatus) -> bool:
+    if status.launcher_pid is not None:
+        return not same_process(status.launcher_pid, status.launcher_start)
+    try:
+        age = time.time() - (run_dir / STATUS).stat().st_mtime
+    except OSError:
+        return True
+    return age > LAUNCHER_GRACE
+
+
 def refresh(run_dir: Path) -> RunStatus:
-    """The run's state, repaired and saved when its watcher died before recording the end."""
-    status = read_status(run_dir)
+    """The run's state, repaired and saved when its watcher (or launcher) died before recording."""
+    try:
+        status = read_status(run_dir)
+    except CorruptRun as exc:
+        return _refresh_corrupt(run_dir, exc)
     if not status.final and (status.model_extra or {}).get("slurm_job_id"):
         from backend.runs import multinode  # Slurm knows the job's state, from any login
 
         return multinode.refresh(run_dir, status, watcher_alive(status)) or status
     if status.final or watcher_alive(status):
         return status
-    if status.watcher_pid is None and status.started_at is None:
-        return status  # the launcher is still starting the watcher
+    alive = run_processes(run_dir)
+    if status.state == "starting" and status.watcher_pid is None:
+        if alive or not _launcher_gone(run_dir, status):
+            return status  # the launcher is still starting the watcher
+        return _save(
+            run_dir,
+            status,
+            state="failed",
+            ended_at=time.time(),
+            cause="launcher_died",
+            message="launcher died before the run started (nothing was running)",
+        )
     stopped = (run_dir / STOP_REQUEST).exists()
     if status.runner == "docker" and status.container_id:
         from backend.errors import TrainwizError
@@ -95,82 +138,121 @@ def refresh(run_dir: Path) -> RunStatus:
             return status
         state = "stopped" if stopped else ("finished" if code == 0 else "failed")
         message = f"container {docker_status}, exit code {code} (recorded after the watcher died)"
-        return update_status(
-            run_dir, state=state, exit_code=code, ended_at=time.time(), message=message
+        return _save(
+            run_dir, status, state=state, exit_code=code, ended_at=time.time(), message=message
         )
-    if status.pgid and _group_alive(status.pgid):
-        return status
+    if alive:
+        note = f"watcher died; {len(alive)} process(es) of the run still running"
+        return status.model_copy(update={"message": f"{status.message} ({note})"})
+    return _save(run_dir, status, ended_at=time.time(), **_ended_without_watcher(run_dir, stopped))
+
+
+def _ended_without_watcher(run_dir: Path, stopped: bool) -> dict:
+    from backend.runs.watch import disk_full
+
     end = metrics_end(run_dir)
     if stopped:
-        state, message = "stopped", "stopped on request"
-    elif end and end.get("ok"):
-        state, message = "finished", "finished (the entry's end line; watcher gone)"
-    else:
-        state, message = "failed", "ended while no watcher was running: exit code unknown"
-    return update_status(run_dir, state=state, ended_at=time.time(), message=message)
+        return {"state": "stopped", "message": "stopped on request", "cause": "stopped"}
+    if end and end.get("ok"):
+        return {"state": "finished", "message": "finished (the entry's end line; watcher gone)"}
+    if end and end.get("reason"):
+        reason = str(end["reason"])
+        return {
+            "state": "failed",
+            "message": f"{end.get('error') or reason} ({reason})",
+            "cause": reason,
+        }
+    if disk_full(run_dir):
+        return {
+            "state": "failed",
+            "message": "disk full: the run ended while no watcher was running (exit code unknown)",
+            "cause": "disk_full",
+        }
+    return {
+        "state": "failed",
+        "message": "watcher died; the run ended while no watcher was running: exit code unknown",
+        "cause": "watcher_died",
+    }
 
 
-def _group_alive(pgid: int) -> bool:
-    """A live (not zombie) process is in group ``pgid``: orphans may wait unreaped for a while."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
+def _refresh_corrupt(run_dir: Path, exc: CorruptRun) -> RunStatus:
+    """status.json unreadable: say so; once nothing of the run runs, rebuild a final record."""
+    status = recovered_status(run_dir)
+    alive = run_processes(run_dir)
+    if alive:
+        return status.model_copy(
+            update={"state": "running", "message": f"{exc}; {len(alive)} process(es) running"}
+        )
+    if not (run_dir / STATUS).exists() and not (run_dir / LOG).exists():
+        return status.model_copy(update={"message": str(exc)})
+    ended = _ended_without_watcher(run_dir, (run_dir / STOP_REQUEST).exists())
+    ended["message"] = f"{ended['message']} [rebuilt: {exc}]"
+    ended["ended_at"] = time.time()
+    try:
+        if (run_dir / STATUS).exists():
+            (run_dir / STATUS).replace(run_dir / (STATUS + ".corrupt"))  # kept as evidence
+    except OSError:
+        pass
+    return _save(run_dir, status, **ended)
 
 
 def list_runs() -> list[RunStatus]:
-    return [refresh(d) for d in list_run_dirs()]
+    """Every run, each refreshed; a run that cannot be read is listed with the reason."""
+    out = []
+    for run_dir in list_run_dirs():
+        try:
+            out.append(refresh(run_dir))
+        except Exception as exc:  # one bad run never hides the others
+            out.append(
+                recovered_status(run_dir).model_copy(
+                    update={"message": f"unreadable: {type(exc).__name__}: {exc}"}
+                )
+            )
+    return out
 
 
 def stop_run(run_dir: Path, timeout: float = 30.0, wait: float = 15.0) -> RunStatus:
-    """Graceful stop: SIGTERM to the process group (or docker stop), SIGKILL after ``timeout``."""
+    """End every process of the run (TERM + CONT, KILL after ``timeout``) and verify it.
+
+    The returned status carries ``ended_processes`` and ``left_processes`` (pids still alive,
+    normally none); the watcher records "stopped", or this does when no watcher is left.
+    """
     status = refresh(run_dir)
-    if status.final:
-        return status
-    if (status.model_extra or {}).get("scheduler") in ("ssh", "slurm"):
+    if not status.final and (status.model_extra or {}).get("scheduler") in ("ssh", "slurm"):
         from backend.runs import multinode  # every node: scancel, or kill over SSH
 
         return multinode.stop_run(run_dir, timeout, wait)
-    (run_dir / STOP_REQUEST).touch()
+    watchers = watcher_pids(run_dir)
+    if status.final and not run_processes(run_dir, exclude=watchers):
+        return status.model_copy(update={"ended_processes": 0, "left_processes": []})
+    if not status.final:
+        try:
+            (run_dir / STOP_REQUEST).touch()
+        except OSError:
+            pass  # a full disk: the record is written below instead
     if status.runner == "docker" and status.container_id:
         from backend.runs.docker_runner import stop_container
 
         stop_container(status.container_id, timeout)
-    if status.pgid:
-        _signal_group(status.pgid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _group_alive(status.pgid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        _signal_group(status.pgid, signal.SIGKILL)
+    count, _ = end_processes(run_dir, timeout, exclude=watchers)
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        status = read_status(run_dir)
-        if status.final or not watcher_alive(status):
+    while watchers and time.monotonic() < deadline:
+        if not any(pid_alive(pid) for pid in watchers):
             break
         time.sleep(0.1)
-    return refresh(run_dir)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    more, _ = end_processes(run_dir, 1.0)  # a watcher that did not finish in time
+    status = refresh(run_dir)
+    if not status.final:
+        status = _save(
+            run_dir,
+            status,
+            state="stopped",
+            ended_at=time.time(),
+            cause="stopped",
+            message="stopped on request (recorded by 'trainwiz stop')",
+        )
+    left = [p.pid for p in run_processes(run_dir)]
+    return status.model_copy(update={"ended_processes": count + more, "left_processes": left})
 
 
 def follow_log(
@@ -183,9 +265,13 @@ def follow_log(
 ) -> Iterator[str]:
     """Yield the log's text as it grows, until the run is final and the log is drained."""
     path = run_dir / LOG
-    with open(path, "rb") as handle:
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the run's log ({exc.strerror})") from exc
+    with handle:
         if not from_start:
-            handle.seek(0, os.SEEK_END)
+            handle.seek(0, 2)
         while True:
             data = handle.read(65536)
             if data:
@@ -209,9 +295,13 @@ def wait_for(
 ) -> RunStatus:
     """Poll status.json until ``predicate`` holds, the run is final or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
-    status = read_status(run_dir)
+    status = recovered_status(run_dir)
     while time.monotonic() < deadline and not (cancel is not None and cancel.is_set()):
-        status = read_status(run_dir)
+        try:
+            status = read_status(run_dir)
+        except CorruptRun:
+            time.sleep(0.05)
+            continue
         if predicate(status) or status.final:
             return status
         time.sleep(0.05)

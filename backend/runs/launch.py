@@ -7,9 +7,9 @@ writes files and starts the watcher in its own session; the watcher owns the run
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend import paths
 from backend.entry import copy_entry
 from backend.errors import BadInput, TrainwizError
 from backend.mirrors import apply_mirrors
@@ -27,6 +28,8 @@ from backend.preset.loader import preset_to_yaml
 from backend.preset.schema import Preset, map_container_path
 from backend.redact import redact_preset, write_secret_preset
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN
+from backend.runs.ports import PortLock, chosen_port, claimed_ports, free_master_port
+from backend.runs.procs import RUN_ENV, start_time
 from backend.runs.rundir import (
     LAUNCH,
     METRICS,
@@ -35,7 +38,10 @@ from backend.runs.rundir import (
     RunStatus,
     create_run_dir,
     read_status,
+    remove_run_dir,
+    update_status,
     write_json,
+    write_private,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +52,7 @@ class LaunchResult:
     run_id: str
     run_dir: Path
     status: RunStatus
+    notes: list[str] = dataclasses.field(default_factory=list)  # e.g. "master_port 29511 in use"
 
 
 def training_bin(preset: Preset, name: str = "torchrun") -> Path:
@@ -150,36 +157,16 @@ def _image_exists(image: str) -> bool:
     return True
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_master_port(argv: list[str], nnodes: int, notes: list[str]) -> list[str]:
-    """A single-node run whose master_port is taken gets a free one (torchrun would fail with
-    EADDRINUSE); multi-node runs keep theirs, since every node must agree on it."""
-    out = list(argv)
-    for i, arg in enumerate(out):
-        if arg.startswith("--master_port="):
-            port = int(arg.split("=", 1)[1])
-            if nnodes == 1 and not _port_free(port):
-                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                    sock.bind(("", 0))
-                    new = int(sock.getsockname()[1])
-                out[i] = f"--master_port={new}"
-                notes.append(f"launch.master_port {port} is in use here: using {new} instead")
-            break
-    return out
-
-
 def launch_spec(
-    preset: Preset, plan: Plan, run_dir: Path, prepare: bool, prepare_file: Path | None = None
+    preset: Preset,
+    plan: Plan,
+    run_dir: Path,
+    prepare: bool,
+    taken: set[int] | None = None,
+    prepare_file: Path | None = None,
 ) -> dict[str, Any]:
     """launch.json: exactly what the watcher will execute (no secrets: env names only)."""
+    taken = set() if taken is None else taken
     prepare_file = prepare_file or run_dir / PRESET
     train = plan.step("train")
     run_env = {"TRAINWIZ_METRICS": str(run_dir / METRICS), "PYTHONUNBUFFERED": "1"}
@@ -195,7 +182,7 @@ def launch_spec(
 
         return multinode.launch_spec(preset, plan, run_dir, spec, str(training_bin(preset)))
     if preset.launch.runner == "host":
-        argv = _free_master_port(train.argv, nnodes, notes)
+        argv = free_master_port(train.argv, nnodes, notes, taken)
         if argv[0] == "torchrun":
             argv[0] = str(training_bin(preset))
         spec["train"] = {
@@ -216,7 +203,7 @@ def launch_spec(
     kwargs["environment"] = {**kwargs.get("environment", {}), **run_env}
     host_net = kwargs.get("network_mode") == "host"
     if host_net and kwargs.get("command"):
-        kwargs["command"] = _free_master_port(list(kwargs["command"]), nnodes, notes)
+        kwargs["command"] = free_master_port(list(kwargs["command"]), nnodes, notes, taken)
     spec["remove_after"] = bool(kwargs.pop("auto_remove", False))
     spec["docker"] = kwargs
     if train.exec_prefix:  # in_container mode: setup + train are exec'd into the container
@@ -224,7 +211,7 @@ def launch_spec(
         spec["exec"] = [
             {
                 "id": s.id,
-                "argv": _free_master_port(s.argv, nnodes, notes) if host_net else s.argv,
+                "argv": free_master_port(s.argv, nnodes, notes, taken) if host_net else s.argv,
                 "env": {**s.env, **(run_env if s.id == "train" else {})},
                 "workdir": workdir,
             }
@@ -276,8 +263,10 @@ def _host_file(preset: Preset, path: str) -> Path | None:
 
 def start_watcher(run_dir: Path) -> int:
     """``python -m backend.runs.watch RUN_DIR`` in a new session: immune to SIGHUP and ^C."""
-    env = {**os.environ, **_project_env()}
-    with open(run_dir / "watcher.log", "ab") as out:
+    # Every process of the run inherits the marker (backend.runs.procs finds them by it).
+    env = {**os.environ, **_project_env(), RUN_ENV: str(run_dir.resolve())}
+    fd = os.open(run_dir / "watcher.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "backend.runs.watch", str(run_dir)],
             cwd=run_dir,
@@ -290,6 +279,23 @@ def start_watcher(run_dir: Path) -> int:
     return proc.pid
 
 
+def _check_plan(preset: Preset, transformers_version: str | None) -> None:
+    """Build the plan once against a placeholder run dir: what raises does so before any file
+    exists (a bad ulimit, an unknown version), as a BadInput rather than a traceback."""
+    placeholder = paths.runs_dir() / "<run>"
+    try:
+        build_plan(
+            preset,
+            run_dir=placeholder,
+            transformers_version=transformers_version,
+            preset_ref=str(placeholder / PRESET),
+        )
+    except TrainwizError:
+        raise
+    except (ValueError, TypeError, KeyError, OSError) as exc:
+        raise BadInput(f"preset {preset.name}: cannot build its plan: {exc}") from exc
+
+
 def launch(
     preset: Preset,
     *,
@@ -300,11 +306,15 @@ def launch(
     """Start a run; returns once the watcher has taken it over (or the run already ended)."""
     preset = apply_mirrors(preset)  # mirrors: auto/cn/custom are probed once, the choice written in
     preflight(resolve_preset(preset, None))
-    run_dir = create_run_dir(preset.name, preset.launch.runner)
+    _check_plan(preset, transformers_version)
+    me = os.getpid()
+    run_dir = create_run_dir(
+        preset.name, preset.launch.runner, launcher_pid=me, launcher_start=start_time(me)
+    )
     try:
         resolved = resolve_preset(preset, run_dir)
         # The record is redacted; the watcher's prepare steps read the real one (0600).
-        (run_dir / PRESET).write_text(preset_to_yaml(redact_preset(resolved)), encoding="utf-8")
+        write_private(run_dir / PRESET, preset_to_yaml(redact_preset(resolved)))
         prepare_file = write_secret_preset(run_dir, resolved)
         write_mirrors_json(run_dir, resolved)
         plan = build_plan(
@@ -316,11 +326,26 @@ def launch(
         write_json(run_dir / PLAN, plan.to_dict())
         if preset.launch.entry == "trainwiz":
             copy_entry(run_dir)
-        write_json(run_dir / LAUNCH, launch_spec(resolved, plan, run_dir, prepare, prepare_file))
-    except (BadInput, TrainwizError):
-        shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: leave no half run behind
-        raise
-    start_watcher(run_dir)
+        with PortLock():
+            spec = launch_spec(
+                resolved, plan, run_dir, prepare, claimed_ports(run_dir), prepare_file
+            )
+            write_json(run_dir / LAUNCH, spec)
+            update_status(run_dir, master_port=chosen_port(spec))
+    except BaseException as exc:
+        remove_run_dir(run_dir)  # nothing started: leave no half run behind
+        if isinstance(exc, (TrainwizError, KeyboardInterrupt)) or not isinstance(exc, Exception):
+            raise
+        raise TrainwizError(
+            f"launch failed before the run started: {type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        start_watcher(run_dir)
+    except OSError as exc:
+        update_status(
+            run_dir, state="failed", cause="watcher", message=f"cannot start the watcher: {exc}"
+        )
+        raise TrainwizError(f"cannot start the watcher of run {run_dir.name}: {exc}") from exc
     deadline = time.monotonic() + ack_timeout
     status = read_status(run_dir)
     while time.monotonic() < deadline:
@@ -329,8 +354,11 @@ def launch(
             break
         time.sleep(0.05)
     else:
-        raise TrainwizError(
-            f"the watcher of run {run_dir.name} did not start within {ack_timeout:.0f} s: "
-            f"see {run_dir / 'watcher.log'}"
+        message = (
+            f"the watcher did not start within {ack_timeout:.0f} s: see {run_dir / 'watcher.log'}"
         )
-    return LaunchResult(run_id=run_dir.name, run_dir=run_dir, status=status)
+        update_status(
+            run_dir, state="failed", cause="watcher", ended_at=time.time(), message=message
+        )
+        raise TrainwizError(f"run {run_dir.name}: {message}")
+    return LaunchResult(run_id=run_dir.name, run_dir=run_dir, status=status, notes=spec["notes"])

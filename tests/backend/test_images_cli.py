@@ -42,7 +42,18 @@ def test_images_table_on_h200_hides_incompatible(capsys: pytest.CaptureFixture[s
 
 
 def test_no_compatible_image_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["images", "--preset", "vicuna-7b-4xa100-40g", "--driver", "418.67", "--gpu", "7.0", "--no-local"])
+    code = main(
+        [
+            "images",
+            "--preset",
+            "vicuna-7b-4xa100-40g",
+            "--driver",
+            "418.67",
+            "--gpu",
+            "7.0",
+            "--no-local",
+        ]
+    )
     assert code == 1
     assert "no compatible image" in capsys.readouterr().out
 

@@ -117,7 +117,9 @@ def test_bin_checkpoint_is_estimated_and_said_so(tmp_path: Path) -> None:
 
 
 def test_placeholders(tmp_path: Path) -> None:
-    home = Path(resolve_placeholders("@home", None))
+    from backend import paths
+
+    home = paths.home()  # "@home" alone is refused (tests/faults/test_input_faults.py)
     assert resolve_placeholders("@home/models/x", None) == str(home / "models" / "x")
     assert resolve_placeholders("@sample", None) == str(SAMPLE_CONVERSATIONS)
     assert resolve_placeholders("@run/output", tmp_path) == str(tmp_path / "output")

@@ -47,7 +47,7 @@ def test_status_roundtrip_and_extra_keys_survive() -> None:
     assert json.loads((run_dir / STATUS).read_text())["monitor_note"] == "kept"
     # Atomic writes leave no temp files behind.
     write_status(run_dir, RunStatus(run_id=run_dir.name, preset="p", runner="docker"))
-    assert sorted(p.name for p in run_dir.iterdir()) == ["status.json", "train.log"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [".reserve", "status.json", "train.log"]
 
 
 def test_find_run_by_id_prefix_suffix_last_and_path() -> None:

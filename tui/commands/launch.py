@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         check_version(args.transformers)  # before any run directory exists
     confirm_risks(preset, args.yes)
     result = launch(preset, prepare=not args.no_prepare, transformers_version=args.transformers)
+    for note in result.notes:
+        print(f"trainwiz: {note}", file=sys.stderr)
     if args.detach:
         if args.json:
             print_json(
@@ -91,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
             _print_failure_hint(status.run_id, summary)
     if status.state == "finished":
         return 0
+    print(
+        f"trainwiz: see what went wrong with 'trainwiz diagnose {status.run_id}'", file=sys.stderr
+    )
     return status.exit_code if status.exit_code not in (None, 0) and status.exit_code > 0 else 1
 
 

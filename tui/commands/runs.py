@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
+from pathlib import Path
 
 from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
 from tui.commands._common import add_json_flag, print_json
@@ -26,7 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     stop.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
     stop.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL"
+        "--timeout",
+        type=_seconds,
+        default=30.0,
+        help="seconds between SIGTERM and SIGKILL (a finite number >= 0)",
     )
     add_json_flag(stop)
     stop.set_defaults(func=run_stop)
@@ -35,6 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     logs.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
     logs.set_defaults(func=run_logs)
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite, non-negative number of seconds (nan, inf, -1 are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}': give a finite number of seconds >= 0")
+    return value
 
 
 def _age(seconds: float | None) -> str:
@@ -63,22 +79,49 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def attach_preset(run_dir: Path) -> tuple[str | None, list[str]]:
+    """The run's preset for the wizard (None when it is unusable) and lines to tell the user;
+    the run's record is refreshed first, so a stuck or corrupt one is resolved before."""
+    from backend.errors import TrainwizError
+    from backend.preset import load_preset
+
+    status = refresh(run_dir)
+    notes = [f"run {status.run_id} {status.state}: {status.message}"]
+    preset: str | None = str(run_dir / "preset.yaml")
+    try:
+        load_preset(str(preset))
+    except (TrainwizError, OSError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        notes.append(f"{preset} unusable ({first}); the default preset is shown")
+        preset = None
+    return preset, notes
+
+
 def run_attach(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
     from tui.app import run_wizard
 
-    preset = run_dir / "preset.yaml"
-    return run_wizard(preset=str(preset) if preset.is_file() else None, attach=run_dir)
+    preset, notes = attach_preset(run_dir)
+    for line in notes:
+        print(f"trainwiz: {line}", file=sys.stderr)
+    return run_wizard(preset=preset, attach=run_dir)
 
 
 def run_stop(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
     status = stop_run(run_dir, timeout=args.timeout)
+    extra = status.model_extra or {}
+    ended, left = extra.get("ended_processes", 0), extra.get("left_processes", [])
     if args.json:
         print_json(status.model_dump())
     else:
         print(f"{status.run_id}: {status.state} ({status.message})")
-    return 0 if status.final else 1
+        if left:
+            pids = ", ".join(str(p) for p in left)
+            print(f"trainwiz: {len(left)} process(es) of the run still alive: {pids}")
+        else:
+            print(f"trainwiz: {ended} process(es) ended; none of the run is left")
+    return 0 if status.final and not left else 1
 
 
 def run_logs(args: argparse.Namespace) -> int:
