@@ -148,8 +148,28 @@ def test_busy_master_port_is_replaced_said_and_recorded(home: Path, tmp_path: Pa
     assert_nothing_left(run_dir)
 
 
+def _poison_final_norm(model_dir: Path) -> None:
+    """Weights gone NaN, as a diverged checkpoint's are: every logit, so the loss, is NaN.
+
+    (The schema bounds learning_rate, so a preset alone can no longer make a run diverge.)
+    """
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    for shard in model_dir.glob("*.safetensors"):
+        tensors = load_file(shard)
+        if "model.norm.weight" in tensors:
+            tensors["model.norm.weight"] = torch.full_like(
+                tensors["model.norm.weight"], float("nan")
+            )
+            save_file(tensors, shard, metadata={"format": "pt"})
+            return
+    raise AssertionError(f"no model.norm.weight in {model_dir}")
+
+
 def test_non_finite_loss_stops_the_run_with_its_cause(home: Path, tmp_path: Path) -> None:
-    run_dir = launch_detached(short_preset(tmp_path, 200, learning_rate=1.0e15))
+    _poison_final_norm(home / "models" / "tiny-llama")
+    run_dir = launch_detached(short_preset(tmp_path, 200))
     final = wait_final(run_dir, 180)
     log = (run_dir / "train.log").read_text()
     assert final["state"] == "failed", log[-2000:]
