@@ -23,6 +23,7 @@ import tempfile
 import time
 import traceback
 
+import lora
 import torch
 import transformers
 from fastchat.train import train as fastchat_train
@@ -360,6 +361,7 @@ def trainer_kwargs(tokenizer):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     requested = pop_option(argv, "attn_implementation") or "auto"
+    lora_args = lora.pop_lora_args(argv)  # None: full fine-tune (LoRA/QLoRA: lora.py)
     adapt_argv(argv)
     parser = transformers.HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
@@ -383,7 +385,9 @@ def main(argv=None):
         cache_dir=training_args.cache_dir,
         trust_remote_code=model_args.trust_remote_code,
         **attention_kwargs(attn),
+        **lora.load_kwargs(lora_args, training_args),
     )
+    model = lora.wrap(model, lora_args, training_args)
     tokenizer = transformers.AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,
         cache_dir=training_args.cache_dir,
@@ -426,7 +430,10 @@ def main(argv=None):
             trainer.train()
         model.config.use_cache = True
         trainer.save_state()
-        saved_to = save_model(trainer, training_args)
+        if lora_args is not None:
+            saved_to = lora.save_adapter(trainer, lora_args)
+        else:
+            saved_to = save_model(trainer, training_args)
     except BaseException as exc:
         metrics.end(train_runtime=time.time() - started, saved_to=None, ok=False, error=repr(exc))
         if not isinstance(exc, KeyboardInterrupt):
