@@ -80,9 +80,15 @@ def compute_dtype(training_args):
 
 
 def load_kwargs(lora_args, training_args):
-    """Extra ``from_pretrained`` arguments: QLoRA's 4-bit nf4 base on this rank's GPU."""
-    if lora_args is None or not lora_args.q_lora:
+    """Extra ``from_pretrained`` arguments: LoRA's bf16/fp16 base, QLoRA's 4-bit nf4 base."""
+    if lora_args is None:
         return {}
+    if not lora_args.q_lora:
+        # The frozen base in the compute dtype (half of fp32); FastChat's README runs LoRA under
+        # DeepSpeed, whose bf16/fp16 engine casts the model the same way. Adapters stay fp32
+        # (peft's autocast_adapter_dtype).
+        dtype = compute_dtype(training_args)
+        return {} if dtype == torch.float32 else {"torch_dtype": dtype}
     require_qlora()
     if training_args.fsdp or is_zero3(training_args):
         log("warning: FSDP and ZeRO-3 are both incompatible with QLoRA (as in FastChat)")

@@ -145,14 +145,15 @@ def planner_report(
     free_batch: bool = False,
 ) -> tuple[list[str], dict[str, Any]]:
     """Text lines and JSON for ``trainwiz plan``'s estimate (and ``--tune``) section."""
+    from backend.planner.methods import estimate_preset, proposal_lines, propose_methods
     from backend.planner.settings import settings_from_preset
-    from backend.planner.tune import estimate, tune
+    from backend.planner.tune import tune
     from backend.preset.loader import preset_to_yaml
 
     gpu, shape, why = resolve_inputs(preset, gpu_name, config_path)
     if gpu is None or shape is None:
         return [f"estimate: {why}"], {"estimate": None, "reason": why}
-    est = estimate(shape, settings_from_preset(preset), gpu)
+    est = estimate_preset(shape, preset, gpu)  # full (FSDP) or LoRA/QLoRA/ZeRO (methods.py)
     lines = estimate_lines(est, shape, gpu)
     data: dict[str, Any] = {"estimate": estimate_dict(est, shape, gpu)}
     if preset.launch.nnodes > 1:  # the link between nodes (backend/planner/multinode.py)
@@ -164,6 +165,10 @@ def planner_report(
     if do_tune:
         result = tune(preset, gpu, shape, free_batch=free_batch)
         lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))
+        if preset.training.method == "full" and not result.after.memory.fits:
+            proposals = propose_methods(shape, settings_from_preset(preset), gpu)
+            lines += proposal_lines(proposals)
+            data["methods"] = [{"changes": p.changes, "result": p.result_note} for p in proposals]
         data["tune"] = {
             "changes": [
                 {"path": c.path, "old": c.old, "new": c.new, "reason": c.reason}

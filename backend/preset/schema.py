@@ -316,7 +316,6 @@ class LaunchConfig(_Strict):
         return self
 
 
-
 # --- LoRA / QLoRA / DeepSpeed ZeRO (issue 21; backend/entry/lora.py, backend/plan/deepspeed.py) --
 LORA_BIASES = ("none", "all", "lora_only")
 
@@ -430,7 +429,7 @@ class TrainingArgs(_Strict):
 
 def _method_checks(args: TrainingArgs) -> None:
     """LoRA settings without LoRA, and ZeRO next to FSDP or a config path, are contradictions."""
-    if args.method == "full" and "lora" in args.model_fields_set:
+    if args.method == "full" and args.lora != LoraSettings():
         raise ValueError("training.lora is set but training.method is 'full': set method: lora")
     if args.zero is not None and args.fsdp:
         raise ValueError("training.zero and training.fsdp are both set: choose one (remove fsdp)")

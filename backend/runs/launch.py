@@ -20,6 +20,7 @@ from typing import Any
 from backend.entry import copy_entry
 from backend.errors import BadInput, TrainwizError
 from backend.plan import Plan, PlanStep, build_plan
+from backend.plan.deepspeed import write_config as write_deepspeed_config
 from backend.plan.resolve import resolve_preset
 from backend.preset.loader import preset_to_yaml
 from backend.preset.schema import Preset, map_container_path
@@ -306,6 +307,7 @@ def launch(
         write_json(run_dir / PLAN, plan.to_dict())
         if preset.launch.entry == "trainwiz":
             copy_entry(run_dir)
+        write_deepspeed_config(resolved, run_dir)  # training.zero -> deepspeed.json (issue 21)
         write_json(run_dir / LAUNCH, launch_spec(resolved, plan, run_dir, prepare))
     except (BadInput, TrainwizError):
         shutil.rmtree(run_dir, ignore_errors=True)  # nothing started: leave no half run behind

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -18,6 +19,8 @@ from backend.entry import ENTRY_SOURCE, copy_entry, entry_modules
 
 @pytest.fixture(scope="module")
 def entry() -> ModuleType:
+    if str(ENTRY_SOURCE.parent) not in sys.path:  # siblings import as top-level, as torchrun
+        sys.path.insert(0, str(ENTRY_SOURCE.parent))  # puts the script's folder first
     spec = importlib.util.spec_from_file_location("tw_train_entry", ENTRY_SOURCE)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

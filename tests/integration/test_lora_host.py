@@ -26,7 +26,7 @@ from backend.preset.loader import load_preset
 pytestmark = [pytest.mark.training, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 40
+STEPS = 60
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,14 @@ def test_lora_run_saves_an_adapter_that_merges(tiny_model: Path, tmp_path: Path)
     adapter_config = json.loads((output / "adapter_config.json").read_text())
     assert adapter_config["r"] == 16 and adapter_config["lora_alpha"] == 32
     assert set(adapter_config["target_modules"]) == {
-        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+        "lm_head",
     }
     assert not (output / "model.safetensors").exists()  # the adapter, not the full model
 
@@ -95,9 +102,12 @@ def test_lora_run_saves_an_adapter_that_merges(tiny_model: Path, tmp_path: Path)
         [
             sys.executable,
             str(ENTRY_DIR / "merge_lora.py"),
-            "--base", str(home / "models" / "tiny-llama"),
-            "--adapter", str(output),
-            "--out", str(merged),
+            "--base",
+            str(home / "models" / "tiny-llama"),
+            "--adapter",
+            str(output),
+            "--out",
+            str(merged),
         ],
         capture_output=True,
         text=True,
