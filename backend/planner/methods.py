@@ -336,9 +336,12 @@ def proposal_lines(proposals: list[MethodProposal]) -> list[str]:
     """``trainwiz plan --tune`` lines when the full fine-tune cannot fit: what would, and how."""
     if not proposals:
         return []
-    lines = ["# a full fine-tune does not fit; these methods do (training.method, issue 21):"]
+    lines = [
+        "# a full fine-tune does not fit as configured; other methods that do "
+        "(training.method, issue 21):"
+    ]
     for p in proposals:
-        changes = ", ".join(f"{k}: {v}" for k, v in p.changes.items())
+        changes = ", ".join(f"{k}: {v!r}" for k, v in p.changes.items())
         lines.append(
             f"#   {p.method.label():<28} {p.memory.gib(p.memory.total_per_gpu):6.2f} GiB per GPU, "
             f"{p.throughput.tokens_per_s:,.0f} tokens/s, host RAM "

@@ -165,7 +165,7 @@ def planner_report(
     if do_tune:
         result = tune(preset, gpu, shape, free_batch=free_batch)
         lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))
-        if preset.training.method == "full" and not result.after.memory.fits:
+        if preset.training.method == "full" and not result.before.memory.fits:
             proposals = propose_methods(shape, settings_from_preset(preset), gpu)
             lines += proposal_lines(proposals)
             data["methods"] = [{"changes": p.changes, "result": p.result_note} for p in proposals]

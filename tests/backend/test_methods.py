@@ -277,3 +277,30 @@ def test_plan_estimate_of_a_lora_preset_uses_the_lora_model() -> None:
     lines, _data = planner_report(load_preset("vicuna-7b-lora-1x24g"), "4090", None)
     assert "frozen base bf16" in "\n".join(lines)
     assert "FITS" in "\n".join(lines)
+
+
+def test_zero_and_qlora_put_deepspeed_and_bitsandbytes_in_the_environment() -> None:
+    from backend.images.plan import requirement_list
+    from backend.plan.setup_steps import in_container_setup
+
+    zero = parse_preset_text(preset_text("  zero: {stage: 2}\n"))
+    qlora = parse_preset_text(preset_text("  method: qlora\n"))
+    plain = parse_preset_text(preset_text("  method: lora\n"))
+    assert "deepspeed" in requirement_list(zero) and "bitsandbytes" not in requirement_list(zero)
+    assert "bitsandbytes" in requirement_list(qlora)
+    assert not {"deepspeed", "bitsandbytes"} & set(requirement_list(plain))
+    assert "peft" in requirement_list(plain)  # LoRA needs nothing beyond the base set
+    extras = [s for s in in_container_setup(zero) if s.id == "setup-extras"][0]
+    assert "deepspeed" in extras.argv
+
+
+def test_plan_tune_of_a_full_preset_that_cannot_fit_lists_the_methods_that_do() -> None:
+    from backend.planner.report import planner_report
+
+    preset = load_preset("vicuna-7b-4xa100-40g")
+    preset.launch.nproc_per_node = 1
+    lines, data = planner_report(preset, "4090", None, do_tune=True)
+    text = "\n".join(lines)
+    assert "a full fine-tune does not fit as configured" in text
+    assert data["methods"][0]["changes"]["training.method"] == "lora"
+    assert "training.fsdp: " in text  # FSDP is dropped for the single-GPU LoRA run
