@@ -290,7 +290,7 @@ def test_zero_and_qlora_put_deepspeed_and_bitsandbytes_in_the_environment() -> N
     assert "bitsandbytes" in requirement_list(qlora)
     assert not {"deepspeed", "bitsandbytes"} & set(requirement_list(plain))
     assert "peft" in requirement_list(plain)  # LoRA needs nothing beyond the base set
-    extras = [s for s in in_container_setup(zero) if s.id == "setup-extras"][0]
+    extras = next(s for s in in_container_setup(zero) if s.id == "setup-extras")
     assert "deepspeed" in extras.argv
 
 
