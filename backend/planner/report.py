@@ -162,6 +162,11 @@ def planner_report(
         across = scaling(shape, settings_from_preset(preset), gpu)
         lines += scaling_lines(across)
         data["multinode"] = asdict(across)
+    if do_tune and (preset.training.method != "full" or preset.training.zero is not None):
+        do_tune = False  # tune searches FSDP settings; it would "fix" a LoRA/ZeRO run into FSDP
+        lines.append(
+            "# tune: searches full fine-tunes under FSDP only; this preset is planned as is"
+        )
     if do_tune:
         result = tune(preset, gpu, shape, free_batch=free_batch)
         lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))

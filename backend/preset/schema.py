@@ -431,6 +431,11 @@ def _method_checks(args: TrainingArgs) -> None:
     """LoRA settings without LoRA, and ZeRO next to FSDP or a config path, are contradictions."""
     if args.method == "full" and args.lora != LoraSettings():
         raise ValueError("training.lora is set but training.method is 'full': set method: lora")
+    if args.method != "full" and args.fsdp:
+        raise ValueError(
+            f"training.method '{args.method}' with training.fsdp: FastChat's LoRA path shards "
+            "with DeepSpeed, not FSDP; remove fsdp (use training.zero on several GPUs)"
+        )
     if args.zero is not None and args.fsdp:
         raise ValueError("training.zero and training.fsdp are both set: choose one (remove fsdp)")
     if args.zero is not None and args.deepspeed:

@@ -104,6 +104,7 @@ def test_fastchat_entry_runs_fastchats_train_lora_script() -> None:
         ),
         ("  zero: {stage: 2, offload_param: true}\n", "cuda", "training.zero", "stage: 3"),
         ("  method: dora\n", "cuda", "training.method", "full"),
+        ("  method: lora\n  fsdp: full_shard auto_wrap\n", "cuda", "training.fsdp", "remove fsdp"),
     ],
 )
 def test_bad_method_settings_name_the_field_and_the_fix(
@@ -304,3 +305,11 @@ def test_plan_tune_of_a_full_preset_that_cannot_fit_lists_the_methods_that_do() 
     assert "a full fine-tune does not fit as configured" in text
     assert data["methods"][0]["changes"]["training.method"] == "lora"
     assert "training.fsdp: " in text  # FSDP is dropped for the single-GPU LoRA run
+
+
+def test_tune_leaves_a_lora_preset_alone_and_says_so() -> None:
+    from backend.planner.report import planner_report
+
+    lines, data = planner_report(load_preset("vicuna-7b-lora-1x24g"), "4090", None, do_tune=True)
+    assert "tune" not in data
+    assert any("planned as is" in line for line in lines)
