@@ -132,6 +132,27 @@ def wrap(model, lora_args, training_args):
     return model
 
 
+def start_fields(model, lora_args, start_info):
+    """The metrics start line's method fields; for LoRA the FLOPs a step really does.
+
+    Frozen weights get no weight-gradient matmul, so a token costs 4·N (forward + input
+    gradients) instead of 6·N, plus the unchanged attention term: MFU stays honest.
+    """
+    if lora_args is None:
+        return {"method": "full"}
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    seq = start_info["seq_len"]
+    config = model.config
+    attention = 12 * getattr(config, "num_hidden_layers", 0) * getattr(config, "hidden_size", 0)
+    dense = (start_info["flops_per_token"] - attention * seq) / 6
+    return {
+        "method": "qlora" if lora_args.q_lora else "lora",
+        "trainable_params": trainable,
+        "lora_r": lora_args.lora_r,
+        "flops_per_token": 4 * dense + 6 * trainable + attention * seq,
+    }
+
+
 # ---------------------------------------------------------------- save
 
 

@@ -413,6 +413,7 @@ def main(argv=None):
         "torch": torch.__version__,
         "seq_len": training_args.model_max_length,
     }
+    start_info.update(lora.start_fields(model, lora_args, start_info))  # method, LoRA FLOPs
     counter = TokenCounter()
     metrics = MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), counter, start_info)
     trainer = make_trainer_class(counter)(

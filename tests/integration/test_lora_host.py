@@ -80,6 +80,12 @@ def test_lora_run_saves_an_adapter_that_merges(tiny_model: Path, tmp_path: Path)
     # the whole model has ~0.2 M parameters; LoRA r=16 on all 7 projections of 2 layers adds
     # 2*16*(4*(64+64) + 3*(64+176)) = 39 k, the only trainable ones
     assert "trainable of" in (run_dir / "train.log").read_text()
+    start = lines[0]
+    assert start["kind"] == "start" and start["method"] == "lora" and start["lora_r"] == 16
+    assert 0 < start["trainable_params"] < start["n_params"] / 2
+    attention = 12 * 2 * 64 * 256  # 12·L·h·s of the tiny Llama at seq 256
+    # frozen weights do no weight-gradient matmuls: below the full fine-tune's 6·N + attention
+    assert attention < start["flops_per_token"] < 6 * start["n_params"] + attention
 
     output = run_dir / "output"
     assert (output / "adapter_model.safetensors").is_file()
