@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from backend.plan.deepspeed import config_path, config_text
+from backend.plan.deepspeed import config_path, config_text, method_packages
 from backend.plan.hf_flags import training_flags
 from backend.preset.schema import Preset, map_host_path
 
@@ -119,7 +119,8 @@ def build_plan(
                 title=f"Build the {what} once (cached by a hash of its inputs)",
                 argv=["trainwiz", "env", "build", ref],
                 note="FastChat, transformers=="
-                f"{preset.environment.transformers}, {', '.join(preset.environment.extra_packages) or 'no extras'}",
+                f"{preset.environment.transformers}, "
+                f"{', '.join([*preset.environment.extra_packages, *method_packages(preset)]) or 'no extras'}",
             )
         )
     train = _train_step(preset, run_dir, target)
