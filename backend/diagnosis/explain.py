@@ -16,6 +16,14 @@ _EXPLAIN: dict[str, str] = {
     "environment, too many parallel nvcc jobs for the RAM, or CUDA/torch versions that differ.",
     "flash_attn_runtime": "flash-attn is installed but cannot run here: it was built against "
     "another torch (undefined symbol), the GPU is older than Ampere (sm80), or CUDA is too old.",
+    "bitsandbytes_cuda": "QLoRA's 4-bit weights come from bitsandbytes, and it found no usable "
+    "CUDA: a CPU-only bitsandbytes build, a CUDA runtime it cannot load (libcudart), or no GPU "
+    "visible. Install a bitsandbytes wheel matching the image's CUDA, or use training.method: "
+    "lora.",
+    "deepspeed_op_build": "DeepSpeed compiles its ops (CPU-Adam for optimizer offload, fused Adam) "
+    "on first use with ninja and nvcc; the build failed: no nvcc or CUDA_HOME in a -runtime "
+    "image, a CUDA toolkit that differs from torch's, or a missing compiler. Use a -devel image, "
+    "or turn training.zero.offload_optimizer off (no CPU-Adam).",
     "nccl": "An NCCL collective failed or hung. This is usually a symptom: another rank died or "
     "stalled (OOM, a crash, a full /dev/shm), or the network between GPUs/nodes misbehaves.",
     "shm": "Shared memory (/dev/shm) is too small: docker gives containers 64 MB by default, and "

@@ -24,6 +24,7 @@ import time
 import traceback
 
 import kernels
+import lora
 import packing
 import torch
 import transformers
@@ -375,6 +376,7 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     requested = pop_option(argv, "attn_implementation") or "auto"
     pack = packing.pop_options(argv, pop_option)
+    lora_args = lora.pop_lora_args(argv)  # None: full fine-tune (LoRA/QLoRA: lora.py)
     adapt_argv(argv)
     active_kernels = kernels.gate(argv, pop_option, TrainingArguments, torch)
     parser = transformers.HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
@@ -402,7 +404,9 @@ def main(argv=None):
         cache_dir=training_args.cache_dir,
         trust_remote_code=model_args.trust_remote_code,
         **attention_kwargs(attn),
+        **lora.load_kwargs(lora_args, training_args),
     )
+    model = lora.wrap(model, lora_args, training_args)
     tokenizer = transformers.AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,
         cache_dir=training_args.cache_dir,
@@ -434,6 +438,7 @@ def main(argv=None):
         "packing": pack.pack_tokens or training_args.model_max_length if pack.enabled else None,
         **active_kernels,
     }
+    start_info.update(lora.start_fields(model, lora_args, start_info))  # method, LoRA FLOPs
     counter = TokenCounter()
     if pack.enabled:
         counter.nonpad_of = lambda inputs: packing.count_real_tokens(inputs, tokenizer.pad_token_id)
@@ -453,7 +458,10 @@ def main(argv=None):
             trainer.train()
         model.config.use_cache = True
         trainer.save_state()
-        saved_to = save_model(trainer, training_args)
+        if lora_args is not None:
+            saved_to = lora.save_adapter(trainer, lora_args)
+        else:
+            saved_to = save_model(trainer, training_args)
     except BaseException as exc:
         metrics.end(
             train_runtime=time.time() - started, saved_to=None, ok=False, **guards.end_fields(exc)

@@ -20,6 +20,7 @@ from backend.errors import BadInput
 from backend.images.catalog import ImageInfo, describe_ref
 from backend.images.compat import wants_flash_attn
 from backend.images.host import HostGpus, detect_host_gpus
+from backend.plan.deepspeed import method_packages
 from backend.preset.schema import Preset
 
 BASE_PACKAGES = ["accelerate", "peft", "sentencepiece", "protobuf", "einops"]
@@ -175,13 +176,12 @@ def pip_index_args(preset: Preset) -> list[str]:
 
 
 def requirement_list(preset: Preset) -> list[str]:
-    """transformers pin, the base training set, the preset's extras, deepspeed if asked."""
+    """transformers pin, the base training set, the preset's extras, what the method needs."""
     env = preset.environment
     specs = [f"transformers=={env.transformers}", *BASE_PACKAGES]
     for extra in env.extra_packages:
         specs.append(_check_spec(extra, "extra_packages"))
-    if env.deepspeed:
-        specs.append("deepspeed")
+    specs += method_packages(preset)  # deepspeed (ZeRO), bitsandbytes (QLoRA)
     merged: dict[str, str] = {}
     for spec in specs:
         name = project_name(spec)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from backend.errors import BadInput
+from backend.plan.deepspeed import config_path, config_text, method_packages
 from backend.plan.hf_flags import training_flags
 from backend.preset.schema import Preset, map_host_path
 from backend.redact import redact_argv, redact_data, redact_env, redact_text
@@ -142,6 +143,7 @@ def shell_word(value: str) -> str:
 
 
 ENTRY_FILE = "entry/train_entry.py"
+LORA_SCRIPT = "fastchat/train/train_lora.py"
 
 
 def build_plan(
@@ -179,7 +181,8 @@ def build_plan(
                 title=f"Build the {what} once (cached by a hash of its inputs)",
                 argv=["trainwiz", "env", "build", ref],
                 note="FastChat, transformers=="
-                f"{preset.environment.transformers}, {', '.join(preset.environment.extra_packages) or 'no extras'}",
+                f"{preset.environment.transformers}, "
+                f"{', '.join([*preset.environment.extra_packages, *method_packages(preset)]) or 'no extras'}",
             )
         )
     train = _train_step(preset, run_dir, target)
@@ -283,6 +286,8 @@ def _train_step(preset: Preset, run_dir: Path | None, target: str) -> PlanStep:
     if launch.entry == "trainwiz":
         base = run_dir if run_dir is not None else Path("<run_dir>")
         script = str(base / ENTRY_FILE)
+    elif preset.training.method != "full" and "script" not in launch.model_fields_set:
+        script = LORA_SCRIPT  # FastChat's own LoRA/QLoRA trainer (issue 21)
     else:
         script = launch.script
     argv = ["torchrun", f"--nproc_per_node={launch.nproc_per_node}"]
@@ -304,14 +309,19 @@ def _train_step(preset: Preset, run_dir: Path | None, target: str) -> PlanStep:
         model_path=model_path,
         target_transformers=target,
         trainwiz_entry=launch.entry == "trainwiz",
+        deepspeed_config=config_path(run_dir),
     )
     env = dict(launch.env)
     if launch.device == "cpu":
         env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    ds_text = config_text(preset)
+    note = f"DeepSpeed config {config_path(run_dir)}:\n{ds_text.rstrip()}" if ds_text else ""
+    method = "" if preset.training.method == "full" else f" ({preset.training.method})"
     return PlanStep(
         id="train",
         group="train",
-        title=f"Train on {launch.nproc_per_node} process(es) with {launch.entry}",
+        title=f"Train{method} on {launch.nproc_per_node} process(es) with {launch.entry}",
         argv=argv,
         env=env,
+        note=note,
     )

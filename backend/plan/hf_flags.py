@@ -18,6 +18,11 @@ from backend.preset.schema import TrainingArgs
 _ALWAYS = ("data_path", "output_dir")
 # The entry's own options; FastChat's train_mem.py would reject them.
 _ENTRY_ONLY = ("attn_implementation", "packing", "pack_tokens")
+# Preset-only fields turned into other flags: method/lora -> FastChat's train_lora flags,
+# zero -> --deepspeed <generated config> (issue 21).
+_RENDERED_ELSEWHERE = ("method", "lora", "zero")
+# Always written for a LoRA run (FastChat's README command does); the rest when set.
+_LORA_ALWAYS = ("lora_r", "lora_alpha", "lora_dropout")
 
 
 def version_tuple(version: str) -> tuple[int, int, int]:
@@ -52,6 +57,7 @@ def training_flags(
     model_path: str,
     target_transformers: str,
     trainwiz_entry: bool,
+    deepspeed_config: str = "<run_dir>/deepspeed.json",
 ) -> list[str]:
     """``--flag value`` pairs for every field the preset sets, in the schema's (seed's) order."""
     target = version_tuple(target_transformers)
@@ -74,8 +80,33 @@ def training_flags(
             continue
         if name in _ENTRY_ONLY and not trainwiz_entry:
             continue
+        if name in _RENDERED_ELSEWHERE:
+            continue
         value = values[name]
         if value is None:
             continue
         argv += [f"--{flag_name(name, target)}", format_value(value)]
+    argv += lora_flags(args)
+    if args.zero is not None:
+        argv += ["--deepspeed", deepspeed_config]
+    return argv
+
+
+def lora_flags(args: TrainingArgs) -> list[str]:
+    """FastChat's train_lora.py flags: ``--lora_target_modules a b`` (a list), ``--q_lora``."""
+    if args.method == "full":
+        return []
+    lora = args.lora
+    chosen = set(lora.model_fields_set) | set(_LORA_ALWAYS)
+    argv: list[str] = []
+    for name in type(lora).model_fields:
+        if name not in chosen:
+            continue
+        value = getattr(lora, name)
+        if isinstance(value, list):
+            argv += [f"--{name}", *value]
+        else:
+            argv += [f"--{name}", format_value(value)]
+    if args.method == "qlora":
+        argv += ["--q_lora", "True"]
     return argv

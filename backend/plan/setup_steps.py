@@ -7,6 +7,7 @@ keeps that path available (and exact) for users who want it, while ``mode: image
 from __future__ import annotations
 
 from backend.plan.commands import PlanStep
+from backend.plan.deepspeed import method_packages
 from backend.preset.schema import EnvironmentConfig, Preset
 
 # The seed's fix for OOM while saving the FSDP full state dict on torch 2.0.x: move each
@@ -70,8 +71,7 @@ def in_container_setup(preset: Preset) -> list[PlanStep]:
         ["pip", "install", f"transformers=={env.transformers}", *idx],
     )
     extras = list(env.extra_packages)
-    if env.deepspeed and "deepspeed" not in extras:
-        extras.append("deepspeed")
+    extras += [p for p in method_packages(preset) if p not in extras]  # deepspeed, bitsandbytes
     if extras:
         add("setup-extras", "Install extra packages", ["pip", "install", *extras, *idx])
     if env.flash_attn.install != "never":

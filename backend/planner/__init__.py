@@ -13,6 +13,7 @@ from backend.errors import BadInput
 from backend.planner.derived import Derived, count_records, derive
 from backend.planner.gpu import GIB, GpuSpec, gpu_spec
 from backend.planner.memory import MemoryPlan, plan_memory
+from backend.planner.methods import estimate_preset
 from backend.planner.settings import TrainSettings, settings_from_preset
 from backend.planner.shape import ModelShape, shape_for_preset, shape_from_config, shape_from_dir
 from backend.planner.throughput import ThroughputPlan, predict_throughput
@@ -60,6 +61,4 @@ def plan_preset(preset: Any, gpu: GpuSpec, shape: ModelShape | None = None) -> P
             f"model.dir {preset.model.dir}: no config.json to read the model's shape from; "
             "download the model first (trainwiz model) or pass --config PATH/config.json"
         )
-    return PresetPlan(
-        shape=shape, gpu=gpu, estimate=estimate(shape, settings_from_preset(preset), gpu)
-    )
+    return PresetPlan(shape=shape, gpu=gpu, estimate=estimate_preset(shape, preset, gpu))

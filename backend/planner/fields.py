@@ -36,7 +36,7 @@ GROUPS: list[tuple[str, list[str]]] = [
                    "torch_compile"]),
     ("Parallelism and FSDP", ["launch.nproc_per_node", "fsdp",
                               "fsdp_transformer_layer_cls_to_wrap", "fsdp_config", "deepspeed",
-                              "ddp_timeout"]),
+                              "ddp_timeout", "method", "lora", "zero"]),
     ("Checkpointing, eval and logging", ["gradient_checkpointing", "eval_strategy",
                                          "eval_steps", "save_strategy", "save_steps",
                                          "save_total_limit", "logging_steps",
@@ -80,6 +80,9 @@ HELP: dict[str, str] = {
     "fsdp_config": 'JSON, e.g. {"activation_checkpointing": true}',
     "deepspeed": "path to a DeepSpeed config (instead of FSDP)",
     "ddp_timeout": "seconds before a stuck collective fails",
+    "method": "full: train every weight; lora: adapters on a frozen bf16 base; qlora: on 4-bit",
+    "lora": 'JSON, e.g. {"lora_r": 8, "lora_alpha": 16, "lora_target_modules": ["q_proj"]}',
+    "zero": 'DeepSpeed ZeRO instead of FSDP, JSON: {"stage": 3, "offload_optimizer": true}',
     "gradient_checkpointing": "recompute activations in backward: less memory, more compute",
     "eval_strategy": "when to evaluate: no, steps (every eval_steps) or epoch",
     "eval_steps": "evaluate every N steps (or a fraction of total steps when < 1)",
@@ -168,6 +171,8 @@ def current_value(preset: Preset, path: str) -> Any:
 def display_value(value: Any) -> str:
     if value is None:
         return ""
+    if hasattr(value, "model_dump"):  # a nested block (training.lora, training.zero)
+        value = value.model_dump()
     if isinstance(value, dict):
         return json.dumps(value)
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:

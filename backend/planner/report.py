@@ -169,8 +169,9 @@ def planner_report(
     host_ram: int | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Text lines and JSON for ``trainwiz plan``'s estimate (and ``--tune``) section."""
+    from backend.planner.methods import estimate_preset, proposal_lines, propose_methods
     from backend.planner.settings import settings_from_preset
-    from backend.planner.tune import estimate, tune
+    from backend.planner.tune import tune
     from backend.preset.loader import preset_to_yaml
 
     gpu, shape, why = resolve_inputs(preset, gpu_name, config_path)
@@ -179,7 +180,8 @@ def planner_report(
     from backend.planner.realdata import default_dist, dist_from_report
 
     dist = dist_from_report(lengths) if lengths else default_dist()
-    est = estimate(shape, settings_from_preset(preset), gpu, dist, host_ram)
+    # full (FSDP) on the data's real tokens, or LoRA/QLoRA/ZeRO (methods.py)
+    est = estimate_preset(shape, preset, gpu, dist, host_ram)
     lines = estimate_lines(est, shape, gpu)
     data: dict[str, Any] = {"estimate": estimate_dict(est, shape, gpu)}
     if preset.launch.nnodes > 1:  # the link between nodes (backend/planner/multinode.py)
@@ -188,9 +190,18 @@ def planner_report(
         across = scaling(shape, settings_from_preset(preset), gpu)
         lines += scaling_lines(across)
         data["multinode"] = asdict(across)
+    if do_tune and (preset.training.method != "full" or preset.training.zero is not None):
+        do_tune = False  # tune searches FSDP settings; it would "fix" a LoRA/ZeRO run into FSDP
+        lines.append(
+            "# tune: searches full fine-tunes under FSDP only; this preset is planned as is"
+        )
     if do_tune:
         result = tune(preset, gpu, shape, free_batch=free_batch, dist=dist, host_ram=host_ram)
         lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))
+        if preset.training.method == "full" and not result.before.memory.fits:
+            proposals = propose_methods(shape, settings_from_preset(preset), gpu)
+            lines += proposal_lines(proposals)
+            data["methods"] = [{"changes": p.changes, "result": p.result_note} for p in proposals]
         data["tune"] = {
             "changes": [
                 {"path": c.path, "old": c.old, "new": c.new, "reason": c.reason}

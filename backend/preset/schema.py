@@ -482,6 +482,46 @@ class LaunchConfig(_Strict):
         return check_env_keys(value)
 
 
+# --- LoRA / QLoRA / DeepSpeed ZeRO (issue 21; backend/entry/lora.py, backend/plan/deepspeed.py) --
+LORA_BIASES = ("none", "all", "lora_only")
+
+
+class LoraSettings(_Strict):
+    """FastChat's ``train_lora.py`` LoraArguments, same names and defaults (q_lora: method)."""
+
+    lora_r: int = Field(8, ge=1, le=4096, description="adapter rank")
+    lora_alpha: int = Field(16, ge=1, description="scale; the update is alpha / r times BA")
+    lora_dropout: float = Field(0.05, ge=0, lt=1)
+    lora_target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "v_proj"],
+        min_length=1,
+        description="module names that get adapters (Llama: q_proj k_proj v_proj o_proj ...)",
+    )
+    lora_weight_path: str = Field("", description="FastChat's flag; unused by its train_lora")
+    lora_bias: Literal["none", "all", "lora_only"] = "none"
+
+    @field_validator("lora_target_modules")
+    @classmethod
+    def _module_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _matches(r"[A-Za-z_][A-Za-z0-9_.]*", name, "a module name like q_proj")
+        return value
+
+
+class ZeroSettings(_Strict):
+    """DeepSpeed ZeRO instead of FSDP: trainwiz writes the JSON config into the run dir."""
+
+    stage: Literal[2, 3] = Field(3, description="2: shard optimizer+grads; 3: also the weights")
+    offload_optimizer: bool = Field(False, description="Adam states in host RAM (CPU-Adam)")
+    offload_param: bool = Field(False, description="stage 3 only: weights in host RAM")
+
+    @model_validator(mode="after")
+    def _param_offload_needs_stage3(self) -> ZeroSettings:
+        if self.offload_param and self.stage != 3:
+            raise ValueError("offload_param needs stage: 3 (stage 2 keeps every weight on the GPU)")
+        return self
+
+
 class TrainingArgs(_Strict):
     """FastChat's ModelArguments + DataArguments + TrainingArguments, by their flag names.
 
@@ -530,6 +570,12 @@ class TrainingArgs(_Strict):
     fp16: bool = False
     fsdp_config: dict[str, Any] | None = None
     deepspeed: str | None = None
+    # Issue 21: training method and ZeRO (rendered by backend/plan/hf_flags.py, not as-is).
+    method: Literal["full", "lora", "qlora"] = Field(
+        "full", description="full fine-tune, LoRA adapters, or QLoRA (4-bit base, CUDA only)"
+    )
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    zero: ZeroSettings | None = Field(None, description="DeepSpeed ZeRO; None: FSDP or plain DDP")
     seed: int = Field(42, ge=0, le=2**32 - 1)
     dataloader_num_workers: int = Field(0, ge=0, le=1024)
     report_to: str | None = None
@@ -563,6 +609,7 @@ class TrainingArgs(_Strict):
                 f"pack_tokens {self.pack_tokens} is below model_max_length "
                 f"{self.model_max_length}: a conversation must fit one packed row"
             )
+        _method_checks(self)
         return self
 
     @field_validator("fsdp_config")
@@ -628,6 +675,24 @@ class MirrorsConfig(_Strict):
         return self
 
 
+def _method_checks(args: TrainingArgs) -> None:
+    """LoRA settings without LoRA, and ZeRO next to FSDP or a config path, are contradictions."""
+    if args.method == "full" and args.lora != LoraSettings():
+        raise ValueError("training.lora is set but training.method is 'full': set method: lora")
+    if args.method != "full" and args.fsdp:
+        raise ValueError(
+            f"training.method '{args.method}' with training.fsdp: FastChat's LoRA path shards "
+            "with DeepSpeed, not FSDP; remove fsdp (use training.zero on several GPUs)"
+        )
+    if args.zero is not None and args.fsdp:
+        raise ValueError("training.zero and training.fsdp are both set: choose one (remove fsdp)")
+    if args.zero is not None and args.deepspeed:
+        raise ValueError(
+            "training.zero and training.deepspeed are both set: zero writes the config, "
+            "deepspeed points at your own; keep one"
+        )
+
+
 class Preset(_Strict):
     """A whole training job. ``schema`` is the version, so old presets can be migrated."""
 
@@ -662,6 +727,11 @@ class Preset(_Strict):
             )
         if self.launch.device == "cpu" and (self.training.bf16 or self.training.tf32):
             raise ValueError("launch.device 'cpu' cannot use bf16/tf32: set them to false")
+        if self.launch.device == "cpu" and self.training.method == "qlora":
+            raise ValueError(
+                "training.method 'qlora' needs a CUDA GPU (bitsandbytes 4-bit weights): "
+                "use method: lora on launch.device 'cpu', or launch.device: cuda"
+            )
         return self
 
     def model_path_for_trainer(self) -> str:

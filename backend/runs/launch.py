@@ -23,6 +23,7 @@ from backend.errors import BadInput, TrainwizError
 from backend.mirrors import apply_mirrors
 from backend.mirrors.record import write_mirrors_json
 from backend.plan import Plan, PlanStep, build_plan
+from backend.plan.deepspeed import write_config as write_deepspeed_config
 from backend.plan.resolve import resolve_preset
 from backend.preset.loader import preset_to_yaml
 from backend.preset.schema import Preset, map_container_path
@@ -326,6 +327,7 @@ def launch(
         write_json(run_dir / PLAN, plan.to_dict())
         if preset.launch.entry == "trainwiz":
             copy_entry(run_dir)
+        write_deepspeed_config(resolved, run_dir)  # training.zero -> deepspeed.json (issue 21)
         with PortLock():
             spec = launch_spec(
                 resolved, plan, run_dir, prepare, claimed_ports(run_dir), prepare_file

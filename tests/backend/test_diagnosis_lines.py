@@ -36,6 +36,22 @@ LINES = [
         "error: the package flash_attn seems to be not installed.",
         "flash_attn_runtime",
     ),
+    (
+        "RuntimeError: CUDA Setup failed despite GPU being available. Please run the following "
+        "command to get more information:",
+        "bitsandbytes_cuda",
+    ),
+    (
+        "UserWarning: The installed version of bitsandbytes was compiled without GPU support. "
+        "8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.",
+        "bitsandbytes_cuda",
+    ),
+    ("RuntimeError: Error building extension 'cpu_adam'", "deepspeed_op_build"),
+    (
+        "deepspeed.ops.op_builder.builder.MissingCUDAException: CUDA_HOME does not exist, unable "
+        "to compile CUDA op(s)",
+        "deepspeed_op_build",
+    ),
     ("  ERROR: Failed building wheel for flash-attn", "flash_attn_build"),
     (
         "      OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -18,7 +19,6 @@ from backend.entry import ENTRY_SOURCE, copy_entry, entry_modules
 
 @pytest.fixture(scope="module")
 def entry() -> ModuleType:
-    import sys
 
     # torchrun puts the script's folder first on sys.path: the siblings import as top-level.
     if str(ENTRY_SOURCE.parent) not in sys.path:
@@ -34,7 +34,6 @@ def entry() -> ModuleType:
 def test_entry_imports_only_stdlib_torch_transformers_fastchat(module: Path) -> None:
     """Each file of the entry imports the standard library, the training stack, or a sibling."""
     import ast
-    import sys
 
     tree = ast.parse(module.read_text())
     roots = set()
@@ -45,6 +44,7 @@ def test_entry_imports_only_stdlib_torch_transformers_fastchat(module: Path) -> 
             roots.add(node.module.split(".")[0])
     siblings = {p.stem for p in entry_modules()}
     allowed = {"torch", "transformers", "fastchat", "flash_attn", "liger_kernel", "__future__"}
+    allowed |= {"peft", "deepspeed", "bitsandbytes", "safetensors"}  # LoRA/QLoRA/ZeRO (lora.py)
     assert roots - allowed - siblings <= set(sys.stdlib_module_names)
 
 

@@ -99,7 +99,13 @@ def test_tokens_never_stored() -> None:
 
 def test_list_shipped_has_descriptions() -> None:
     names = dict(list_shipped())
-    assert set(names) == {"tiny-cpu", "vicuna-13b-v1.3-8xa100", "vicuna-7b-4xa100-40g"}
+    assert set(names) == {
+        "tiny-cpu",
+        "tiny-cpu-lora",
+        "vicuna-13b-v1.3-8xa100",
+        "vicuna-7b-4xa100-40g",
+        "vicuna-7b-lora-1x24g",
+    }
     assert all(names.values())
 
 
