@@ -219,6 +219,7 @@ class MetricsCallback(transformers.TrainerCallback):
     def write(self, record):
         if self.rank != 0 or not self.path:
             return
+        record.setdefault("attempt", int(os.environ.get("TRAINWIZ_ATTEMPT", "1")))
         if self.handle is None:
             pathlib.Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self.handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
@@ -360,9 +361,19 @@ def trainer_kwargs(tokenizer):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     requested = pop_option(argv, "attn_implementation") or "auto"
+    save_minutes, eval_split = pop_option(argv, "save_minutes"), pop_option(argv, "eval_split")
     adapt_argv(argv)
     parser = transformers.HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    import checkpoints  # siblings (torchrun puts this folder on sys.path); docs/checkpoints.md
+    import evalsplit
+    import tbreport
+
+    checkpoints.fsdp_state_dict_type(training_args)
+    tbreport.configure(training_args, os.environ.get("TRAINWIZ_METRICS"), log)
+    if eval_split:
+        n_train, n_eval = evalsplit.split_data(data_args, float(eval_split), training_args.seed)
+        log(f"eval_split {eval_split}: {n_train} conversations train, {n_eval} held out")
     fastchat_train.local_rank = training_args.local_rank  # FastChat's rank0_print reads it
     attn = choose_attention(requested)
     log(f"transformers {transformers.__version__}, torch {torch.__version__}, attention {attn}")
@@ -409,30 +420,40 @@ def main(argv=None):
         "torch": torch.__version__,
         "seq_len": training_args.model_max_length,
     }
+    resume = checkpoints.resume_point(training_args.output_dir, log)
+    start_info["resumed_from"] = int(resume.rsplit("-", 1)[1]) if resume else None
     counter = TokenCounter()
     metrics = MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), counter, start_info)
+    attempt = int(os.environ.get("TRAINWIZ_ATTEMPT", "1"))
+    saver = checkpoints.make_checkpoint_callback(transformers, torch)(
+        training_args, float(save_minutes) if save_minutes else None, attempt
+    )
+    evals = evalsplit.make_eval_callback(transformers)(metrics.write)
     trainer = make_trainer_class(counter)(
         model=model,
         args=training_args,
-        callbacks=[metrics],
+        callbacks=[metrics, saver, evals],
         **trainer_kwargs(tokenizer),
         **data_module,
     )
     started = time.time()
     try:
-        if list(pathlib.Path(training_args.output_dir).glob("checkpoint-*")):
-            trainer.train(resume_from_checkpoint=True)
-        else:
-            trainer.train()
+        if resume:
+            log(f"resuming from {resume} (attempt {attempt})")
+        result = trainer.train(resume_from_checkpoint=resume)
+        if trainer.eval_dataset is not None and evals.last_step != trainer.state.global_step:
+            trainer.evaluate()  # the summary's eval loss is the final model's
         model.config.use_cache = True
         trainer.save_state()
+        checkpoints.full_state_dict_for_final_save(trainer)
         saved_to = save_model(trainer, training_args)
     except BaseException as exc:
         metrics.end(train_runtime=time.time() - started, saved_to=None, ok=False, error=repr(exc))
         if not isinstance(exc, KeyboardInterrupt):
             traceback.print_exc()
         raise
-    metrics.end(train_runtime=time.time() - started, saved_to=saved_to, ok=True)
+    losses = {"train_loss": result.training_loss, "eval_loss": evals.last, "best_eval": evals.best}
+    metrics.end(train_runtime=time.time() - started, saved_to=saved_to, ok=True, **losses)
     log(f"model saved to {saved_to}")
 
 

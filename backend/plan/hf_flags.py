@@ -17,7 +17,7 @@ from backend.preset.schema import TrainingArgs
 # Fields rendered even when the preset leaves them at their default: FastChat needs them.
 _ALWAYS = ("data_path", "output_dir")
 # The entry's own options; FastChat's train_mem.py would reject them.
-_ENTRY_ONLY = ("attn_implementation",)
+_ENTRY_ONLY = ("attn_implementation", "save_minutes", "eval_split")
 
 
 def version_tuple(version: str) -> tuple[int, int, int]:

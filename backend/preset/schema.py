@@ -192,6 +192,11 @@ class LaunchConfig(_Strict):
     master_addr: str | None = None
     master_port: int = Field(29500, ge=1, le=65535)
     env: dict[str, str] = Field(default_factory=dict)
+    max_restarts: int = Field(
+        0,
+        ge=0,
+        description="after a crash, resume from the last complete checkpoint up to N times",
+    )
 
 
 class TrainingArgs(_Strict):
@@ -248,8 +253,18 @@ class TrainingArgs(_Strict):
     ddp_timeout: int = Field(1800, gt=0)
     logging_first_step: bool = False
     disable_tqdm: bool | None = None
-    # trainwiz entry only (not a FastChat flag): attention implementation.
+    # trainwiz entry only (not FastChat flags): attention implementation, time-based checkpoints,
+    # a held-out eval split of data_path (docs/checkpoints.md).
     attn_implementation: Literal["auto", "flash_attention_2", "sdpa", "eager"] = "auto"
+    save_minutes: float | None = Field(
+        None, gt=0, description="also checkpoint when this many minutes passed since the last one"
+    )
+    eval_split: float | None = Field(
+        None,
+        gt=0,
+        lt=0.5,
+        description="hold out this fraction of data_path for eval loss (deterministic by seed)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainingArgs:
@@ -277,12 +292,17 @@ class Preset(_Strict):
         if (
             self.training.eval_strategy != "no"
             and not self.training.eval_data_path
+            and not self.training.eval_split
             and self.launch.entry == "trainwiz"
         ):
             raise ValueError(
                 "training.eval_strategy is "
                 f"'{self.training.eval_strategy}' but training.eval_data_path is empty: "
-                "set eval_data_path or eval_strategy: 'no'"
+                "set eval_data_path, eval_split (e.g. 0.05) or eval_strategy: 'no'"
+            )
+        if self.training.eval_split and self.training.eval_data_path:
+            raise ValueError(
+                "training.eval_split and training.eval_data_path are both set: choose one"
             )
         if self.launch.device == "cpu" and (self.training.bf16 or self.training.tf32):
             raise ValueError("launch.device 'cpu' cannot use bf16/tf32: set them to false")

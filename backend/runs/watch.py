@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from backend.runs.resume import run_attempts
 from backend.runs.rundir import LAUNCH, LOG, STOP_REQUEST, read_status, update_status
 
 
@@ -94,10 +95,17 @@ def watch(run_dir: Path) -> int:
                     return _finish(run_dir, log, state, code, message)
             if stop_requested(run_dir):
                 return _finish(run_dir, log, "stopped", None, "stopped before training started")
-            if spec["runner"] == "host":
-                code = run_host_step(run_dir, spec["train"], log, train=True)
-            else:
-                code = run_docker(run_dir, spec, log)
+            code = run_attempts(  # resumes after a crash up to launch.max_restarts times
+                run_dir,
+                spec,
+                log,
+                lambda s: (
+                    run_host_step(run_dir, s["train"], log, train=True)
+                    if s["runner"] == "host"
+                    else run_docker(run_dir, s, log)
+                ),
+                lambda c: _final_state(run_dir, c),
+            )
             state, message = _final_state(run_dir, code)
             failed_step = read_status(run_dir).step
             if state == "failed" and failed_step not in (None, "train", "container"):
