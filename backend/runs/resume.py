@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from backend.entry.checkpoints import complete_checkpoints
 from backend.errors import BadInput
@@ -34,6 +34,9 @@ from backend.runs.rundir import (
     read_status,
     update_status,
 )
+
+if TYPE_CHECKING:
+    from backend.diagnosis.model import Fix
 
 ATTEMPTS = "attempts.json"
 _CAUSE_BYTES = 4 << 20  # the tail of one attempt's log that the classifier reads
@@ -94,6 +97,15 @@ def max_restarts(run_dir: Path) -> int:
         return 0
 
 
+def _nnodes(run_dir: Path) -> int:
+    from backend.preset.loader import load_preset
+
+    try:
+        return int(load_preset(run_dir / PRESET).launch.nnodes)
+    except Exception:
+        return 1
+
+
 def begin_attempt(run_dir: Path, how: str) -> dict[str, Any]:
     """Record the start of an attempt; a pending one (from ``trainwiz resume``) is reused."""
     attempts = read_attempts(run_dir)
@@ -142,12 +154,17 @@ def _diagnosed_cause(run_dir: Path, offset: int) -> str | None:
     return f"{top.category}: {top.title}" if top is not None else None
 
 
-def attempt_spec(spec: dict[str, Any], attempt: int) -> dict[str, Any]:
-    """launch.json with ``TRAINWIZ_ATTEMPT`` in the training's environment."""
+def attempt_spec(spec: dict[str, Any], attempt: int, nnodes: int = 1) -> dict[str, Any]:
+    """launch.json with ``TRAINWIZ_ATTEMPT`` in the training's environment; a later attempt of
+    a single-node host run also gets a free rendezvous port (the launch's may be taken now)."""
+    from backend.runs.launch import _free_master_port
+
     out = copy.deepcopy(spec)
     env = {"TRAINWIZ_ATTEMPT": str(attempt)}
     if out.get("train"):
         out["train"]["env"] = {**out["train"].get("env", {}), **env}
+        if attempt > 1:
+            out["train"]["argv"] = _free_master_port(out["train"]["argv"], nnodes, [])
     if out.get("docker"):
         out["docker"]["environment"] = {**out["docker"].get("environment", {}), **env}
     for step in out.get("exec", []):
@@ -171,7 +188,7 @@ def run_attempts(
         number = int(record["attempt"])
         if number > 1:
             _note(log, f"attempt {number}: resuming from step {record.get('resumed_from')}")
-        code = train_once(attempt_spec(spec, number))
+        code = train_once(attempt_spec(spec, number, _nnodes(run_dir)))
         state, message = final_state(code)
         end_attempt(run_dir, number, code, message)
         if state != "failed" or (run_dir / STOP_REQUEST).exists():
@@ -273,4 +290,19 @@ def resume(run_dir: Path, ack_timeout: float = 15.0) -> dict[str, Any]:
     raise TrainwizError(
         f"the watcher of run {run_dir.name} did not start within {ack_timeout:.0f} s: "
         f"see {run_dir / 'watcher.log'}"
+    )
+
+
+def resume_fix(run_dir: Path) -> Fix | None:
+    """The diagnosis's way out when a run can resume: its last complete checkpoint is kept, so
+    a fix that needs no preset change costs minutes (``trainwiz resume``), not a relaunch."""
+    from backend.diagnosis.model import Fix
+
+    latest = latest_checkpoint(run_dir)
+    if latest is None:
+        return None
+    return Fix(
+        f"Resume from checkpoint-{latest[0]}: trainwiz resume {run_dir.name}",
+        f"the run continues at step {latest[0]} with its optimizer and data order, instead of "
+        "a relaunch from step 0",
     )

@@ -39,10 +39,11 @@ LOSS_TOL = 1e-5
 PARAM_TOL = 1e-5
 
 
-def preset_file(tmp_path: Path, name: str, **launch: object) -> Path:
+def preset_file(tmp_path: Path, name: str, report_to: str = "none", **launch: object) -> Path:
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["name"] = name
     data["launch"].update(launch)
+    data["training"]["report_to"] = report_to
     data["training"].update(
         max_steps=60,
         save_strategy="steps",
@@ -150,7 +151,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> Non
 
 
 def test_max_restarts_resumes_once_by_itself(tmp_path: Path) -> None:
-    run_dir = launch(preset_file(tmp_path, "restarts", max_restarts=1))
+    run_dir = launch(preset_file(tmp_path, "restarts", "tensorboard", max_restarts=1))
     kill_after_checkpoint(run_dir)
     final = wait_state(run_dir.name, FINAL)
     assert final["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
@@ -161,6 +162,9 @@ def test_max_restarts_resumes_once_by_itself(tmp_path: Path) -> None:
     steps, _ = continued_series(read_events(run_dir / "metrics.jsonl"))
     assert [s.step for s in steps] == list(range(1, 61))
     assert "restart 1 of 1" in (run_dir / "train.log").read_text()
+    # report_to tensorboard: the Trainer's event files, in the run dir, one folder for all attempts
+    events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    assert len(events) == 2 and all(e.stat().st_size > 0 for e in events)
 
 
 def test_resume_refuses_a_run_without_checkpoint(tmp_path: Path) -> None:
