@@ -14,7 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from backend.monitor.metrics import MetricsEvent, RunEnd, RunStart, StepRecord, finite
+from backend.monitor.metrics import (
+    EvalRecord,
+    MetricsEvent,
+    RunEnd,
+    RunStart,
+    StepRecord,
+    finite,
+)
 from backend.monitor.series import MinMaxSeries, Spike, SpikeDetector
 
 
@@ -54,6 +61,7 @@ class MetricsView:
     spike_total: int
     points: int
     nonfinite_loss_steps: tuple[int, ...] = ()
+    eval_loss: tuple[list[float], list[float]] = ([], [])  # (steps, eval losses), one per eval
 
 
 @dataclass
@@ -70,6 +78,7 @@ class RunTracker:
     grad_norm: MinMaxSeries = field(init=False)
     spikes: SpikeDetector = field(default_factory=SpikeDetector, init=False)
     nonfinite_loss: deque[int] = field(default_factory=lambda: deque(maxlen=50), init=False)
+    evals: dict[int, float] = field(default_factory=dict, init=False)  # step -> eval loss
     _recent: deque[StepRecord] = field(default_factory=deque, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -88,6 +97,8 @@ class RunTracker:
                 self.end = ev
             elif isinstance(ev, StepRecord):
                 self._step(ev)
+            elif isinstance(ev, EvalRecord) and math.isfinite(ev.eval_loss):
+                self.evals[ev.step] = ev.eval_loss  # a resumed attempt's eval replaces the old
         return n
 
     def _step(self, rec: StepRecord) -> None:
@@ -174,6 +185,10 @@ class RunTracker:
             spike_total=self.spikes.total,
             points=self.loss.count,
             nonfinite_loss_steps=tuple(self.nonfinite_loss),
+            eval_loss=(
+                [float(k) for k in sorted(self.evals)],
+                [self.evals[k] for k in sorted(self.evals)],
+            ),
         )
 
 

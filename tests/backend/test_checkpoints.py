@@ -141,3 +141,19 @@ def test_entry_only_options_reach_only_the_trainwiz_entry() -> None:
     assert ours[ours.index("--eval_split") + 1] == "0.05"
     assert ours[ours.index("--save_minutes") + 1] == "30"
     assert "--eval_split" not in theirs and "--save_minutes" not in theirs
+
+
+def test_the_monitor_view_carries_eval_points_beside_train_loss() -> None:
+    from backend.monitor.tracker import RunTracker
+
+    tracker = RunTracker("metrics")
+    lines = [{"kind": "step", "step": i, "loss": 3.0 - i / 10} for i in range(1, 5)]
+    lines += [
+        {"kind": "eval", "step": 2, "eval_loss": 2.9},
+        {"kind": "eval", "step": 4, "eval_loss": 2.7},
+    ]
+    lines += [{"kind": "eval", "step": 4, "eval_loss": 2.6}]  # a resumed attempt's, same step
+    tracker.update([e for e in (event_from_json(x) for x in lines) if e is not None])
+    view = tracker.view()
+    assert view.eval_loss == ([2.0, 4.0], [2.9, 2.6])
+    assert view.loss[0] == [1.0, 2.0, 3.0, 4.0]

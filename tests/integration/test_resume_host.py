@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,10 +40,23 @@ LOSS_TOL = 1e-5
 PARAM_TOL = 1e-5
 
 
-def preset_file(tmp_path: Path, name: str, report_to: str = "none", **launch: object) -> Path:
+def free_port() -> int:
+    """tiny-cpu's fixed rendezvous port is shared by every test run on this machine."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def preset_file(
+    tmp_path: Path, name: str, report_to: str = "none", *, plain: bool = False, **launch: object
+) -> Path:
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["name"] = name
-    data["launch"].update(launch)
+    data["launch"].update(launch, master_port=free_port())
+    if plain:  # the shipped preset as it is (but for the port)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
     data["training"]["report_to"] = report_to
     data["training"].update(
         max_steps=60,
@@ -168,9 +182,9 @@ def test_max_restarts_resumes_once_by_itself(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_a_run_without_checkpoint(tmp_path: Path) -> None:
-    data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
+    preset = preset_file(tmp_path, "nock", plain=True)
+    data = yaml.safe_load(preset.read_text())
     data["training"]["max_steps"] = 5  # save_strategy "no": nothing to resume from
-    preset = tmp_path / "nock.yaml"
     preset.write_text(yaml.safe_dump(data))
     run_dir = launch(preset)
     assert wait_state(run_dir.name, FINAL)["state"] == "finished"
@@ -182,7 +196,7 @@ def test_resume_refuses_a_run_without_checkpoint(tmp_path: Path) -> None:
 
 
 def test_chat_and_export_of_a_finished_run(tmp_path: Path) -> None:
-    run_dir = launch(ROOT / "presets" / "tiny-cpu.yaml")
+    run_dir = launch(preset_file(tmp_path, "tiny-cpu", plain=True))
     assert wait_state(run_dir.name, FINAL)["state"] == "finished"
 
     out = json.loads(cli("chat", run_dir.name, "--prompt", "What is 2+2?", "--json").stdout)
