@@ -165,7 +165,12 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> Non
 
 
 def test_max_restarts_resumes_once_by_itself(tmp_path: Path) -> None:
-    run_dir = launch(preset_file(tmp_path, "restarts", "tensorboard", max_restarts=1))
+    preset = preset_file(tmp_path, "restarts", "tensorboard", max_restarts=1)
+    data = yaml.safe_load(preset.read_text())
+    # Checkpoints by the clock only (save_minutes; save_strategy "no"): 0.6 s apart.
+    data["training"].update(save_strategy="no", save_minutes=0.01)
+    preset.write_text(yaml.safe_dump(data))
+    run_dir = launch(preset)
     kill_after_checkpoint(run_dir)
     final = wait_state(run_dir.name, FINAL)
     assert final["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
@@ -176,6 +181,8 @@ def test_max_restarts_resumes_once_by_itself(tmp_path: Path) -> None:
     steps, _ = continued_series(read_events(run_dir / "metrics.jsonl"))
     assert [s.step for s in steps] == list(range(1, 61))
     assert "restart 1 of 1" in (run_dir / "train.log").read_text()
+    kept = [p for p in (run_dir / "output").glob("checkpoint-*") if (p / MARKER).is_file()]
+    assert len(kept) == 2  # save_total_limit, with time-based saves too
     # report_to tensorboard: the Trainer's event files, in the run dir, one folder for all attempts
     events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert len(events) == 2 and all(e.stat().st_size > 0 for e in events)
