@@ -300,6 +300,13 @@ class Preset(_Strict):
                 f"'{self.training.eval_strategy}' but training.eval_data_path is empty: "
                 "set eval_data_path, eval_split (e.g. 0.05) or eval_strategy: 'no'"
             )
+        if self.launch.entry != "trainwiz":
+            for name in ("eval_split", "save_minutes"):
+                if getattr(self.training, name) is not None:
+                    raise ValueError(
+                        f"training.{name} needs launch.entry 'trainwiz' (FastChat's "
+                        f"train_mem.py has no such option): set entry: trainwiz or drop {name}"
+                    )
         if self.training.eval_split and self.training.eval_data_path:
             raise ValueError(
                 "training.eval_split and training.eval_data_path are both set: choose one"

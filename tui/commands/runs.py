@@ -47,10 +47,11 @@ def _age(seconds: float | None) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from backend.paths import runs_dir
     from backend.results.summary import brief
 
     statuses = list_runs()
-    extra = {s.run_id: brief(find_run(s.run_id)) for s in statuses}
+    extra = {s.run_id: brief(runs_dir() / s.run_id) for s in statuses}
     if args.json:
         print_json([{**s.model_dump(), **extra[s.run_id]} for s in statuses])
         return 0
