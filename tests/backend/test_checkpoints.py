@@ -130,7 +130,7 @@ def test_eval_split_satisfies_eval_strategy_and_excludes_eval_data_path() -> Non
         Preset.model_validate(_preset(eval_split=0.7))
     fastchat_own = _preset(save_minutes=30)
     fastchat_own["launch"]["entry"] = "fastchat-train-mem"
-    with pytest.raises(ValidationError, match="save_minutes needs launch.entry"):
+    with pytest.raises(ValidationError, match=r"save_minutes needs launch\.entry"):
         Preset.model_validate(fastchat_own)
 
 
