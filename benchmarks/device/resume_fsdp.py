@@ -23,7 +23,7 @@ OUT = Path(os.environ.get("OUT_DIR", "/tmp/resume-out"))
 NPROC = int(os.environ.get("NPROC", "1"))
 
 
-def cli(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tui.cli", *args], cwd=ROOT, capture_output=True, text=True,
         timeout=timeout,
@@ -53,7 +53,7 @@ def preset(name: str) -> Path:
     return path
 
 
-def wait_final(run_dir: Path, timeout: float = 300) -> str:
+def wait_final(run_dir: Path, timeout: float = 120) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = json.loads(cli("runs", "--json").stdout)
@@ -78,16 +78,21 @@ def workers(run_dir: Path) -> list[int]:
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     result: dict = {"nproc": NPROC}
+
+    def save() -> None:  # after every stage: a call cut off at its limit still reports
+        (OUT / "summary.json").write_text(json.dumps(result, indent=2, default=str))
+
     t0 = time.monotonic()
     whole = Path(
         json.loads(cli("launch", str(preset("whole")), "--detach", "--json").stdout)["run_dir"]
     )
     result["whole_state"] = wait_final(whole)
     result["whole_s"] = round(time.monotonic() - t0, 1)
+    save()
     broken = Path(
         json.loads(cli("launch", str(preset("broken")), "--detach", "--json").stdout)["run_dir"]
     )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 120
     killed = []
     while time.monotonic() < deadline and not killed:
         if list((broken / "output").glob("checkpoint-*/trainwiz-complete.json")):
@@ -97,6 +102,7 @@ def main() -> None:
         time.sleep(0.05)
     result["killed"] = killed
     result["broken_state"] = wait_final(broken)
+    save()
     result["checkpoint_listing"] = sorted(
         str(p.relative_to(broken / "output")) for p in (broken / "output").glob("checkpoint-*/*")
     )
@@ -104,6 +110,7 @@ def main() -> None:
     result["resume_rc"] = res.returncode
     result["resume_tail"] = res.stderr[-600:]
     result["resumed_state"] = wait_final(broken)
+    save()
 
     from backend.monitor.metrics import RunStart, continued_series, read_events
 
@@ -138,6 +145,7 @@ def main() -> None:
     except Exception as exc:
         result["param_error"] = repr(exc)
     result["attempts"] = json.loads((broken / "attempts.json").read_text())
+    save()
     device = "cpu" if os.environ.get("DRY_CPU") else "cuda"
     chat = cli("chat", broken.name, "--device", device, "--prompt", "Hello!", "--json")
     result["chat"] = chat.stdout[-400:] if chat.returncode == 0 else chat.stderr[-600:]

@@ -7,4 +7,4 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRAINWIZ_HOME=/tmp/tw-resume OUT_DIR=$OUT
 mkdir -p $TRAINWIZ_HOME
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 330 python3 benchmarks/device/resume_fsdp.py
+timeout 320 python3 benchmarks/device/resume_fsdp.py
