@@ -22,6 +22,8 @@ def caption(view: MetricsView | None) -> Text:
     loss = view.summary.last_loss
     t.append("loss ", style="bold")
     t.append(f"{loss:.4f}" if loss is not None else "–")
+    if view.eval_loss[1]:
+        t.append(f" · eval {view.eval_loss[1][-1]:.4f}", style="yellow")
     if view.lr[1]:
         t.append(f" · lr {view.lr[1][-1]:.2e}", style="magenta")
     if view.grad_norm[1]:
@@ -94,6 +96,8 @@ class LossChart(Vertical, can_focus=True):
             return
         xs, ys = view.loss
         plt.plot(xs, ys, marker="braille", color="cyan", label="loss")
+        if view.eval_loss[0]:
+            plt.plot(*view.eval_loss, marker="dot", color="yellow", label="eval")
         if view.lr[0]:
             plt.plot(*view.lr, marker="braille", color="magenta", yside="right", label="lr")
             lo, hi = min(view.lr[1]), max(view.lr[1])

@@ -221,7 +221,7 @@ def needs_for(preset: Preset | None) -> Needs:
     needs.output_dir = host_path(output)
     needs.model_bytes_present = sizing.weights_bytes(needs.model_dir)
     needs.params, needs.params_source = sizing.param_count(preset, needs.model_dir)
-    if training.save_strategy == "no":
+    if training.save_strategy == "no" and not training.save_minutes:
         needs.checkpoints = 0
     else:
         needs.checkpoints = training.save_total_limit

@@ -52,10 +52,14 @@ def _disk_locations(ctx: CheckContext) -> list[tuple[str, Path, int, Step, str]]
         need, how = 0, "size unknown"
         if p:
             kept = needs.checkpoints if needs.checkpoints is not None else 1
-            need = kept * 12 * p + 4 * p
+            # A new checkpoint is complete before the oldest is deleted (docs/checkpoints.md),
+            # so a save briefly holds kept + 1; that peak exceeds kept + the final fp32 model.
+            need = (kept + 1) * 12 * p if kept else 4 * p
             how = (
-                f"{kept} checkpoint(s) × 12 bytes/param (fp32 weights + Adam state) "
-                f"+ final fp32 model, P={p / 1e9:.2f} B"
+                f"{kept} checkpoint(s) kept + 1 being written × 12 bytes/param (fp32 weights + "
+                f"Adam state; FSDP shards sum to the same), P={p / 1e9:.2f} B"
+                if kept
+                else f"final fp32 model only (no checkpoints), P={p / 1e9:.2f} B"
             )
             if needs.checkpoints is None and ctx.judged and needs.save_strategy != "no":
                 how += "; no save_total_limit, so every checkpoint stays: counted one"

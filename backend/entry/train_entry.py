@@ -230,6 +230,7 @@ class MetricsCallback(transformers.TrainerCallback):
     def write(self, record):
         if self.rank != 0 or not self.path:
             return
+        record.setdefault("attempt", int(os.environ.get("TRAINWIZ_ATTEMPT", "1")))
         if self.handle is None:
             pathlib.Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self.handle = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -377,10 +378,20 @@ def main(argv=None):
     requested = pop_option(argv, "attn_implementation") or "auto"
     pack = packing.pop_options(argv, pop_option)
     lora_args = lora.pop_lora_args(argv)  # None: full fine-tune (LoRA/QLoRA: lora.py)
+    save_minutes, eval_split = pop_option(argv, "save_minutes"), pop_option(argv, "eval_split")
     adapt_argv(argv)
     active_kernels = kernels.gate(argv, pop_option, TrainingArguments, torch)
     parser = transformers.HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    import checkpoints  # siblings (torchrun puts this folder on sys.path); docs/checkpoints.md
+    import evalsplit
+    import tbreport
+
+    checkpoints.fsdp_state_dict_type(training_args)
+    tbreport.configure(training_args, os.environ.get("TRAINWIZ_METRICS"), log)
+    if eval_split:
+        n_train, n_eval = evalsplit.split_data(data_args, float(eval_split), training_args.seed)
+        log(f"eval_split {eval_split}: {n_train} conversations train, {n_eval} held out")
     fastchat_train.local_rank = training_args.local_rank  # FastChat's rank0_print reads it
     attn = choose_attention("auto" if pack.enabled else requested)
     if pack.enabled:
@@ -439,28 +450,37 @@ def main(argv=None):
         **active_kernels,
     }
     start_info.update(lora.start_fields(model, lora_args, start_info))  # method, LoRA FLOPs
+    resume = checkpoints.resume_point(training_args.output_dir, log)
+    start_info["resumed_from"] = int(resume.rsplit("-", 1)[1]) if resume else None
     counter = TokenCounter()
     if pack.enabled:
         counter.nonpad_of = lambda inputs: packing.count_real_tokens(inputs, tokenizer.pad_token_id)
     metrics = MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), counter, start_info)
+    attempt = int(os.environ.get("TRAINWIZ_ATTEMPT", "1"))
+    saver = checkpoints.make_checkpoint_callback(transformers, torch)(
+        training_args, float(save_minutes) if save_minutes else None, attempt
+    )
+    evals = evalsplit.make_eval_callback(transformers)(metrics.write)
     trainer = make_trainer_class(counter)(
         model=model,
         args=training_args,
-        callbacks=[metrics],
+        callbacks=[metrics, saver, evals],
         **trainer_kwargs(tokenizer),
         **data_module,
     )
     started = time.time()
     try:
-        if list(pathlib.Path(training_args.output_dir).glob("checkpoint-*")):
-            trainer.train(resume_from_checkpoint=True)
-        else:
-            trainer.train()
+        if resume:
+            log(f"resuming from {resume} (attempt {attempt})")
+        result = trainer.train(resume_from_checkpoint=resume)
+        if trainer.eval_dataset is not None and evals.last_step != trainer.state.global_step:
+            trainer.evaluate()  # the summary's eval loss is the final model's
         model.config.use_cache = True
         trainer.save_state()
         if lora_args is not None:
             saved_to = lora.save_adapter(trainer, lora_args)
         else:
+            checkpoints.full_state_dict_for_final_save(trainer)
             saved_to = save_model(trainer, training_args)
     except BaseException as exc:
         metrics.end(
@@ -472,7 +492,8 @@ def main(argv=None):
         if not isinstance(exc, KeyboardInterrupt):
             traceback.print_exc()
         raise
-    metrics.end(train_runtime=time.time() - started, saved_to=saved_to, ok=True)
+    losses = {"train_loss": result.training_loss, "eval_loss": evals.last, "best_eval": evals.best}
+    metrics.end(train_runtime=time.time() - started, saved_to=saved_to, ok=True, **losses)
     log(f"model saved to {saved_to}")
 
 

@@ -25,6 +25,8 @@ class RunStart:
     attn_implementation: str | None = None
     flops_6n: float | None = None  # 6 x non-embedding params: real-token MFU's FLOPs per token
     packing: int | None = None  # packed row budget, None when FastChat pads
+    attempt: int | None = None
+    resumed_from: int | None = None  # the checkpoint step a resumed attempt started from
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,22 @@ class StepRecord:
     time: float | None = None
     mfu_nonpad: float | None = None  # real (non-pad) tokens/s per GPU x 6N / peak
 
+    attempt: int | None = None
+
     @property
     def real_tokens_per_s(self) -> float | None:
         """The headline: the data's own tokens per second (padding and row filler excluded)."""
         return self.tokens_nonpad_per_s
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One evaluation (``kind: eval`` line): the eval loss at an optimizer step."""
+
+    step: int
+    eval_loss: float
+    attempt: int | None = None
+    time: float | None = None
 
 
 @dataclass(frozen=True)
@@ -61,9 +75,12 @@ class RunEnd:
     train_loss: float | None = None
     samples_per_s: float | None = None
     steps_per_s: float | None = None
+    eval_loss: float | None = None
+    best_eval_loss: float | None = None
+    attempt: int | None = None
 
 
-MetricsEvent = RunStart | StepRecord | RunEnd
+MetricsEvent = RunStart | StepRecord | EvalRecord | RunEnd
 
 
 def _num(v: Any) -> float | None:
@@ -88,9 +105,30 @@ def event_from_json(obj: dict[str, Any]) -> MetricsEvent | None:
             obj.get("attn_implementation"),
             _num(obj.get("flops_6n")),
             _int(obj.get("packing")),
+            _int(obj.get("attempt")),
+            _int(obj.get("resumed_from")),
         )
     if kind == "end":
-        return RunEnd(_num(obj.get("train_runtime")), obj.get("ok"), obj.get("saved_to"))
+        return RunEnd(
+            _num(obj.get("train_runtime")),
+            obj.get("ok"),
+            obj.get("saved_to"),
+            _num(obj.get("train_loss")),
+            eval_loss=_num(obj.get("eval_loss")),
+            best_eval_loss=_num(obj.get("best_eval")),
+            attempt=_int(obj.get("attempt")),
+        )
+    if (
+        kind == "eval"
+        and _int(obj.get("step")) is not None
+        and _num(obj.get("eval_loss")) is not None
+    ):
+        return EvalRecord(
+            int(obj["step"]),
+            float(obj["eval_loss"]),
+            _int(obj.get("attempt")),
+            _num(obj.get("time")),
+        )
     if kind == "step" and _int(obj.get("step")) is not None:
         peak = obj.get("peak_mem_gib")
         return StepRecord(
@@ -113,8 +151,40 @@ def event_from_json(obj: dict[str, Any]) -> MetricsEvent | None:
             else None,
             time=_num(obj.get("time")),
             mfu_nonpad=_num(obj.get("mfu_nonpad")),
+            attempt=_int(obj.get("attempt")),
         )
     return None
+
+
+def continued_series(events: list[MetricsEvent]) -> tuple[list[StepRecord], list[EvalRecord]]:
+    """Steps and evals of a run across its attempts, one per step, in step order.
+
+    A resumed attempt restarts at its checkpoint's step, so the steps the failed attempt ran past
+    that checkpoint appear twice in metrics.jsonl; the later attempt's record is the one the
+    model kept, so it wins. The result is the continuous series a chart draws."""
+    steps: dict[int, StepRecord] = {}
+    evals: dict[int, EvalRecord] = {}
+    for ev in events:
+        if isinstance(ev, StepRecord):
+            steps[ev.step] = ev
+        elif isinstance(ev, EvalRecord):
+            evals[ev.step] = ev
+        elif isinstance(ev, RunStart) and ev.resumed_from is not None:
+            # Everything after the checkpoint belongs to the attempt that failed: drop it.
+            steps = {k: v for k, v in steps.items() if k <= ev.resumed_from}
+            evals = {k: v for k, v in evals.items() if k <= ev.resumed_from}
+    return [steps[k] for k in sorted(steps)], [evals[k] for k in sorted(evals)]
+
+
+def read_events(path: Path) -> list[MetricsEvent]:
+    """Every event of a metrics file, read to its end."""
+    follower = MetricsFollower(path)
+    events: list[MetricsEvent] = []
+    while True:
+        batch = follower.poll()
+        events.extend(batch)
+        if not batch and not follower.behind:
+            return events
 
 
 @dataclass

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from backend.monitor.metrics import (
+    EvalRecord,
     MetricsEvent,
     RunEnd,
     RunStart,
@@ -62,6 +63,7 @@ class MetricsView:
     spike_total: int
     points: int
     nonfinite_loss_steps: tuple[int, ...] = ()
+    eval_loss: tuple[list[float], list[float]] = ([], [])  # (steps, eval losses), one per eval
 
 
 @dataclass
@@ -78,6 +80,7 @@ class RunTracker:
     grad_norm: MinMaxSeries = field(init=False)
     spikes: SpikeDetector = field(default_factory=SpikeDetector, init=False)
     nonfinite_loss: deque[int] = field(default_factory=lambda: deque(maxlen=50), init=False)
+    evals: dict[int, float] = field(default_factory=dict, init=False)  # step -> eval loss
     _recent: deque[StepRecord] = field(default_factory=deque, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -96,6 +99,8 @@ class RunTracker:
                 self.end = ev
             elif isinstance(ev, StepRecord):
                 self._step(ev)
+            elif isinstance(ev, EvalRecord) and math.isfinite(ev.eval_loss):
+                self.evals[ev.step] = ev.eval_loss  # a resumed attempt's eval replaces the old
         return n
 
     def _step(self, rec: StepRecord) -> None:
@@ -184,6 +189,10 @@ class RunTracker:
             spike_total=self.spikes.total,
             points=self.loss.count,
             nonfinite_loss_steps=tuple(self.nonfinite_loss),
+            eval_loss=(
+                [float(k) for k in sorted(self.evals)],
+                [self.evals[k] for k in sorted(self.evals)],
+            ),
         )
 
 

@@ -24,7 +24,8 @@ from backend.preset.schema import LaunchConfig, Preset, TrainingArgs
 Level = Literal["error", "warning", "info"]
 
 GROUPS: list[tuple[str, list[str]]] = [
-    ("Model and data", ["model_name_or_path", "data_path", "eval_data_path", "output_dir",
+    ("Model and data", ["model_name_or_path", "data_path", "eval_data_path", "eval_split",
+                        "output_dir",
                         "cache_dir", "lazy_preprocess", "padding_side", "trust_remote_code"]),
     ("Batch and length", ["per_device_train_batch_size", "gradient_accumulation_steps",
                           "per_device_eval_batch_size", "model_max_length", "num_train_epochs",
@@ -39,7 +40,7 @@ GROUPS: list[tuple[str, list[str]]] = [
                               "ddp_timeout", "method", "lora", "zero"]),
     ("Checkpointing, eval and logging", ["gradient_checkpointing", "eval_strategy",
                                          "eval_steps", "save_strategy", "save_steps",
-                                         "save_total_limit", "logging_steps",
+                                         "save_minutes", "save_total_limit", "logging_steps",
                                          "logging_first_step", "report_to",
                                          "dataloader_num_workers", "disable_tqdm"]),
 ]  # fmt: skip

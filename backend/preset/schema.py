@@ -443,6 +443,12 @@ class LaunchConfig(_Strict):
     master_addr: str | None = None
     master_port: int = Field(29500, ge=1, le=65535)
     env: dict[str, str] = Field(default_factory=dict)
+    max_restarts: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="after a crash, resume from the last complete checkpoint up to N times",
+    )
     # Multi-node (issue 18; docs/multi-node.md).
     scheduler: Literal["local", "ssh", "slurm"] = Field(
         "local", description="local: this machine; ssh: launch.nodes over SSH; slurm: sbatch"
@@ -582,7 +588,8 @@ class TrainingArgs(_Strict):
     ddp_timeout: int = Field(1800, gt=0, le=30 * 86400)
     logging_first_step: bool = False
     disable_tqdm: bool | None = None
-    # trainwiz entry only (not a FastChat flag): attention implementation.
+    # trainwiz entry only (not FastChat flags): attention implementation, time-based checkpoints,
+    # a held-out eval split of data_path (docs/checkpoints.md).
     attn_implementation: Literal["auto", "flash_attention_2", "sdpa", "eager"] = "auto"
     # Throughput on real data (issue 16). packing/pack_tokens are the trainwiz entry's (off by
     # default, so the seed stays the seed); the kernel and compile switches are Hugging Face's
@@ -599,6 +606,18 @@ class TrainingArgs(_Strict):
         False, description="Liger's Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear CE)"
     )
     torch_compile: bool = Field(False, description="torch.compile the model (startup cost)")
+    save_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=10080,
+        description="also checkpoint when this many minutes passed since the last one",
+    )
+    eval_split: float | None = Field(
+        None,
+        gt=0,
+        lt=0.5,
+        description="hold out this fraction of data_path for eval loss (deterministic by seed)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainingArgs:
@@ -713,12 +732,24 @@ class Preset(_Strict):
         if (
             self.training.eval_strategy != "no"
             and not self.training.eval_data_path
+            and not self.training.eval_split
             and self.launch.entry == "trainwiz"
         ):
             raise ValueError(
                 "training.eval_strategy is "
                 f"'{self.training.eval_strategy}' but training.eval_data_path is empty: "
-                "set eval_data_path or eval_strategy: 'no'"
+                "set eval_data_path, eval_split (e.g. 0.05) or eval_strategy: 'no'"
+            )
+        if self.launch.entry != "trainwiz":
+            for name in ("eval_split", "save_minutes"):
+                if getattr(self.training, name) is not None:
+                    raise ValueError(
+                        f"training.{name} needs launch.entry 'trainwiz' (FastChat's "
+                        f"train_mem.py has no such option): set entry: trainwiz or drop {name}"
+                    )
+        if self.training.eval_split and self.training.eval_data_path:
+            raise ValueError(
+                "training.eval_split and training.eval_data_path are both set: choose one"
             )
         if self.training.packing and self.launch.entry != "trainwiz":
             raise ValueError(

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.runs.procs import RUN_ENV, end_processes, start_time
+from backend.runs.resume import run_attempts
 from backend.runs.rundir import (
     FULL_DISK,
     LAUNCH,
@@ -235,10 +236,17 @@ def watch(run_dir: Path) -> int:
             if state == "failed" and finding:
                 message = finding
             return _finish(run_dir, log, state, code, message, cause)
-        if spec["runner"] == "host":
-            code = run_host_step(run_dir, spec["train"], log, train=True)
-        else:
-            code = run_docker(run_dir, spec, log)
+        code = run_attempts(  # resumes after a crash up to launch.max_restarts times
+            run_dir,
+            spec,
+            log,  # type: ignore[arg-type]
+            lambda s: (
+                run_host_step(run_dir, s["train"], log, train=True)
+                if s["runner"] == "host"
+                else run_docker(run_dir, s, log)
+            ),
+            lambda c: final_state(run_dir, c, log)[:2],
+        )
         state, message, cause = final_state(run_dir, code, log)
         try:
             failed_step = read_status(run_dir).step

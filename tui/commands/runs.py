@@ -63,18 +63,27 @@ def _age(seconds: float | None) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from backend.paths import runs_dir
+    from backend.results.summary import brief
+
     statuses = list_runs()
+    extra = {s.run_id: brief(runs_dir() / s.run_id) for s in statuses}
     if args.json:
-        print_json([s.model_dump() for s in statuses])
+        print_json([{**s.model_dump(), **extra[s.run_id]} for s in statuses])
         return 0
     if not statuses:
         print("no runs yet: start one with 'trainwiz launch PRESET'")
         return 0
     width = max(len(s.run_id) for s in statuses)
-    print(f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'STARTED':<12} MESSAGE")
+    head = f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'STARTED':<12} {'EVAL':<7} {'CKPT':<10}"
+    print(head + " MESSAGE")
     for s in statuses:
+        best, ckpt = extra[s.run_id]["best_eval_loss"], extra[s.run_id]["last_checkpoint"]
+        evals = f"{best:.4f}" if best is not None else "-"
+        ckpts = f"ckpt {ckpt}" if ckpt is not None else "-"
         print(
-            f"{s.run_id:<{width}}  {s.state:<9} {s.runner:<7} {_age(s.started_at):<12} {s.message}"
+            f"{s.run_id:<{width}}  {s.state:<9} {s.runner:<7} {_age(s.started_at):<12} "
+            f"{evals:<7} {ckpts:<10} {s.message}"
         )
     return 0
 

@@ -1,0 +1,214 @@
+"""Checkpoints that resume: completeness marker, rotation, time-based saves, FSDP state dict type.
+
+A sibling of ``train_entry.py`` (copied into each run dir, imported there as ``checkpoints``) and
+also importable by the wizard as ``backend.entry.checkpoints``: the part above the training-side
+section imports only the standard library, so ``trainwiz resume``/``runs``/``chat`` share the
+entry's one definition of "a complete checkpoint" (docs/checkpoints.md).
+
+Complete means: the Hugging Face Trainer finished writing ``checkpoint-N`` (weights, optimizer,
+scheduler, RNG, trainer_state.json), every rank got past a barrier, the files were fsynced, and
+only then rank 0 wrote ``trainwiz-complete.json`` atomically (temp + rename). A save killed half
+way leaves a directory without the marker, which resume skips. The Trainer's own rotation runs
+before its ``on_save`` callback, so it could delete the last complete checkpoint while the new
+one has no marker yet; the entry therefore switches it off and rotates here, after the marker,
+keeping the newest ``save_total_limit`` complete checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+MARKER = "trainwiz-complete.json"
+STATE_FILE = "trainer_state.json"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def checkpoint_dirs(output_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """``checkpoint-N`` directories of ``output_dir`` as (N, path), oldest step first."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    found = []
+    for child in root.iterdir():
+        match = _CHECKPOINT.match(child.name)
+        if match and child.is_dir():
+            found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def is_complete(path: Path) -> bool:
+    return (path / MARKER).is_file()
+
+
+def read_marker(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def complete_checkpoints(output_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """Complete checkpoints, oldest first. Without any marker in the folder (checkpoints written
+    by FastChat's own train.py, or before trainwiz had markers) the Trainer's last file,
+    trainer_state.json, is the only evidence there is, so those count."""
+    dirs = checkpoint_dirs(output_dir)
+    marked = [(step, path) for step, path in dirs if is_complete(path)]
+    if marked:
+        return marked
+    return [(step, path) for step, path in dirs if (path / STATE_FILE).is_file()]
+
+
+def latest_complete(output_dir: str | os.PathLike[str]) -> Path | None:
+    complete = complete_checkpoints(output_dir)
+    return complete[-1][1] if complete else None
+
+
+def incomplete_after(output_dir: str | os.PathLike[str], step: int) -> list[Path]:
+    """Checkpoint folders newer than ``step`` that are not complete (a save that was killed)."""
+    done = {path for _, path in complete_checkpoints(output_dir)}
+    return [path for s, path in checkpoint_dirs(output_dir) if s > step and path not in done]
+
+
+def write_marker(path: Path, record: dict[str, Any]) -> None:
+    """fsync every file of the checkpoint, then the marker by temp file + rename."""
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    tmp = path / f".{MARKER}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path / MARKER)
+    dir_fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def rotate(output_dir: str | os.PathLike[str], keep: int, protect: str | None = None) -> list[Path]:
+    """Delete complete (marked) checkpoints beyond the newest ``keep``; never ``protect`` (the
+    best model's checkpoint) and never an unmarked folder (it may not be ours)."""
+    marked = [(s, p) for s, p in checkpoint_dirs(output_dir) if is_complete(p)]
+    doomed = [p for _, p in marked[: max(0, len(marked) - keep)]]
+    removed = []
+    for path in doomed:
+        if protect and Path(protect).resolve() == path.resolve():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+# ---------------------------------------------------------------- training side (torchrun only)
+
+
+def fsdp_state_dict_type(training_args: Any) -> str | None:
+    """FSDP checkpoints are saved SHARDED_STATE_DICT (each rank writes its own shard; nothing is
+    gathered onto one host, which is what runs out of host RAM on 13B at save time) unless the
+    launch env already names a type. accelerate reads FSDP_STATE_DICT_TYPE when the Trainer
+    builds its FSDP plugin, so this runs before the Trainer exists."""
+    if not getattr(training_args, "fsdp", None):
+        return None
+    os.environ.setdefault("FSDP_STATE_DICT_TYPE", "SHARDED_STATE_DICT")
+    return os.environ["FSDP_STATE_DICT_TYPE"]
+
+
+def full_state_dict_for_final_save(trainer: Any) -> None:
+    """The final model must load with from_pretrained: switch the plugin to FULL_STATE_DICT
+    (gathered to rank 0 on CPU) for the last save only; checkpoints stay sharded."""
+    plugin = getattr(getattr(trainer, "accelerator", None), "state", None)
+    plugin = getattr(plugin, "fsdp_plugin", None)
+    if plugin is None or "FULL_STATE_DICT" in str(plugin.state_dict_type):
+        return
+    plugin.state_dict_config = None
+    plugin.optim_state_dict_config = None
+    plugin.set_state_dict_type("FULL_STATE_DICT")
+
+
+def resume_point(output_dir: str, log: Any) -> str | None:
+    """The checkpoint to resume from (the newest complete one), naming any incomplete one."""
+    latest = latest_complete(output_dir)
+    if latest is None:
+        partial = checkpoint_dirs(output_dir)
+        if partial:
+            log(f"no complete checkpoint in {output_dir} ({len(partial)} incomplete): from step 0")
+        return None
+    step = int(latest.name.split("-")[1])
+    for path in incomplete_after(output_dir, step):
+        log(f"{path.name} is incomplete (its save was cut off): ignored, overwritten when reached")
+    return str(latest)
+
+
+def make_checkpoint_callback(transformers: Any, torch: Any) -> Any:
+    """The callback class, built here so that this module imports without transformers."""
+
+    class CheckpointCallback(transformers.TrainerCallback):
+        """Marks finished saves complete, rotates after the marker, saves every N minutes."""
+
+        def __init__(self, training_args: Any, save_minutes: float | None, attempt: int) -> None:
+            self.keep = training_args.save_total_limit
+            training_args.save_total_limit = None  # rotation happens here, after the marker
+            self.save_seconds = save_minutes * 60 if save_minutes else None
+            self.attempt = attempt
+            self.last_save = time.monotonic()
+            self.rank = int(os.environ.get("RANK", "0"))
+
+        def _dist(self) -> bool:
+            return bool(torch.distributed.is_available() and torch.distributed.is_initialized())
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.save_seconds is None or control.should_save:
+                return
+            due = time.monotonic() - self.last_save >= self.save_seconds
+            if self._dist():  # every rank must take the same decision, or the save deadlocks
+                flag = torch.tensor([1.0 if due else 0.0], device=_device(torch))
+                torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+                due = bool(flag.item())
+            if due:
+                control.should_save = True
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if self._dist():
+                torch.distributed.barrier()  # every rank's shard is on disk
+            if self.rank == 0 and path.is_dir():
+                record = {
+                    "step": int(state.global_step),
+                    "max_steps": int(state.max_steps),
+                    "epoch": float(state.epoch or 0.0),
+                    "attempt": self.attempt,
+                    "time": time.time(),
+                    "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+                    "state_dict_type": os.environ.get("FSDP_STATE_DICT_TYPE"),
+                }
+                write_marker(path, record)
+                if self.keep:
+                    rotate(args.output_dir, self.keep, protect=state.best_model_checkpoint)
+            if self._dist():
+                torch.distributed.barrier()
+            self.last_save = time.monotonic()
+
+    return CheckpointCallback
+
+
+def _device(torch: Any) -> Any:
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")

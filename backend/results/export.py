@@ -1,0 +1,85 @@
+"""Export a run's model: safetensors + tokenizer + a README model card, in one folder.
+
+The worker (``worker.py export``, the training side's python) loads the weights, writes them
+with ``save_pretrained(safe_serialization=True)`` and loads the result back with
+AutoModelForCausalLM, the proof that the export is usable. Everything is written into a hidden
+sibling folder first and renamed into place at the end, so ``--to DIR`` is either the whole
+export or untouched; an existing non-empty DIR is refused (trainwiz never overwrites a folder it
+did not create).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backend.errors import BadInput, TrainwizError
+from backend.preset.loader import load_preset
+from backend.preset.schema import Preset, map_container_path
+from backend.results.model_card import render
+from backend.results.summary import run_summary
+from backend.results.weights import WORKER, model_dir, worker_python
+from backend.runs.rundir import PRESET
+
+
+@dataclass
+class ExportResult:
+    to: Path
+    source: Path
+    files: list[str] = field(default_factory=list)
+    n_params: int | None = None
+
+
+def data_file(preset: Preset) -> Path | None:
+    """The training data as a host path (None when only the container sees it)."""
+    path = preset.training.data_path
+    if preset.launch.runner == "docker":
+        mapped = map_container_path(path, preset.container.volumes, preset.launch.workdir)
+        return Path(mapped) if mapped != path else None
+    return Path(preset.launch.workdir or os.getcwd()).expanduser() / Path(path).expanduser()
+
+
+def _check_target(to: Path) -> None:
+    if to.exists() and (not to.is_dir() or any(to.iterdir())):
+        raise BadInput(f"--to {to}: exists and is not empty: choose a new folder")
+    if not to.parent.is_dir():
+        raise BadInput(f"--to {to}: its parent {to.parent} does not exist")
+
+
+def export_run(
+    run_dir: Path, to: Path, *, checkpoint: int | None = None, timeout: float = 1800.0
+) -> ExportResult:
+    to = to.expanduser().absolute()
+    _check_target(to)
+    source = model_dir(run_dir, checkpoint)
+    preset = load_preset(run_dir / PRESET)
+    tmp = to.parent / f".{to.name}.trainwiz-export-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    argv = [worker_python(run_dir), str(WORKER), "export", "--model", str(source), "--to", str(tmp)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-5:])
+            raise TrainwizError(f"export of {source} failed (exit {proc.returncode}): {tail}")
+        report = json.loads(lines[-1])
+        card = render(
+            run_dir.name,
+            preset,
+            run_summary(run_dir),
+            data_file=data_file(preset),
+            source=source,
+            n_params=report.get("n_params"),
+        )
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        if to.exists():
+            to.rmdir()  # empty (checked above)
+        os.replace(tmp, to)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ExportResult(to, source, sorted(p.name for p in to.iterdir()), report.get("n_params"))

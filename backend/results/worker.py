@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""trainwiz results worker: chat with a trained model, or export it as safetensors.
+
+Run by ``trainwiz chat``/``trainwiz export`` with the training side's python (the wizard never
+imports torch), so like the training entry it imports only the standard library, torch,
+transformers and fastchat. It speaks JSON lines on stdout (one object per line; anything else on
+stdout would be a bug, library chatter goes to stderr):
+
+    chat:   stdin  {"prompt": "..."} per line  ->  stdout {"ready": ...} once, then {"reply": ...}
+    export: stdout {"ok": true, "files": [...], "n_params": N}
+
+The chat keeps the conversation (FastChat's template, ``vicuna`` by default: what FastChat's
+train.py formats the training data with), so a reply sees the turns before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+OUT = sys.stdout
+
+
+def emit(record: dict[str, Any]) -> None:
+    OUT.write(json.dumps(record) + "\n")
+    OUT.flush()
+
+
+def pick_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is visible to torch")
+    return requested
+
+
+def load(model_dir: str, device: str) -> tuple[Any, Any]:
+    import torch
+    import transformers
+
+    dtype = torch.float32
+    if device == "cuda":
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, use_fast=False)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype)
+    model.to(device)  # type: ignore[arg-type]
+    model.eval()
+    return model, tokenizer
+
+
+def chat(args: argparse.Namespace) -> None:
+    import torch
+    from fastchat.model.model_adapter import get_conversation_template  # as train.py
+
+    device = pick_device(args.device)
+    model, tokenizer = load(args.model, device)
+    conv = get_conversation_template(args.template)
+    emit({"ready": True, "device": device, "template": conv.name, "model": args.model})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        prompt = json.loads(line).get("prompt", "")
+        conv.append_message(conv.roles[0], prompt)
+        conv.append_message(conv.roles[1], None)
+        inputs = tokenizer(conv.get_prompt(), return_tensors="pt").to(device)
+        with torch.no_grad():
+            output = model.generate(
+                **inputs,
+                max_new_tokens=args.max_new_tokens,
+                min_new_tokens=1,
+                do_sample=args.temperature > 0,
+                temperature=args.temperature if args.temperature > 0 else None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+            )
+        new = output[0][inputs["input_ids"].shape[1] :]
+        reply = tokenizer.decode(new, skip_special_tokens=True).strip()
+        for stop in (conv.sep2, conv.stop_str):
+            if isinstance(stop, str) and stop and stop in reply:
+                reply = reply.split(stop, 1)[0].strip()
+        conv.update_last_message(reply)
+        emit({"reply": reply, "new_tokens": int(new.shape[0])})
+
+
+def export(args: argparse.Namespace) -> None:
+    import transformers
+
+    model, tokenizer = load(args.model, "cpu")
+    model.config.use_cache = True
+    model.save_pretrained(args.to, safe_serialization=True)
+    tokenizer.save_pretrained(args.to)
+    # The proof that the export is usable: it loads back the way users will load it.
+    again = transformers.AutoModelForCausalLM.from_pretrained(args.to)
+    n_params = sum(p.numel() for p in again.parameters())
+    emit({"ok": True, "files": sorted(os.listdir(args.to)), "n_params": n_params})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="trainwiz-results-worker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("chat")
+    c.add_argument("--model", required=True)
+    c.add_argument("--template", default="vicuna", help="as FastChat's train.py: 'vicuna'")
+    c.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    c.add_argument("--max-new-tokens", type=int, default=128)
+    c.add_argument("--temperature", type=float, default=0.0)
+    e = sub.add_parser("export")
+    e.add_argument("--model", required=True)
+    e.add_argument("--to", required=True)
+    args = parser.parse_args(argv)
+    sys.stdout = sys.stderr  # library chatter goes to stderr: stdout (OUT) is the JSON channel
+    try:
+        (chat if args.command == "chat" else export)(args)
+    finally:
+        sys.stdout = OUT
+
+
+if __name__ == "__main__":
+    main()

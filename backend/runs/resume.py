@@ -1,0 +1,311 @@
+"""Attempts of a run: resume from the last complete checkpoint, by hand or after a crash.
+
+A run is one directory and one metrics series however often it is restarted. Each start of the
+training is an *attempt* (1 = the launch), recorded in ``attempts.json`` with how it started
+(launch, resume, auto), the checkpoint step it resumed from, and when it ended, its exit code and
+cause (the watcher's exit message plus the diagnosis classifier's top finding of that attempt's
+part of train.log). The entry resumes on its own from the newest complete checkpoint in
+output_dir (``backend.entry.checkpoints``, the one definition of complete), so an attempt is just
+the run's launch.json executed again with ``TRAINWIZ_ATTEMPT`` set.
+
+``trainwiz resume RUN`` records a pending attempt and starts a new watcher; the watcher's
+``run_attempts`` runs it and, with ``launch.max_restarts: N``, resumes automatically after a
+failure up to N times (never after a stop, never without a complete checkpoint).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from backend.entry.checkpoints import complete_checkpoints
+from backend.errors import BadInput
+from backend.runs.rundir import (
+    LAUNCH,
+    LOG,
+    PRESET,
+    STOP_REQUEST,
+    atomic_write,
+    read_status,
+    update_status,
+)
+
+if TYPE_CHECKING:
+    from backend.diagnosis.model import Fix
+
+ATTEMPTS = "attempts.json"
+_CAUSE_BYTES = 4 << 20  # the tail of one attempt's log that the classifier reads
+
+
+def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads((run_dir / ATTEMPTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return data if isinstance(data, list) else []
+
+
+def _write_attempts(run_dir: Path, attempts: list[dict[str, Any]]) -> None:
+    atomic_write(run_dir / ATTEMPTS, json.dumps(attempts, indent=2) + "\n")
+
+
+def output_dir(run_dir: Path) -> Path | None:
+    """Where the run's trainer writes checkpoints, as a host path (None: only the container
+    can see it)."""
+    from backend.preset.loader import load_preset
+    from backend.preset.schema import map_container_path
+
+    try:
+        preset = load_preset(run_dir / PRESET)
+    except Exception:
+        return None
+    out = preset.training.output_dir
+    if preset.launch.runner == "docker":
+        mapped = map_container_path(out, preset.container.volumes, preset.launch.workdir)
+        return Path(mapped) if mapped != out or not out.startswith("/") else None
+    if os.path.isabs(out):
+        return Path(out)
+    try:
+        cwd = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))["train"]["cwd"]
+    except (OSError, ValueError, KeyError, TypeError):
+        cwd = preset.launch.workdir or os.getcwd()
+    return Path(cwd) / out
+
+
+def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """The run's complete checkpoints (step, path), oldest first."""
+    out = output_dir(run_dir)
+    return complete_checkpoints(out) if out is not None else []
+
+
+def latest_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
+    found = checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def max_restarts(run_dir: Path) -> int:
+    from backend.preset.loader import load_preset
+
+    try:
+        return int(load_preset(run_dir / PRESET).launch.max_restarts)
+    except Exception:
+        return 0
+
+
+def _nnodes(run_dir: Path) -> int:
+    from backend.preset.loader import load_preset
+
+    try:
+        return int(load_preset(run_dir / PRESET).launch.nnodes)
+    except Exception:
+        return 1
+
+
+def begin_attempt(run_dir: Path, how: str) -> dict[str, Any]:
+    """Record the start of an attempt; a pending one (from ``trainwiz resume``) is reused."""
+    attempts = read_attempts(run_dir)
+    latest = latest_checkpoint(run_dir)
+    if attempts and attempts[-1].get("pending"):
+        record = attempts[-1]
+        record.pop("pending", None)
+    else:
+        record = {"attempt": len(attempts) + 1, "how": how if attempts else "launch"}
+        attempts.append(record)
+    record["resumed_from"] = latest[0] if latest and record["attempt"] > 1 else None
+    record["started_at"] = time.time()
+    log = run_dir / LOG
+    record["log_offset"] = log.stat().st_size if log.is_file() else 0
+    _write_attempts(run_dir, attempts)
+    return record
+
+
+def end_attempt(run_dir: Path, number: int, code: int | None, message: str) -> dict[str, Any]:
+    """Record how an attempt ended, with the classifier's name for the failure when it has one."""
+    attempts = read_attempts(run_dir)
+    record = next((a for a in attempts if a.get("attempt") == number), None)
+    if record is None:
+        record = {"attempt": number}
+        attempts.append(record)
+    record.update(ended_at=time.time(), exit_code=code, cause=message)
+    if code not in (0, None):
+        found = _diagnosed_cause(run_dir, int(record.get("log_offset") or 0))
+        if found:
+            record["diagnosis"] = found
+    _write_attempts(run_dir, attempts)
+    return record
+
+
+def _diagnosed_cause(run_dir: Path, offset: int) -> str | None:
+    from backend.diagnosis import diagnose_text
+
+    try:
+        with open(run_dir / LOG, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(offset, size - _CAUSE_BYTES))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    top = diagnose_text(text).top
+    return f"{top.category}: {top.title}" if top is not None else None
+
+
+def attempt_spec(spec: dict[str, Any], attempt: int, nnodes: int = 1) -> dict[str, Any]:
+    """launch.json with ``TRAINWIZ_ATTEMPT`` in the training's environment; a later attempt of
+    a single-node host run also gets a free rendezvous port (the launch's may be taken now)."""
+    from backend.runs.ports import PortLock, claimed_ports, free_master_port
+
+    out = copy.deepcopy(spec)
+    env = {"TRAINWIZ_ATTEMPT": str(attempt)}
+    if out.get("train"):
+        out["train"]["env"] = {**out["train"].get("env", {}), **env}
+        if attempt > 1:  # under the launch's own lock, avoiding ports other runs claimed
+            with PortLock():
+                out["train"]["argv"] = free_master_port(
+                    out["train"]["argv"], nnodes, [], claimed_ports(None)
+                )
+    if out.get("docker"):
+        out["docker"]["environment"] = {**out["docker"].get("environment", {}), **env}
+    for step in out.get("exec", []):
+        if step.get("id") == "train":
+            step["env"] = {**step.get("env", {}), **env}
+    return out
+
+
+def run_attempts(
+    run_dir: Path,
+    spec: dict[str, Any],
+    log: IO[bytes],
+    train_once: Callable[[dict[str, Any]], int],
+    final_state: Callable[[int], tuple[str, str]],
+) -> int:
+    """The watcher's training step: run one attempt, and resume after a failure while
+    ``launch.max_restarts`` allows and a complete checkpoint exists. Returns the last exit code."""
+    record = begin_attempt(run_dir, "launch")
+    limit = max_restarts(run_dir)
+    while True:
+        number = int(record["attempt"])
+        if number > 1:
+            _note(log, f"attempt {number}: resuming from step {record.get('resumed_from')}")
+        code = train_once(attempt_spec(spec, number, _nnodes(run_dir)))
+        state, message = final_state(code)
+        end_attempt(run_dir, number, code, message)
+        if state != "failed" or (run_dir / STOP_REQUEST).exists():
+            return code
+        autos = sum(1 for a in read_attempts(run_dir) if a.get("how") == "auto")
+        if autos >= limit:
+            return code
+        latest = latest_checkpoint(run_dir)
+        if latest is None:
+            _note(log, f"attempt {number} failed ({message}); no complete checkpoint to resume")
+            return code
+        _note(log, f"attempt {number} failed ({message}); restart {autos + 1} of {limit}")
+        update_status(
+            run_dir,
+            state="running",
+            message=f"attempt {number + 1}: resuming from checkpoint-{latest[0]} after {message}",
+        )
+        record = begin_attempt(run_dir, "auto")
+
+
+def _note(log: IO[bytes], text: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    log.write(f"[trainwiz {stamp}] {text}\n".encode())
+    log.flush()
+
+
+def trainer_pids(run_dir: Path) -> list[int]:
+    """Live processes running this run's entry (torchrun and its workers), from /proc."""
+    entry = str(run_dir / "entry" / "train_entry.py").encode()
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if entry in cmdline and state != "Z":
+            pids.append(int(proc.name))
+    return sorted(pids)
+
+
+def prepare_resume(run_dir: Path) -> dict[str, Any]:
+    """Check that the run can resume and record the pending attempt; the caller starts the
+    watcher. Refuses a live run and a run without a complete checkpoint (nothing is changed)."""
+    from backend.runs.control import refresh
+
+    status = refresh(run_dir)
+    if not status.final:
+        raise BadInput(f"run {status.run_id} is {status.state}: stop it first (trainwiz stop)")
+    alive = trainer_pids(run_dir)
+    if alive:  # torchrun's workers run in their own session: one can outlive its torchrun
+        raise BadInput(
+            f"run {status.run_id}: its training process(es) {', '.join(map(str, alive))} are "
+            "still running: stop them first (kill PID), or two trainers would share output_dir"
+        )
+    if not (run_dir / LAUNCH).is_file():
+        raise BadInput(f"run {status.run_id} has no {LAUNCH}: it cannot be started again")
+    latest = latest_checkpoint(run_dir)
+    if latest is None:
+        where = output_dir(run_dir)
+        raise BadInput(
+            f"run {status.run_id}: no complete checkpoint in {where}: nothing to resume from; "
+            f"start it again with 'trainwiz launch {run_dir / PRESET}' (set training.save_steps "
+            "or save_minutes so the next run can resume)"
+        )
+    attempts = read_attempts(run_dir) or [
+        {"attempt": 1, "how": "launch", "ended_at": status.ended_at, "cause": status.message}
+    ]
+    number = int(attempts[-1].get("attempt", len(attempts))) + 1
+    record = {"attempt": number, "how": "resume", "pending": True, "resumed_from": latest[0]}
+    attempts.append(record)
+    _write_attempts(run_dir, attempts)
+    (run_dir / STOP_REQUEST).unlink(missing_ok=True)
+    update_status(
+        run_dir,
+        state="starting",
+        exit_code=None,
+        ended_at=None,
+        started_at=None,  # with watcher_pid None: "being started" to refresh(), not "dead"
+        watcher_pid=None,
+        message=f"attempt {number}: resuming from checkpoint-{latest[0]}",
+    )
+    return record
+
+
+def resume(run_dir: Path, ack_timeout: float = 15.0) -> dict[str, Any]:
+    """``trainwiz resume``: the same run, next attempt, from the last complete checkpoint."""
+    from backend.errors import TrainwizError
+    from backend.runs.launch import start_watcher
+
+    record = prepare_resume(run_dir)
+    start_watcher(run_dir)
+    deadline = time.monotonic() + ack_timeout
+    while time.monotonic() < deadline:
+        status = read_status(run_dir)
+        if status.watcher_pid is not None or status.final:
+            return record
+        time.sleep(0.05)
+    raise TrainwizError(
+        f"the watcher of run {run_dir.name} did not start within {ack_timeout:.0f} s: "
+        f"see {run_dir / 'watcher.log'}"
+    )
+
+
+def resume_fix(run_dir: Path) -> Fix | None:
+    """The diagnosis's way out when a run can resume: its last complete checkpoint is kept, so
+    a fix that needs no preset change costs minutes (``trainwiz resume``), not a relaunch."""
+    from backend.diagnosis.model import Fix
+
+    latest = latest_checkpoint(run_dir)
+    if latest is None:
+        return None
+    return Fix(
+        f"Resume from checkpoint-{latest[0]}: trainwiz resume {run_dir.name}",
+        f"the run continues at step {latest[0]} with its optimizer and data order, instead of "
+        "a relaunch from step 0",
+    )

@@ -1,0 +1,240 @@
+"""Real tiny CPU trainings that crash and resume, then chat and export (issue 19).
+
+The crash is real: the test SIGKILLs the training worker (the python running the run's
+train_entry.py; torchrun starts it in its own session) once a complete checkpoint exists, as the
+kernel's OOM killer would. Resumed runs are compared with an uninterrupted run of the same seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from backend.entry.checkpoints import MARKER
+from backend.monitor.metrics import RunStart, StepRecord, continued_series, read_events
+from backend.runs.resume import trainer_pids
+from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
+    ROOT,
+    cli,
+    home,
+    runs_json,
+    tiny_model,
+    wait_state,
+)
+
+pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
+
+FINAL = ("finished", "failed", "stopped")
+# CPU float32, same seed, same batches: resumed steps repeat the same arithmetic. Measured
+# differences are 0; the tolerance only allows for a different summation order in a BLAS.
+LOSS_TOL = 1e-5
+PARAM_TOL = 1e-5
+
+
+def free_port() -> int:
+    """tiny-cpu's fixed rendezvous port is shared by every test run on this machine."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def preset_file(
+    tmp_path: Path, name: str, report_to: str = "none", *, plain: bool = False, **launch: object
+) -> Path:
+    data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
+    data["name"] = name
+    data["launch"].update(launch, master_port=free_port())
+    if plain:  # the shipped preset as it is (but for the port)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        return path
+    data["training"]["report_to"] = report_to
+    data["training"].update(
+        max_steps=60,
+        save_strategy="steps",
+        save_steps=10,
+        save_total_limit=2,
+        eval_split=0.05,
+        eval_strategy="steps",
+        eval_steps=20,
+        seed=11,
+    )
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def worker_pids(run_dir: Path) -> list[int]:
+    """The training workers (not torchrun itself)."""
+    out = []
+    for pid in trainer_pids(run_dir):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not any(b"torchrun" in a for a in argv[:2]):
+            out.append(pid)
+    return out
+
+
+def kill_after_checkpoint(run_dir: Path, timeout: float = 180) -> int:
+    """SIGKILL the worker as soon as a complete checkpoint exists; return the step it was at."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if list((run_dir / "output").glob(f"checkpoint-*/{MARKER}")):
+            pids = worker_pids(run_dir)
+            if pids:
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                steps = [e.step for e in read_events(run_dir / "metrics.jsonl")
+                         if isinstance(e, StepRecord)]  # fmt: skip
+                return steps[-1] if steps else 0
+        time.sleep(0.02)
+    raise AssertionError(f"no checkpoint in {run_dir} within {timeout} s")
+
+
+def launch(preset: Path) -> Path:
+    out = json.loads(cli("launch", str(preset), "--detach", "--json").stdout)
+    return Path(out["run_dir"])
+
+
+def weights(model_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(model_dir / "model.safetensors"))
+
+
+def losses(run_dir: Path) -> dict[int, float]:
+    steps, _ = continued_series(read_events(run_dir / "metrics.jsonl"))
+    return {s.step: s.loss for s in steps if s.loss is not None}
+
+
+def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    whole = launch(preset_file(tmp_path, "whole"))
+    assert wait_state(whole.name, FINAL)["state"] == "finished"
+
+    broken = launch(preset_file(tmp_path, "broken"))
+    killed_at = kill_after_checkpoint(broken)
+    failed = wait_state(broken.name, FINAL)
+    assert failed["state"] == "failed", failed
+    assert killed_at < 60
+
+    out = cli("resume", broken.name)  # follows the log to the end
+    assert "finished" in out.stderr.splitlines()[-1], out.stderr
+    assert runs_json()[broken.name]["state"] == "finished"
+
+    events = read_events(broken / "metrics.jsonl")
+    starts = [e for e in events if isinstance(e, RunStart)]
+    assert [s.attempt for s in starts] == [1, 2]
+    resumed_from = starts[1].resumed_from
+    assert resumed_from is not None and resumed_from % 10 == 0 and resumed_from <= killed_at
+    steps, evals = continued_series(events)
+    assert [s.step for s in steps] == list(range(1, 61))  # same final step, no gap, no repeat
+    assert {s.attempt for s in steps if s.step > resumed_from} == {2}
+    assert [e.step for e in evals] == [20, 40, 60]
+
+    a, b = losses(whole), losses(broken)
+    assert a.keys() == b.keys()
+    loss_diff = max(abs(a[k] - b[k]) for k in a)
+    wa, wb = weights(whole / "output"), weights(broken / "output")
+    assert wa.keys() == wb.keys()
+    param_diff = max(float((wa[k] - wb[k]).abs().max()) for k in wa)
+    print(f"resumed at step {resumed_from}: max |loss diff| {loss_diff}, |param diff| {param_diff}")
+    assert loss_diff <= LOSS_TOL and param_diff <= PARAM_TOL
+
+    attempts = json.loads((broken / "attempts.json").read_text())
+    assert [(x["attempt"], x["how"]) for x in attempts] == [(1, "launch"), (2, "resume")]
+    assert attempts[0]["exit_code"] not in (0, None) and attempts[0]["cause"]
+    assert attempts[1]["exit_code"] == 0 and attempts[1]["resumed_from"] == resumed_from
+    # save_total_limit 2, rotation after the marker: the two newest, both complete
+    kept = sorted(p.name for p in (broken / "output").glob("checkpoint-*"))
+    assert kept == ["checkpoint-50", "checkpoint-60"]
+    assert all((broken / "output" / k / MARKER).is_file() for k in kept)
+
+    listed = {r["run_id"]: r for r in json.loads(cli("runs", "--json").stdout)}
+    assert listed[broken.name]["last_checkpoint"] == 60
+    assert listed[broken.name]["best_eval_loss"] == min(e.eval_loss for e in evals)
+    assert "ckpt 60" in cli("runs").stdout
+
+
+def test_max_restarts_resumes_once_by_itself(tmp_path: Path) -> None:
+    preset = preset_file(tmp_path, "restarts", "tensorboard", max_restarts=1)
+    data = yaml.safe_load(preset.read_text())
+    # Checkpoints by the clock only (save_minutes; save_strategy "no"): 0.6 s apart.
+    data["training"].update(save_strategy="no", save_minutes=0.01)
+    preset.write_text(yaml.safe_dump(data))
+    run_dir = launch(preset)
+    kill_after_checkpoint(run_dir)
+    final = wait_state(run_dir.name, FINAL)
+    assert final["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
+    attempts = json.loads((run_dir / "attempts.json").read_text())
+    assert [(x["attempt"], x["how"]) for x in attempts] == [(1, "launch"), (2, "auto")]
+    assert attempts[0]["exit_code"] not in (0, None) and attempts[0]["cause"]
+    assert attempts[1]["resumed_from"] and attempts[1]["exit_code"] == 0
+    steps, _ = continued_series(read_events(run_dir / "metrics.jsonl"))
+    assert [s.step for s in steps] == list(range(1, 61))
+    assert "restart 1 of 1" in (run_dir / "train.log").read_text()
+    kept = [p for p in (run_dir / "output").glob("checkpoint-*") if (p / MARKER).is_file()]
+    assert len(kept) == 2  # save_total_limit, with time-based saves too
+    # report_to tensorboard: the Trainer's event files, in the run dir, one folder for all attempts
+    events = list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    assert len(events) == 2 and all(e.stat().st_size > 0 for e in events)
+
+
+def test_resume_refuses_a_run_without_checkpoint(tmp_path: Path) -> None:
+    preset = preset_file(tmp_path, "nock", plain=True)
+    data = yaml.safe_load(preset.read_text())
+    data["training"]["max_steps"] = 5  # save_strategy "no": nothing to resume from
+    preset.write_text(yaml.safe_dump(data))
+    run_dir = launch(preset)
+    assert wait_state(run_dir.name, FINAL)["state"] == "finished"
+    before = (run_dir / "status.json").read_text()
+    proc = cli("resume", run_dir.name, check=False)
+    assert proc.returncode == 2
+    assert "no complete checkpoint" in proc.stderr
+    assert (run_dir / "status.json").read_text() == before  # nothing changed
+
+
+def test_chat_and_export_of_a_finished_run(tmp_path: Path) -> None:
+    run_dir = launch(preset_file(tmp_path, "tiny-cpu", plain=True))
+    assert wait_state(run_dir.name, FINAL)["state"] == "finished"
+
+    out = json.loads(cli("chat", run_dir.name, "--prompt", "What is 2+2?", "--json").stdout)
+    assert out["device"] == "cpu"
+    assert out["turns"][0]["reply"].strip()
+
+    target = tmp_path / "exported"
+    cli("export", run_dir.name, "--to", str(target))
+    names = {p.name for p in target.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.model", "README.md"} <= names
+    card = (target / "README.md").read_text()
+    import hashlib
+
+    data = ROOT / "presets" / "data" / "sample_conversations.json"
+    assert hashlib.sha256(data.read_bytes()).hexdigest() in card
+    assert f"{data.stat().st_size} bytes" in card and "| steps | 150 of 150 |" in card
+    load = (
+        "import sys, transformers; "
+        "m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1]); "
+        "t = transformers.AutoTokenizer.from_pretrained(sys.argv[1], use_fast=False); "
+        "print(type(m).__name__, sum(p.numel() for p in m.parameters()), len(t))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", load, str(target)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "LlamaForCausalLM"
+
+    again = cli("export", run_dir.name, "--to", str(target), check=False)
+    assert again.returncode == 2 and "not empty" in again.stderr
+    missing = cli("chat", run_dir.name, "--checkpoint", "7", "--prompt", "x", check=False)
+    assert missing.returncode == 2 and "checkpoint-7" in missing.stderr

@@ -1,0 +1,53 @@
+"""CLI: `trainwiz chat RUN [--checkpoint N] [--prompt TEXT] [--device auto|cpu|cuda]`.
+
+With ``--prompt`` (repeatable) it prints each reply and exits, for scripts; without, it reads
+prompts from the terminal until an empty line, ^D or ^C. The model lives in a worker process
+started with the training side's python (this process never imports torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from backend.results.chat import ChatSession
+from backend.runs import find_run
+from tui.commands._common import add_json_flag, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("chat", help="talk to a run's model (FastChat's template)")
+    parser.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint-N, not the final")
+    parser.add_argument(
+        "--prompt", action="append", metavar="TEXT", help="ask this and exit (repeatable)"
+    )
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = find_run(args.run)
+    with ChatSession(
+        run_dir, checkpoint=args.checkpoint, device=args.device, max_new_tokens=args.max_new_tokens
+    ) as session:
+        if args.prompt:
+            turns = [{"prompt": p, "reply": session.ask(p)} for p in args.prompt]
+            if args.json:
+                print_json({"model": str(session.model), "device": session.device, "turns": turns})
+            else:
+                for turn in turns:
+                    print(turn["reply"])
+            return 0
+        print(f"chat with {session.model} on {session.device} (empty line to end)", file=sys.stderr)
+        while True:
+            try:
+                prompt = input("you> ")
+            except (EOFError, KeyboardInterrupt):
+                print(file=sys.stderr)
+                return 0
+            if not prompt.strip():
+                return 0
+            print(f"model> {session.ask(prompt)}")

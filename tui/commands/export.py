@@ -1,0 +1,31 @@
+"""CLI: `trainwiz export RUN --to DIR [--checkpoint N] [--json]`: safetensors, tokenizer and a
+README model card (base model, data hash and size, preset, steps, losses, hardware)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from backend.results.export import export_run
+from backend.runs import find_run
+from tui.commands._common import add_json_flag, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "export", help="write a run's model as safetensors + tokenizer + model card"
+    )
+    parser.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    parser.add_argument("--to", required=True, metavar="DIR", help="a new (or empty) folder")
+    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint-N, not the final")
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = export_run(find_run(args.run), Path(args.to), checkpoint=args.checkpoint)
+    if args.json:
+        print_json(result)
+    else:
+        print(f"exported {result.source} to {result.to}: {', '.join(result.files)}")
+    return 0
