@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME|PATH",
         help="open the wizard with this preset loaded (a shipped name or a YAML path)",
     )
+    parser.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help="plan the wizard's memory and Tune for this GPU (a100, h200, ...) on any machine",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"tui.commands.{name}")
@@ -59,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             from tui.app import run_wizard
 
-            return run_wizard(preset=args.preset)
+            return run_wizard(preset=args.preset, gpu=args.gpu)
         result: int = args.func(args)
         return result
     except BadInput as exc:
