@@ -226,6 +226,8 @@ class HyperparamsScreen(StepScreen):
         self.local_gpu = message.gpu
         if message.gpu is not None and self.gpu is None:
             self.gpu = message.gpu
+        if not self.query("#hp-gpu"):
+            return  # mid-recompose: the new body is composed with these values
         select = self.query_one("#hp-gpu", Select)
         with select.prevent(Select.Changed):
             select.set_options(self._gpu_options())

@@ -360,8 +360,17 @@ class ModelScreen(StepScreen):
         )
 
     def preset_changed(self) -> None:
+        """Refill the form in place (no widget is removed, so a worker's late message always
+        finds its widget), then validate what the new preset points at."""
         self.report = None
         self.data_report = None
-        super().preset_changed()
-        if self.is_mounted:
-            self.call_after_refresh(self._start)
+        if not self.is_mounted:
+            return
+        m = self.preset.model
+        self.query_one("#model-source", Select).value = m.source
+        self.query_one("#model-repo", Input).value = m.repo or m.git_url or ""
+        self.query_one("#model-dir", Input).value = m.dir
+        self.query_one("#model-endpoint", Input).value = m.endpoint or ""
+        self.query_one("#model-report", Static).update("Not validated yet.")
+        self.query_one("#data-report", Static).update("Data not checked yet (press d).")
+        self._start()
