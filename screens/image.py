@@ -189,6 +189,7 @@ class ImageScreen(StepScreen):
 
     # ---- survey ------------------------------------------------------------------------
     def action_refresh(self) -> None:
+        self.refresh_bindings()
         host = self.host_runner
         self.query_one("#image-main").display = not host
         if host:
@@ -212,6 +213,10 @@ class ImageScreen(StepScreen):
     @property
     def host_runner(self) -> bool:
         return self.preset.launch.runner == "host"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A host preset has no image to use, pull or list: those keys leave the footer."""
+        return not (action in ("use", "pull", "toggle_all") and self.host_runner)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="image-survey")
     def _venv_state(self) -> None:

@@ -120,6 +120,7 @@ async def test_a_blocked_step_opens_with_its_blockers_and_its_action_disabled() 
     app = _app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
+        await _until(pilot, lambda: app.machine.checks is not None)  # the real checks ran
         app.goto_step("hyperparams")
         await _settle(pilot, app, "hyperparams")
         app.set_check_results([_failed_check(["launch"])])

@@ -225,3 +225,34 @@ async def test_at_80x24_the_step_bar_names_the_current_step_and_the_footer_keeps
         assert title in bar
         footer_keys = {k.description for k in app.screen.query("FooterKey")}  # type: ignore[attr-defined]
         assert {"Next", "Back", "Quit"} <= footer_keys, footer_keys
+
+
+def test_only_this_users_env_image_is_suggested() -> None:
+    """Another preset's (or user's) trainwiz-env image on a shared daemon is never suggested."""
+    from backend.images.catalog import ImageInfo
+    from backend.images.compat import Compatibility
+    from backend.images.host import HostGpus
+    from backend.images.survey import ImageRow, ImagesSurvey
+    from screens.image import own_suggestion
+
+    def row(ref: str) -> ImageRow:
+        return ImageRow(ImageInfo(ref=ref, local=True), Compatibility(ref, "compatible"))
+
+    rows = [row("trainwiz-env:someone-else"), row("trainwiz-env:mine"), row("pytorch/pytorch:2")]
+    survey = ImagesSurvey("p", HostGpus(), rows, "trainwiz-env:someone-else")
+    assert own_suggestion(survey, "trainwiz-env:mine") == "trainwiz-env:mine"
+    assert own_suggestion(survey, None) == "pytorch/pytorch:2"
+    survey.suggestion = "pytorch/pytorch:2"
+    assert own_suggestion(survey, "trainwiz-env:mine") == "pytorch/pytorch:2"
+
+
+async def test_the_host_image_step_footer_has_no_pull() -> None:
+    app = _app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await visit(pilot, app, "image")
+        await until(
+            pilot, lambda: "Python venv" in str(app.screen.query_one("#image-host").render())
+        )
+        await pilot.pause(0.2)
+        shown = {k.description for k in app.screen.query("FooterKey")}  # type: ignore[attr-defined]
+        assert "Build" in shown and "Pull" not in shown and "Use" not in shown
