@@ -185,11 +185,14 @@ class HyperparamsScreen(StepScreen):
         self.invalid.clear()
         self.shown.clear()
         self.tune_text = ""
-        if self.is_mounted:
-            super().preset_changed()  # the body only
-            self.call_after_refresh(self._after_new_preset)
-
-    def _after_new_preset(self) -> None:
+        if not self.is_mounted:
+            return
+        # Values set in place: recomposing ~50 rows while a second change lands raced Textual's
+        # own Select mounting, and focus and scroll position are kept this way.
+        for row in self.query(FormField):
+            info = self.fields[row.path]
+            value = current_value(self.preset, info.path)
+            row.set_value(bool(value) if info.kind == "bool" else display_value(value))
         self._count_data()
         self.refresh_all()
 
@@ -277,7 +280,7 @@ class HyperparamsScreen(StepScreen):
     def refresh_all(self) -> None:
         rows = {row.path: row for row in self.query(FormField)}
         if len(rows) != len(self.fields) or not self.query("#hp-tune-result"):
-            return  # mid-recompose (another preset): _after_new_preset redraws everything
+            return  # not composed yet (or mid-recompose): the next refresh draws everything
         preset = self.preset
         shape = self._shape()
         visible = self.local_gpu.count if self.local_gpu is not None else None
