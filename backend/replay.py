@@ -16,8 +16,10 @@ from typing import Literal
 
 from backend.errors import BadInput, TrainwizError
 from backend.preset.schema import Preset
+from backend.steps import REPLAY_STAGES
 
-STEP_ORDER = ("checks", "model", "environment", "launch", "follow")
+# The stages are the step table's steps that replay runs (backend.steps), in its order.
+STEP_ORDER = REPLAY_STAGES
 # Exit codes: 2 stays "bad input"; each step that fails has its own code.
 EXIT_CODES = {"checks": 10, "model": 11, "environment": 12, "launch": 13, "follow": 14}
 
@@ -131,15 +133,9 @@ class Replay:
         return StepReport("model", "done", f"model {result.action} at {result.dir}")
 
     def _model_satisfied(self, target: Path) -> bool:
-        from backend.model.tiny import tiny_is_current
-        from backend.model.validate import validate_model_dir
+        from backend.model.ready import model_ready
 
-        source = self.preset.model
-        if source.source == "tiny" and source.tiny is not None:
-            return tiny_is_current(target, source.tiny)
-        if not (target / "config.json").is_file():
-            return False
-        return not validate_model_dir(target).problems
+        return model_ready(self.preset).ready
 
     def step_environment(self) -> StepReport:
         from backend.runs.launch import environment_ready

@@ -1,24 +1,38 @@
-"""The base of every wizard step screen: header, step indicator, body, footer.
+"""The base of every wizard step screen: header, step bar, blockers, body, footer.
 
-A step screen only writes ``compose_body``; the frame, the navigation bindings and the preset
-access live here so that every step behaves the same. Screens stay thin: anything that blocks
-(checks, downloads, builds, launches) runs in a thread worker calling ``backend``.
+A step screen only writes ``compose_body``; the frame, the preset access and the reactions to a
+changed preset or new check results live here so that every step behaves the same. Screens stay
+thin: anything that blocks (checks, downloads, builds, launches) runs in a thread worker calling
+``backend``. Screens reach the App only through ``screens.wizard.Wizard`` (no ``tui`` import).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
+from rich.text import Text
+from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Container
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Footer, Header, Static
 
+from backend.steps import BLOCKABLE, Machine, blockers, step
 from widgets.step_indicator import StepIndicator
 
 if TYPE_CHECKING:
     from backend.preset import Preset
-    from tui.app import TrainwizApp
+    from screens.wizard import Wizard
+
+
+class StepBody(Container):
+    """The step's own part of the screen; a new preset recomposes only this, never the frame
+    (the Header and step bar follow the App's state themselves)."""
+
+    def compose(self) -> ComposeResult:
+        screen = self.screen
+        assert isinstance(screen, StepScreen)
+        yield from screen.compose_body()
 
 
 class StepScreen(Screen[None]):
@@ -29,29 +43,98 @@ class StepScreen(Screen[None]):
     def __init__(self, *, step_id: str | None = None) -> None:
         super().__init__()
         self.step_id = step_id or self.STEP_ID
+        self._preset_stale = False
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield StepIndicator(self.step_id, id="steps")
-        with Container(id="step-body"):
-            yield from self.compose_body()
-        yield Footer()
+        yield Static(id="step-blockers")
+        yield StepBody(id="step-body")
+        yield Footer(compact=True)
 
     def compose_body(self) -> ComposeResult:
         raise NotImplementedError
 
-    @property
-    def wizard(self) -> TrainwizApp:
-        from tui.app import TrainwizApp
+    @on(events.Mount)
+    def _step_mounted(self) -> None:
+        # A host App without the wizard's state (a test harness) simply has nothing to follow.
+        for name, callback in (("preset", self._app_preset_changed),
+                               ("machine", self._app_machine_changed)):  # fmt: skip
+            if hasattr(type(self.app), name):
+                self.watch(self.app, name, callback, init=False)
+        self.show_blockers()
 
-        assert isinstance(self.app, TrainwizApp)
-        return self.app
+    @property
+    def wizard(self) -> Wizard:
+        return cast("Wizard", self.app)
 
     @property
     def preset(self) -> Preset:
         return self.wizard.preset
 
+    # ---- the preset: one state in the App, followed here ---------------------------------
+    def _app_preset_changed(self) -> None:
+        if getattr(self.app, "preset_origin", None) is self:
+            return  # this screen made the edit and already shows it
+        if self.is_current:
+            self.preset_changed()
+        else:
+            self._preset_stale = True  # refreshed when shown: no hidden work per keystroke
+
+    @on(events.ScreenResume)
+    def _step_resumed(self) -> None:
+        if self._preset_stale:
+            self._preset_stale = False
+            self.preset_changed()
+        self.show_blockers()
+
     def preset_changed(self) -> None:
-        """Called when the app loads another preset; the default rebuilds the body."""
+        """The App's preset changed (opened, fixed, tuned); the default rebuilds the body."""
         if self.is_mounted:
-            self.refresh(recompose=True)
+            self.query_one(StepBody).refresh(recompose=True)
+
+    # ---- blockers: what can't run here, and why ------------------------------------------
+    def _app_machine_changed(self) -> None:
+        self.show_blockers()
+
+    @property
+    def machine(self) -> Machine:
+        return getattr(self.app, "machine", None) or Machine()
+
+    def show_blockers(self) -> None:
+        """Failed checks that hold this step's action back, shown on arrival (never hidden)."""
+        machine = self.machine
+        self.query_one(StepIndicator).blocked = set(self.wizard_blocked())
+        banner = self.query_one("#step-blockers", Static)
+        found = blockers(self.step_id, machine)
+        if not found:
+            banner.display = False
+            return
+        gated = step(self.step_id).gated_action or "this step's action"
+        text = Text()
+        text.append(f"✗ {gated.capitalize()} is disabled on this machine: ", style="bold red")
+        text.append("; ".join(f"{r.id}: {r.summary}" for r in found))
+        fixes = [r.fix for r in found if r.fix]
+        if fixes:
+            text.append(f" Fix: {fixes[0]}", style="cyan")
+        text.append(" You can still look and plan.", style="italic")
+        banner.update(text)
+        banner.display = True
+
+    def wizard_blocked(self) -> list[str]:
+        return [s for s in BLOCKABLE if blockers(s, self.machine)]
+
+    def refuse_if_blocked(self, what: str) -> bool:
+        """True (and says why) when a failed check disables ``what`` on this machine."""
+        found = blockers(self.step_id, self.machine)
+        if not found:
+            return False
+        reasons = "; ".join(f"{r.id}: {r.summary}" for r in found)
+        self.notify(f"{what} needs what this machine lacks: {reasons}", title="Blocked",
+                    severity="error", timeout=8)  # fmt: skip
+        return True
+
+    # ---- leaving ---------------------------------------------------------------------------
+    def leave_problems(self) -> list[str]:
+        """Fields whose value is not valid (``field: rule``); the App refuses to leave while any."""
+        return []

@@ -1,8 +1,8 @@
 """Step 1, Checks: what this machine has against what the preset needs, and how to fix the gaps.
 
 Results appear as each check lands (the backend calls back from a thread worker and the screen
-receives messages). A failure holds back only the steps it names; warnings never hold anything
-back, so Continue moves on past them.
+receives messages). A failure disables only the actions of the steps it names (each step opens with
+its blockers shown); warnings never hold anything back.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from textual.widgets import OptionList, Static
 
 from backend.checks import CHECKS, CheckResult, blocked_steps, run_checks
 from backend.checks.model import Step
+from backend.steps import STEP_IDS
 from screens.base import StepScreen
 from widgets.check_list import MARKS, CheckList
 
-NEXT_STEP: Step = "model"
+NEXT_STEP = STEP_IDS[1]
 
 
 class ChecksScreen(StepScreen):
@@ -32,8 +33,8 @@ class ChecksScreen(StepScreen):
 
     STEP_ID = "checks"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "rerun", "Re-run", id="checks_rerun"),
-        Binding("c", "continue", "Continue", id="checks_continue"),
+        Binding("r", "rerun", "Re-run", id="checks.rerun"),
+        Binding("c", "continue", "Continue", id="checks.continue"),
     ]
     DEFAULT_CSS = """
     ChecksScreen #checks-status { height: auto; margin: 0 0 1 0; }
@@ -115,6 +116,7 @@ class ChecksScreen(StepScreen):
         self.running = False
         self._update_status()
         self._show_detail()
+        self.wizard.set_check_results(message.results)
         self.post_message(self.BlockedChanged(blocked_steps(message.results)))
 
     def preset_changed(self) -> None:
@@ -141,7 +143,8 @@ class ChecksScreen(StepScreen):
         text.append("\n")
         if blocked:
             parts = [f"{step} (by {', '.join(ids)})" for step, ids in blocked.items()]
-            text.append("Blocked: " + "; ".join(parts), style="bold red")
+            text.append("Disabled here: " + "; ".join(parts), style="bold red")
+            text.append(" — every step still opens to look and plan.", style="italic")
         elif not self.running:
             text.append("Nothing blocks the next steps. Press c to continue.", style="green")
         self.query_one("#checks-status", Static).update(text)
@@ -181,12 +184,5 @@ class ChecksScreen(StepScreen):
 
     # ---- moving on ---------------------------------------------------------------------
     def action_continue(self) -> None:
-        blocked = self.blocked.get(NEXT_STEP)
-        if blocked:
-            self.notify(
-                f"The {NEXT_STEP} step is blocked by: {', '.join(blocked)}. Fix it and press r.",
-                severity="error",
-                title="Checks",
-            )
-            return
+        """Blocked steps open too (with their blockers shown): blocked means "can't run"."""
         self.wizard.goto_step(NEXT_STEP)

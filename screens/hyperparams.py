@@ -15,6 +15,7 @@ from typing import ClassVar
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Select, Static
@@ -52,13 +53,36 @@ def field_id(path: str) -> str:
     return "hp-" + path.replace(".", "-").replace("_", "-")
 
 
+class FieldCommands(Provider):
+    """Palette (ctrl+p) on this step: "Edit field: NAME" jumps to any of the ~50 fields."""
+
+    async def discover(self) -> Hits:
+        screen = self.screen
+        if isinstance(screen, HyperparamsScreen):
+            for path in list(screen.fields)[:8]:
+                yield DiscoveryHit(f"Edit field: {path}", lambda p=path: screen.focus_field(p))
+
+    async def search(self, query: str) -> Hits:
+        screen = self.screen
+        if not isinstance(screen, HyperparamsScreen):
+            return
+        matcher = self.matcher(query)
+        for path, info in screen.fields.items():
+            label = f"Edit field: {path}"
+            score = matcher.match(label)
+            if score > 0:
+                yield Hit(score, matcher.highlight(label), lambda p=path: screen.focus_field(p),
+                          help=info.group)  # fmt: skip
+
+
 class HyperparamsScreen(StepScreen):
     """The form plus live derived values, command preview, memory plan, tune and save."""
 
     STEP_ID = "hyperparams"
+    COMMANDS: ClassVar = {FieldCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f5", "tune", "Tune", id="hyperparams_tune"),
-        Binding("f6", "save_as", "Save as preset", id="hyperparams_save"),
+        Binding("f5", "tune", "Tune", id="hyperparams.tune"),
+        Binding("f6", "save_as", "Save as", id="hyperparams.save"),
     ]
     DEFAULT_CSS = """
     HyperparamsScreen #hp-main { height: 1fr; }
@@ -68,7 +92,10 @@ class HyperparamsScreen(StepScreen):
     HyperparamsScreen #hp-buttons { height: auto; }
     HyperparamsScreen #hp-buttons Button { margin: 0 1 0 0; }
     HyperparamsScreen #hp-command { color: $text-muted; }
+    HyperparamsScreen.-narrow FormField { grid-size: 1; grid-columns: 1fr; }
+    HyperparamsScreen.-narrow FormField .ff-note { column-span: 1; }
     """
+    NARROW = 110  # below this many columns a field's label goes above its editor
 
     @dataclass
     class GpuFound(Message):
@@ -92,6 +119,9 @@ class HyperparamsScreen(StepScreen):
 
     # ---- layout --------------------------------------------------------------------------
     def compose_body(self) -> ComposeResult:
+        plan_gpu = getattr(self.app, "plan_gpu", None)
+        if self.gpu is None and plan_gpu:
+            self.gpu = gpu_spec(plan_gpu)  # `trainwiz --gpu NAME`: plan for that GPU
         with Horizontal(id="hp-main"):
             with VerticalScroll(id="hp-form"):
                 group = ""
@@ -142,7 +172,11 @@ class HyperparamsScreen(StepScreen):
                 return alias
         return NO_GPU
 
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < self.NARROW, "-narrow")
+
     def on_mount(self) -> None:
+        self.set_class(self.size.width < self.NARROW, "-narrow")
         self.detect_gpu()
         self._count_data()
         self.refresh_all()
@@ -151,11 +185,14 @@ class HyperparamsScreen(StepScreen):
         self.invalid.clear()
         self.shown.clear()
         self.tune_text = ""
-        if self.is_mounted:
-            self.refresh(recompose=True)
-            self.call_after_refresh(self._after_new_preset)
-
-    def _after_new_preset(self) -> None:
+        if not self.is_mounted:
+            return
+        # Values set in place: recomposing ~50 rows while a second change lands raced Textual's
+        # own Select mounting, and focus and scroll position are kept this way.
+        for row in self.query(FormField):
+            info = self.fields[row.path]
+            value = current_value(self.preset, info.path)
+            row.set_value(bool(value) if info.kind == "bool" else display_value(value))
         self._count_data()
         self.refresh_all()
 
@@ -192,6 +229,8 @@ class HyperparamsScreen(StepScreen):
         self.local_gpu = message.gpu
         if message.gpu is not None and self.gpu is None:
             self.gpu = message.gpu
+        if not self.query("#hp-gpu"):
+            return  # mid-recompose: the new body is composed with these values
         select = self.query_one("#hp-gpu", Select)
         with select.prevent(Select.Changed):
             select.set_options(self._gpu_options())
@@ -214,7 +253,7 @@ class HyperparamsScreen(StepScreen):
         else:
             self.invalid.pop(event.path, None)
             if current_value(updated, info.path) != current_value(self.preset, info.path):
-                self.wizard.preset = updated
+                self.wizard.propose_preset(updated, origin=self)
                 self.tune_text = ""
         if event.path == "data_path":
             self._count_data()
@@ -239,6 +278,9 @@ class HyperparamsScreen(StepScreen):
             return None
 
     def refresh_all(self) -> None:
+        rows = {row.path: row for row in self.query(FormField)}
+        if len(rows) != len(self.fields) or not self.query("#hp-tune-result"):
+            return  # not composed yet (or mid-recompose): the next refresh draws everything
         preset = self.preset
         shape = self._shape()
         visible = self.local_gpu.count if self.local_gpu is not None else None
@@ -254,8 +296,7 @@ class HyperparamsScreen(StepScreen):
                 shown = by_path.get(path, ("", ""))
             if self.shown.get(path) != shown:  # touch only rows whose message changed
                 self.shown[path] = shown
-                field = self.query_one(f"#{field_id(path)}", FormField)
-                field.set_message(shown[0], shown[1])  # type: ignore[arg-type]
+                rows[path].set_message(shown[0], shown[1])  # type: ignore[arg-type]
         self._refresh_derived()
         self._refresh_memory(shape)
         self._refresh_command()
@@ -290,7 +331,10 @@ class HyperparamsScreen(StepScreen):
     def _refresh_memory(self, shape: ModelShape | None) -> None:
         widget = self.query_one("#hp-memory", Static)
         if self.preset.launch.device == "cpu":
-            widget.update("The preset trains on the CPU: there is no GPU memory to plan.")
+            widget.update(
+                "The preset trains on the CPU (launch.device: cpu): there is no GPU memory to "
+                "plan, so Tune has nothing to do. A GPU preset can be planned here: choose its GPU."
+            )
         elif shape is None:
             widget.update(
                 f"Model shape unknown: {self.preset.model.dir} has no config.json yet "
@@ -320,16 +364,45 @@ class HyperparamsScreen(StepScreen):
     def _save_pressed(self) -> None:
         self.action_save_as()
 
+    def focus_field(self, path: str) -> None:
+        """Focus one field's editor and scroll it into view (the palette's "Edit field")."""
+        editor = self.query_one(f"#{field_id(path)}", FormField).editor
+        editor.focus()
+        editor.scroll_visible()
+
+    def leave_problems(self) -> list[str]:
+        """Values typed but rejected (they never reached the preset): leaving would drop them."""
+        return [f"{path}: {message}" for path, message in self.invalid.items()]
+
     def action_tune(self) -> None:
         shape = self._shape()
-        if self.gpu is None or shape is None or self.preset.launch.device == "cpu":
-            self.notify("Tune needs a GPU and the model's shape.", severity="warning")
+        if self.preset.launch.device == "cpu":
+            self.notify(
+                f"{self.preset.name} trains on the CPU (launch.device: cpu): there is no GPU "
+                "memory to tune. Open a GPU preset (ctrl+o) to plan for a GPU.",
+                severity="warning",
+                timeout=8,
+            )
+            return
+        if self.gpu is None:
+            self.notify("Choose the GPU to plan for (the list at the top right).",
+                        severity="warning")  # fmt: skip
+            return
+        if shape is None:
+            self.notify(
+                f"The model's shape is unknown: {self.preset.model.dir} has no config.json and "
+                "the repo is not a known one. Fetch the model in the Model step.",
+                severity="warning",
+            )
             return
         if self.invalid:
-            self.notify("Fix the fields marked in red first.", severity="error")
+            self.notify("Fix the fields marked in red first: " + "; ".join(self.leave_problems()),
+                        severity="error")  # fmt: skip
             return
         result = tune(self.preset, self.gpu, shape)
-        self.wizard.preset = result.preset
+        self.wizard.propose_preset(
+            result.preset, origin=self, note=f"Tune applied: {len(result.changes)} change(s)"
+        )
         for change in result.changes:
             path = change.path.removeprefix("training.")
             if path.startswith("fsdp_config."):

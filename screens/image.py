@@ -1,4 +1,8 @@
-"""Step 4, Image: which image this machine can train in, pulling it, building the environment once.
+"""Step 3, Image: which image this machine can train in, pulling it, building the environment once.
+
+A host-runner preset trains in a Python venv, not a container: the step then speaks of that venv
+only (where it is, whether it is built) and ``b`` builds it and makes it the preset's
+``environment.venv``, so Launch trains in exactly what was built.
 
 The table is ``backend.images.survey_images``: the catalog plus local images, each judged against
 this machine's driver and GPUs and the preset. Enter makes the highlighted image the preset's;
@@ -28,13 +32,32 @@ from backend.images.pull import PullResult, pull_image
 from backend.images.survey import ImageRow, ImagesSurvey, survey_images
 from backend.images.venv import VenvResult, build_host_env
 from screens.base import StepScreen
+from screens.dialogs import ConfirmDialog, extra_warnings
+
+ENV_PREFIX = "trainwiz-env:"
+
+
+def own_suggestion(survey: ImagesSurvey, own_tag: str | None) -> str | None:
+    """The survey's suggestion, but never another preset's (or user's) built env image: of the
+    ``trainwiz-env:`` images only the one this preset builds is this user's to suggest."""
+
+    def mine(ref: str) -> bool:
+        return not ref.startswith(ENV_PREFIX) or ref == own_tag
+
+    if survey.suggestion is None or mine(survey.suggestion):
+        return survey.suggestion
+    ok = [
+        r.image.ref for r in survey.rows if r.compat.verdict == "compatible" and mine(r.image.ref)
+    ]
+    return ok[0] if ok else None
+
 
 VERDICT_STYLE = {"compatible": "green", "warning": "yellow", "incompatible": "red"}
 VERDICT_MARK = {"compatible": "✓", "warning": "!", "incompatible": "✗"}
 LEVEL_STYLE = {"ok": "green", "warning": "yellow", "incompatible": "bold red"}
 
 
-def host_line(survey: ImagesSurvey) -> Text:
+def host_line(survey: ImagesSurvey, suggestion: str | None = None) -> Text:
     """Driver, CUDA and GPUs as measured (or plainly 'none')."""
     host = survey.host
     text = Text()
@@ -50,9 +73,9 @@ def host_line(survey: ImagesSurvey) -> Text:
         text.append(f"\nregistry mirrors: {', '.join(survey.mirrors)}")
     if survey.docker_error:
         text.append(f"\nlocal images not listed: {survey.docker_error}", style="yellow")
-    if survey.suggestion:
+    if suggestion:
         text.append("\nsuggested: ", style="bold")
-        text.append(survey.suggestion, style="bold green")
+        text.append(suggestion, style="bold green")
     else:
         text.append("\nno compatible image for this machine and preset", style="bold red")
     return text
@@ -98,12 +121,12 @@ class ImageScreen(StepScreen):
     HOST_OVERRIDE: ClassVar[HostGpus | None] = None
     INCLUDE_LOCAL: ClassVar[bool] = True
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "use", "Use image", id="image_use"),
-        Binding("p", "pull", "Pull", id="image_pull"),
-        Binding("b", "build", "Build env", id="image_build"),
-        Binding("a", "toggle_all", "Show all", id="image_toggle_all"),
-        Binding("r", "refresh", "Refresh", id="image_refresh"),
-        Binding("x", "cancel", "Cancel", id="image_cancel"),
+        Binding("enter", "use", "Use", id="image.use"),
+        Binding("p", "pull", "Pull", id="image.pull"),
+        Binding("b", "build", "Build", id="image.build"),
+        Binding("a", "toggle_all", "Show all", id="image.toggle_all", show=False),
+        Binding("r", "refresh", "Refresh", id="image.refresh", show=False),
+        Binding("x", "cancel", "Cancel", id="image.cancel", show=False),
     ]
     DEFAULT_CSS = """
     ImageScreen #image-host { height: auto; padding: 0 1; }
@@ -156,16 +179,23 @@ class ImageScreen(StepScreen):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("", "verdict", "image", "torch", "CUDA", "flavor", "local")
-        self._log(
-            f"Enter uses the highlighted image · p pulls it · b builds the {self.preset.launch.runner}"
-            " environment once (cached by a hash of its inputs)",
-            "dim",
-        )
+        if self.host_runner:
+            self._log("b builds the training venv once (cached by a hash of its inputs)", "dim")
+        else:
+            self._log("Enter uses the highlighted image · p pulls it · b builds the environment "
+                      "image once (cached by a hash of its inputs) · a shows all · r refreshes · "
+                      "x cancels", "dim")  # fmt: skip
         self.action_refresh()
 
     # ---- survey ------------------------------------------------------------------------
     def action_refresh(self) -> None:
-        self._survey()
+        self.refresh_bindings()
+        host = self.host_runner
+        self.query_one("#image-main").display = not host
+        if host:
+            self._venv_state()
+        else:
+            self._survey()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="image-survey")
     def _survey(self) -> None:
@@ -176,21 +206,74 @@ class ImageScreen(StepScreen):
             return
         self.post_message(self.Surveyed(survey))
 
+    @dataclass
+    class VenvState(Message):
+        text: Text
+
+    @property
+    def host_runner(self) -> bool:
+        return self.preset.launch.runner == "host"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A host preset has no image to use, pull or list: those keys leave the footer."""
+        return not (action in ("use", "pull", "toggle_all") and self.host_runner)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="image-survey")
+    def _venv_state(self) -> None:
+        from backend.images.plan import plan_environment
+        from backend.runs.launch import environment_ready, training_bin
+
+        p = self.preset
+        text = Text()
+        text.append(
+            f"{p.name} trains on this host (launch.runner: host) in a Python venv", style="bold"
+        )
+        text.append(": no container image and no CUDA image is used.\n")
+        try:
+            plan = plan_environment(p, self.HOST_OVERRIDE)
+            wanted = [s for s in (plan.torch_spec, plan.fastchat_spec) if s] + plan.requirements
+            text.append("venv packages: " + ", ".join(wanted) + "\n", style="dim")
+        except (TrainwizError, OSError):
+            pass
+        if environment_ready(p):
+            text.append(f"✓ training venv ready: {training_bin(p)}\n", style="green")
+            text.append("Launch trains with it. b rebuilds or reuses it (cached by a hash).")
+        else:
+            where = p.environment.venv or "not built yet"
+            text.append(f"✗ training venv: {where}\n", style="yellow")
+            text.append("b builds it once (you confirm first); Launch then trains in it.")
+        self.post_message(self.VenvState(text))
+
+    @on(VenvState)
+    def _show_venv(self, message: VenvState) -> None:
+        self.query_one("#image-host", Static).update(message.text)
+
+    def _own_tag(self) -> str | None:
+        try:
+            return env_image_tag(self.preset, self.HOST_OVERRIDE)
+        except (TrainwizError, OSError):
+            return None
+
     @on(Surveyed)
     def _show_survey(self, message: Surveyed) -> None:
         self.survey = message.survey
-        self.query_one("#image-host", Static).update(host_line(message.survey))
+        suggestion = own_suggestion(message.survey, self._own_tag())
+        self.query_one("#image-host", Static).update(host_line(message.survey, suggestion))
         self._fill_table()
 
     def _visible_rows(self) -> list[ImageRow]:
         if self.survey is None:
             return []
         current = self.preset.environment.image
+        own = self._own_tag()
         return [
             r
             for r in self.survey.rows
-            if self.show_all or r.compat.verdict != "incompatible" or r.image.ref == current
-        ]
+            if self.show_all
+            or r.image.ref == current
+            or (r.compat.verdict != "incompatible"
+                and (not r.image.ref.startswith(ENV_PREFIX) or r.image.ref == own))
+        ]  # fmt: skip
 
     def _fill_table(self) -> None:
         table = self.query_one(DataTable)
@@ -247,9 +330,11 @@ class ImageScreen(StepScreen):
         if row is None:
             return
         env = self.preset.environment.model_copy(update={"image": row.image.ref})
-        self.wizard.preset = self.preset.model_copy(update={"environment": env})
-        verdict = row.compat.verdict
-        self.notify(f"{row.image.ref} ({verdict})", title="Image chosen")
+        self.wizard.propose_preset(
+            self.preset.model_copy(update={"environment": env}),
+            origin=self,
+            note=f"Image chosen: {row.image.ref} ({row.compat.verdict})",
+        )
         self._fill_table()
         self.action_refresh()
 
@@ -261,6 +346,11 @@ class ImageScreen(StepScreen):
         self._cancel.set()
 
     def action_pull(self) -> None:
+        if self.host_runner:
+            self.notify("This preset trains in a host venv: there is no image to pull.")
+            return
+        if self.refuse_if_blocked("Pulling an image"):
+            return
         row = self._selected()
         if row is None:
             return
@@ -282,17 +372,43 @@ class ImageScreen(StepScreen):
         self.post_message(self.Pulled(result))
 
     def action_build(self) -> None:
-        self._cancel = threading.Event()
-        runner = self.preset.launch.runner
+        """Say what will be built and where, then build only after a yes."""
+        if self.refuse_if_blocked("Building the environment"):
+            return
+        from backend import paths
+
+        p = self.preset
+        runner = p.launch.runner
         try:
-            target = (
-                env_image_tag(self.preset, self.HOST_OVERRIDE) if runner == "docker" else "a venv"
-            )
+            target = env_image_tag(p, self.HOST_OVERRIDE) if runner == "docker" else "a venv"
         except TrainwizError as exc:
             self._log(str(exc), "bold red")
             return
-        self._log(f"building the {runner} environment ({target})", "bold")
-        self._build(self._cancel)
+        if runner == "docker":
+            runs = [
+                f"docker build of {target} from {p.environment.image}",
+                "FastChat, transformers, accelerate and their pins installed in it",
+            ]
+            where = [f"this machine's Docker daemon (image {target})"]
+        else:
+            runs = [
+                "python -m venv, then pip install of FastChat, transformers, accelerate, torch",
+                "about 1-2 GB; reused next time (cached by a hash of its inputs)",
+            ]
+            where = [
+                f"a venv under {paths.envs_dir()}",
+                "the preset's environment.venv is set to it, so Launch trains in it",
+            ]
+        dialog = ConfirmDialog(f"Build the {runner} environment for {p.name}?", runs, where,
+                               extra_warnings(p), yes="Build")  # fmt: skip
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._cancel = threading.Event()
+                self._log(f"building the {runner} environment ({target})", "bold")
+                self._build(self._cancel)
+
+        self.app.push_screen(dialog, answered)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="image-job")
     def _build(self, cancel: threading.Event) -> None:
@@ -343,6 +459,14 @@ class ImageScreen(StepScreen):
             if result.ok:
                 state = "reused" if result.cached else f"built in {result.seconds:.0f} s"
                 self._log(f"✓ host environment {result.path} ({state})", "bold green")
+                if self.preset.environment.venv != result.path:  # Launch uses what was built
+                    env = self.preset.environment.model_copy(update={"venv": result.path})
+                    self.wizard.propose_preset(
+                        self.preset.model_copy(update={"environment": env}),
+                        origin=self,
+                        note=f"environment.venv = {result.path}",
+                    )
+                self.action_refresh()
             else:
                 self._log(f"✗ host environment failed: {result.error}", "bold red")
             return

@@ -13,55 +13,24 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Static
 
 from backend import paths
 from backend.errors import BadInput, TrainwizError
 from backend.plan import Plan, build_plan
 from backend.runs import LaunchResult, launch
-from backend.runs.launch import step_outlook
+from backend.steps import STEPS, Readiness
 from screens.base import StepScreen
+from screens.dialogs import ConfirmDialog, extra_warnings
 
-
-class ConfirmLaunch(ModalScreen[bool]):
-    """Launch for real? (y / n). The summary repeats what will run and where."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Launch", id="launch_confirm_yes"),
-        Binding("n,escape", "answer(False)", "Cancel", id="launch_confirm_no"),
-    ]
-    DEFAULT_CSS = """
-    ConfirmLaunch { align: center middle; }
-    ConfirmLaunch > Vertical {
-        width: 72; height: auto; border: thick $accent; background: $surface; padding: 1 2;
-    }
-    ConfirmLaunch #confirm-buttons { height: auto; margin: 1 0 0 0; align-horizontal: right; }
-    ConfirmLaunch Button { margin: 0 0 0 2; }
-    """
-
-    def __init__(self, summary: str) -> None:
-        super().__init__()
-        self.summary = summary
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(self.summary, id="confirm-summary")
-            with Horizontal(id="confirm-buttons"):
-                yield Button("Cancel (n)", id="confirm-no")
-                yield Button("Launch (y)", id="confirm-yes", variant="success")
-
-    def action_answer(self, value: bool) -> None:
-        self.dismiss(value)
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm-yes")
+# plan step id -> the step-table step whose readiness it shows
+PLAN_TO_STEP = {"model": "model", "environment": "image", "image": "image", "train": "launch"}
+READY_STYLE = {"ready": "green", "needs-action": "yellow", "blocked": "bold red"}
 
 
 class LaunchScreen(StepScreen):
@@ -69,9 +38,9 @@ class LaunchScreen(StepScreen):
 
     STEP_ID = "launch"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("l", "launch", "Launch", id="launch_start"),
-        Binding("r", "replan", "Re-plan", id="launch_replan"),
-        Binding("m", "monitor", "Monitor", id="launch_monitor"),
+        Binding("l", "launch", "Launch", id="launch.start"),
+        Binding("r", "replan", "Re-plan", id="launch.replan", show=False),
+        Binding("m", "monitor", "Monitor", id="launch.monitor"),
     ]
     DEFAULT_CSS = """
     LaunchScreen #launch-summary { height: auto; margin: 0 0 1 0; }
@@ -83,7 +52,7 @@ class LaunchScreen(StepScreen):
     class Planned(Message):
         plan: Plan | None
         error: str | None
-        outlook: dict[str, str] | None = None
+        readiness: dict[str, Readiness] | None = None
 
     @dataclass
     class Launched(Message):
@@ -94,6 +63,7 @@ class LaunchScreen(StepScreen):
         super().__init__()
         self.plan: Plan | None = None
         self.launching = False
+        self._launch_pending = False
         self.last_run: Path | None = None
 
     def compose_body(self) -> ComposeResult:
@@ -122,11 +92,14 @@ class LaunchScreen(StepScreen):
         except (BadInput, TrainwizError) as exc:
             self.post_message(self.Planned(None, str(exc)))
             return
-        try:
-            outlook: dict[str, str] | None = step_outlook(self.preset)
-        except (BadInput, TrainwizError) as exc:
-            outlook = {"train": f"cannot start: {exc}"}
-        self.post_message(self.Planned(plan, None, outlook))
+        machine = self.machine
+        readiness: dict[str, Readiness] = {}
+        for s in STEPS:  # the step table's answer, as launch's prepare will see it
+            try:
+                readiness[s.id] = s.ready(self.preset, machine)
+            except (BadInput, TrainwizError) as exc:
+                readiness[s.id] = Readiness("needs-action", [str(exc)])
+        self.post_message(self.Planned(plan, None, readiness))
 
     def on_launch_screen_planned(self, message: Planned) -> None:
         target = self.query_one("#launch-plan-text", Static)
@@ -134,8 +107,11 @@ class LaunchScreen(StepScreen):
             target.update(Text(f"The plan cannot be built:\n{message.error}", style="bold red"))
             return
         self.plan = message.plan
-        target.update(self._plan_text(message.plan, message.outlook or {}))
+        target.update(self._plan_text(message.plan, message.readiness or {}))
         self._update_status()
+        if self._launch_pending:
+            self._launch_pending = False
+            self.action_launch()
 
     def _summary_text(self) -> Text:
         p = self.preset
@@ -151,13 +127,20 @@ class LaunchScreen(StepScreen):
         return text
 
     @staticmethod
-    def _plan_text(plan: Plan, outlook: dict[str, str]) -> Text:
+    def _plan_text(plan: Plan, readiness: dict[str, Readiness]) -> Text:
         text = Text()
         for number, step in enumerate(plan.steps, 1):
             text.append(f"{number}. [{step.group}] {step.title}", style="bold")
-            if outlook.get(step.id):
-                style = "red" if "cannot" in outlook[step.id] else "yellow"
-                text.append(f"  ({outlook[step.id]})", style=style)
+            ready = readiness.get(PLAN_TO_STEP.get(step.id, ""))
+            if ready is not None:
+                words = {"ready": "ready: skipped", "needs-action": "runs first",
+                         "blocked": "blocked"}  # fmt: skip
+                if step.id == "train":
+                    words = {"ready": "ready", "needs-action": "after the steps above",
+                             "blocked": "blocked"}  # fmt: skip
+                text.append(f"  ({words[ready.state]})", style=READY_STYLE[ready.state])
+                if ready.state == "blocked":
+                    text.append("\n   " + "; ".join(ready.reasons), style="red")
             text.append("\n")
             if step.note:
                 text.append(f"   {step.note}\n", style="dim")
@@ -178,20 +161,35 @@ class LaunchScreen(StepScreen):
         status = self.query_one("#launch-status", Static)
         status.update(Text(error, style="bold red") if error else self._status_text())
 
+    def confirm_dialog(self) -> ConfirmDialog:
+        """What will run and where, as the plan says it."""
+        assert self.plan is not None
+        p = self.preset
+        runs = [f"{n}. {step.title}" for n, step in enumerate(self.plan.steps, 1)]
+        runs.append("(the model and environment steps run only if their result is missing)")
+        where = [
+            f"this machine, runner {p.launch.runner}: {p.launch.nproc_per_node} process(es) "
+            f"on {p.launch.device}",
+            f"run directory: {paths.runs_dir()}/<run id>/ (detached: survives closing trainwiz)",
+            f"output: {p.training.output_dir}",
+        ]
+        return ConfirmDialog(f"Launch {p.name}?", runs, where, extra_warnings(p), yes="Launch")
+
+    def request_launch(self) -> None:
+        """Launch (after the confirmation) as soon as the plan is built: relaunch's way in."""
+        if self.plan is None:
+            self._launch_pending = True
+        else:
+            self.action_launch()
+
     def action_launch(self) -> None:
         if self.launching:
+            return
+        if self.refuse_if_blocked("Launching"):
             return
         if self.plan is None:
             self.notify("The plan is not ready yet.", severity="warning", title="Launch")
             return
-        p = self.preset
-        summary = (
-            f"Launch {p.name}?\n\n"
-            f"{len(self.plan.steps)} steps, runner {p.launch.runner}, "
-            f"{p.launch.nproc_per_node} process(es) on {p.launch.device}.\n"
-            f"Output: {p.training.output_dir}\n"
-            f"The model and environment steps run only if their result is missing."
-        )
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -199,7 +197,7 @@ class LaunchScreen(StepScreen):
                 self._update_status()
                 self._launch_worker()
 
-        self.app.push_screen(ConfirmLaunch(summary), answered)
+        self.app.push_screen(self.confirm_dialog(), answered)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-start")
     def _launch_worker(self) -> None:

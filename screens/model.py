@@ -27,6 +27,7 @@ from backend.errors import TrainwizError
 from backend.model.fetch import EnsureResult, ensure_model, model_dir
 from backend.model.hub import FetchProgress
 from backend.model.placeholders import resolve_placeholders
+from backend.model.ready import ModelReadiness, model_ready
 from backend.model.validate import ModelReport, validate_model_dir
 from backend.preset.schema import ModelSource
 from screens.base import StepScreen
@@ -125,10 +126,10 @@ class ModelScreen(StepScreen):
 
     STEP_ID = "model"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "fetch", "Fetch", id="model_fetch"),
-        Binding("v", "validate", "Validate", id="model_validate"),
-        Binding("d", "check_data", "Check data", id="model_check_data"),
-        Binding("x", "cancel", "Cancel", id="model_cancel"),
+        Binding("f", "fetch", "Fetch", id="model.fetch"),
+        Binding("v", "validate", "Validate", id="model.validate", show=False),
+        Binding("d", "check_data", "Check data", id="model.check_data"),
+        Binding("x", "cancel", "Cancel", id="model.cancel", show=False),
     ]
     DEFAULT_CSS = """
     ModelScreen .model-form-row { height: auto; }
@@ -151,6 +152,7 @@ class ModelScreen(StepScreen):
 
         report: ModelReport
         action: str
+        readiness: ModelReadiness | None = None
 
     @dataclass
     class DataChecked(Message):
@@ -207,7 +209,7 @@ class ModelScreen(StepScreen):
             self._validate(str(target))
         else:
             verb = ACTION_LABEL[self.preset.model.source]
-            self._status(f"{target} does not exist yet: press f to {verb} the model.")
+            self._status(f"{target} does not exist yet: press f to {verb} the model (v validates).")
             self.action_check_data()  # the structure can be checked without a tokenizer
 
     # ---- form ------------------------------------------------------------------------------
@@ -238,17 +240,37 @@ class ModelScreen(StepScreen):
         return ModelSource.model_validate(data)
 
     # ---- actions -----------------------------------------------------------------------------
+    def form_problems(self) -> list[str]:
+        """``field: rule`` for each form value the schema rejects (empty when all are valid)."""
+        try:
+            self.source_from_form()
+        except ValidationError as exc:
+            return [
+                f"model.{'.'.join(str(p) for p in e['loc']) or 'source'}: "
+                + e["msg"].removeprefix("Value error, ")
+                for e in exc.errors()
+            ]
+        return []
+
+    def leave_problems(self) -> list[str]:
+        return self.form_problems() if self.is_mounted else []
+
     def action_fetch(self) -> None:
+        if self.refuse_if_blocked("Fetching the model"):
+            return
         try:
             source = self.source_from_form()
-        except ValidationError as exc:
-            problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-            self._status(f"Fix the form: {problems}", error=True)
+        except ValidationError:
+            self._status(f"Fix the form: {'; '.join(self.form_problems())}", error=True)
             return
-        self.preset.model = source
+        if source != self.preset.model:
+            model = self.preset.model_copy(update={"model": source})
+            self.wizard.propose_preset(model, origin=self)
         self._cancel = threading.Event()
         self.query_one("#model-progress", ProgressBar).update(total=None, progress=0)
-        self._status(f"Starting: {ACTION_LABEL[source.source]} into {model_dir(source)} …")
+        self._status(
+            f"Starting: {ACTION_LABEL[source.source]} into {model_dir(source)} … (x cancels)"
+        )
         self._fetch(source, self._cancel)
 
     def action_cancel(self) -> None:
@@ -279,7 +301,7 @@ class ModelScreen(StepScreen):
         except TrainwizError as exc:
             self.post_message(self.Failed("fetch", str(exc)))
             return
-        self.post_message(self.Ready(result.report, result.action))
+        self.post_message(self.Ready(result.report, result.action, model_ready(self.preset)))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="model-validate")
     def _validate(self, path: str) -> None:
@@ -288,7 +310,7 @@ class ModelScreen(StepScreen):
         except TrainwizError as exc:
             self.post_message(self.Failed("validate", str(exc)))
             return
-        self.post_message(self.Ready(report, "validated"))
+        self.post_message(self.Ready(report, "validated", model_ready(self.preset)))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="model-data")
     def _check_data(self, data: str, tokenizer_dir: str | None, max_length: int) -> None:
@@ -318,7 +340,11 @@ class ModelScreen(StepScreen):
             bar.update(total=1, progress=1)
         self.query_one("#model-report", Static).update(model_summary(message.report))
         verdict = "valid" if message.report.ok else f"{len(message.report.problems)} problem(s)"
-        self._status(f"{message.action.capitalize()}: {message.report.path} — {verdict}.")
+        ready = message.readiness
+        training = ""
+        if ready is not None:  # the same answer launch and replay use
+            training = " Ready for training." if ready.ready else f" Not ready: {ready.reason}."
+        self._status(f"{message.action.capitalize()}: {message.report.path} — {verdict}.{training}")
         if self.data_report is None or self.data_report.tokens is None:
             self.action_check_data()  # now that a tokenizer may be there, measure the data too
 
@@ -341,8 +367,17 @@ class ModelScreen(StepScreen):
         )
 
     def preset_changed(self) -> None:
+        """Refill the form in place (no widget is removed, so a worker's late message always
+        finds its widget), then validate what the new preset points at."""
         self.report = None
         self.data_report = None
-        super().preset_changed()
-        if self.is_mounted:
-            self.call_after_refresh(self._start)
+        if not self.is_mounted:
+            return
+        m = self.preset.model
+        self.query_one("#model-source", Select).value = m.source
+        self.query_one("#model-repo", Input).value = m.repo or m.git_url or ""
+        self.query_one("#model-dir", Input).value = m.dir
+        self.query_one("#model-endpoint", Input).value = m.endpoint or ""
+        self.query_one("#model-report", Static).update("Not validated yet.")
+        self.query_one("#data-report", Static).update("Data not checked yet (press d).")
+        self._start()

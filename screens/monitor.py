@@ -81,7 +81,7 @@ class LogUpdate(Message):
 class MonitorScreen(StepScreen):
     STEP_ID = "monitor"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("z", "zoom", "Zoom pane", id="monitor.zoom"),
+        Binding("z", "zoom", "Zoom", id="monitor.zoom"),
         Binding("g", "focus_gpus", "GPUs", id="monitor.focus_gpus", show=False),
         Binding("l", "focus_log", "Log", id="monitor.focus_log", show=False),
         Binding("c", "focus_chart", "Chart", id="monitor.focus_chart", show=False),

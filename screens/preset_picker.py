@@ -20,7 +20,7 @@ class PresetPicker(ModalScreen[tuple[Preset, str] | None]):
     """Shipped presets in a list, or a YAML path typed in; errors shown with file:line."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="picker_cancel")
+        Binding("escape", "cancel", "Cancel", id="picker.cancel")
     ]
     DEFAULT_CSS = """
     PresetPicker { align: center middle; }
@@ -63,7 +63,7 @@ class SavePresetDialog(ModalScreen[Path | None]):
     """Save the preset being edited as YAML (atomic; nothing half-written on error)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="save_cancel")
+        Binding("escape", "cancel", "Cancel", id="save.cancel")
     ]
     DEFAULT_CSS = """
     SavePresetDialog { align: center middle; }

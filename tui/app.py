@@ -1,24 +1,35 @@
-"""The trainwiz App: six steps in order, a preset at the centre, keyboard only.
+"""The trainwiz App: six steps in order, one preset at the centre, keyboard only.
 
-Step screens are looked up by id in ``STEP_SCREENS`` (``module:Class``) and created on first
-visit. A step whose screen module is not there shows ``PendingStepScreen``: the preset's own
-data for that step and a plain statement that the step is not built yet — never invented
-numbers. Every binding has an id so users can remap keys.
+Where things live:
+- the steps (ids, titles, readiness): ``backend.steps.STEPS``;
+- navigation: ``TrainwizApp.goto_step`` — each step is a Textual *mode* with its own screen
+  stack, so going back shows that step's live screen, fully repainted (never a cached screen
+  re-pushed after being switched away, which left the old frame on the terminal);
+- the preset: the ``TrainwizApp.preset`` reactive, changed only through ``propose_preset``;
+  every step screen watches it (``screens.base.StepScreen``);
+- keys: ``tui.keymap`` (defaults, the user's keymap file, binding ids ``screen.action``).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 from textual.app import App
 from textual.binding import Binding, BindingType
-from textual.command import Hit, Hits, Provider
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.keys import format_key
+from textual.reactive import var
 from textual.screen import Screen
 
+from backend.checks.model import CheckResult
 from backend.preset import Preset, load_preset
-from widgets.step_indicator import STEPS
+from backend.steps import STEP_IDS, STEPS, Machine
+from tui.keymap import NEXT_KEYS, PREVIOUS_KEYS, load_user_keymap
 
 DEFAULT_PRESET = "tiny-cpu"
 
@@ -45,43 +56,65 @@ def _load_class(spec: str) -> type[Screen[None]] | None:
     return found if isinstance(found, type) else None
 
 
+def _step_factory(step_id: str) -> Callable[[], Screen[None]]:
+    def make() -> Screen[None]:
+        cls = _load_class(STEP_SCREENS[step_id])
+        if cls is None:
+            from screens.pending import PendingStepScreen
+
+            return PendingStepScreen(step_id)
+        return cls()
+
+    return make
+
+
 class StepCommands(Provider):
-    """Command palette: jump to any step, open a preset, troubleshoot."""
+    """Command palette: trainwiz's own commands, listed even before anything is typed."""
+
+    def _commands(self) -> list[tuple[str, Callable[[], Any], str]]:
+        app = cast(TrainwizApp, self.app)
+        out: list[tuple[str, Callable[[], Any], str]] = [
+            (f"Go to step {s.number}: {s.title}", partial(app.goto_step, s.id),
+             f"open the {s.title} step") for s in STEPS
+        ]  # fmt: skip
+        out += [
+            ("Open preset…", app.action_open_preset, "load a shipped preset or a YAML file"),
+            ("Save the current preset", app.action_save_preset, "write it as YAML"),
+            ("Troubleshoot a run or a log", app.action_troubleshoot, "diagnose a failure"),
+            ("Run all steps (replay the preset)", app.action_run_all, "asks first"),
+        ]
+        return out
+
+    async def discover(self) -> Hits:
+        for label, action, help_text in self._commands():
+            yield DiscoveryHit(label, action, help=help_text)
 
     async def search(self, query: str) -> Hits:
-        app = self.app
-        assert isinstance(app, TrainwizApp)
         matcher = self.matcher(query)
-        entries = [(f"Go to step: {title}", step_id) for step_id, title in STEPS]
-        for label, step_id in entries:
+        for label, action, help_text in self._commands():
             score = matcher.match(label)
             if score > 0:
-                yield Hit(score, matcher.highlight(label), lambda s=step_id: app.goto_step(s))
-        for label, action in (
-            ("Open preset…", app.action_open_preset),
-            ("Troubleshoot a run or a log", app.action_troubleshoot),
-            ("Save the current preset", app.action_save_preset),
-            ("Run all steps (replay the preset)", app.action_run_all),
-        ):
-            score = matcher.match(label)
-            if score > 0:
-                yield Hit(score, matcher.highlight(label), action)
+                yield Hit(score, matcher.highlight(label), action, help=help_text)
 
 
 class TrainwizApp(App[int]):
-    """The wizard. ``preset`` is the job being assembled; screens read and update it."""
+    """The wizard. ``preset`` is the job being assembled; screens propose changes to it."""
 
     CSS_PATH = "app.tcss"
     TITLE = "trainwiz"
-    COMMANDS: ClassVar = App.COMMANDS | {StepCommands}
+    COMMANDS: ClassVar = {StepCommands} | App.COMMANDS
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+n", "next_step", "Next", id="next_step", priority=True),
-        Binding("ctrl+b", "previous_step", "Back", id="previous_step", priority=True),
-        Binding("ctrl+o", "open_preset", "Preset", id="open_preset"),
-        Binding("ctrl+s", "save_preset", "Save", id="save_preset"),
-        Binding("ctrl+t", "troubleshoot", "Troubleshoot", id="troubleshoot"),
-        Binding("ctrl+r", "run_all", "Run all", id="run_all"),
+        Binding(NEXT_KEYS, "next_step", "Next", id="app.next_step", priority=True),
+        Binding(PREVIOUS_KEYS, "previous_step", "Back", id="app.previous_step", priority=True),
+        Binding("ctrl+o", "open_preset", "Preset", id="app.open_preset"),
+        Binding("ctrl+s", "save_preset", "Save", id="app.save_preset", show=False),
+        Binding("ctrl+t", "troubleshoot", "Troubleshoot", id="app.troubleshoot", show=False),
+        Binding("ctrl+r", "run_all", "Run all", id="app.run_all", show=False),
+        Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
     ]
+
+    preset: var[Preset] = var(cast(Preset, None), init=False, always_update=True)
+    machine: var[Machine] = var(Machine(), init=False, always_update=True)
 
     def __init__(
         self,
@@ -90,67 +123,72 @@ class TrainwizApp(App[int]):
         *,
         start_step: str = "checks",
         attach_run: Path | None = None,
+        plan_gpu: str | None = None,
     ) -> None:
         super().__init__()
-        self.preset = preset
+        self.set_reactive(TrainwizApp.preset, preset)
         self.preset_source = preset_source
+        self.preset_origin: object | None = None
+        self.edited = False
         self.start_step = start_step
         self.current_run: Path | None = attach_run
-        self._step_screens: dict[str, Screen[None]] = {}
-        # step id -> ids of the failed checks that hold it back (from the Checks screen).
-        self.blocked: dict[str, list[str]] = {}
+        self.plan_gpu = plan_gpu
         self.sub_title = f"preset: {preset.name}"
+        for step_id in STEP_IDS:
+            self.add_mode(step_id, _step_factory(step_id))
+
+    def get_key_display(self, binding: Binding) -> str:
+        """``alt→`` rather than ``alt+→``: the footer keeps room for every important binding."""
+        modifiers, key = binding.parse_key()
+        if binding.key_display is None and modifiers == ["alt"]:
+            return "alt" + format_key(key)
+        return super().get_key_display(binding)
 
     def on_mount(self) -> None:
-        self.push_screen(self._screen_for(self.start_step))
+        keymap, problems = load_user_keymap()
+        if keymap:
+            self.set_keymap(keymap)
+        for problem in problems:
+            self.notify(problem, title="Keymap", severity="error", timeout=10)
+        self.switch_mode(self.start_step)
 
-    # ---- steps -------------------------------------------------------------------------
-    def _screen_for(self, step_id: str) -> Screen[None]:
-        if step_id not in self._step_screens:
-            cls = _load_class(STEP_SCREENS[step_id])
-            if cls is None:
-                from screens.pending import PendingStepScreen
-
-                self._step_screens[step_id] = PendingStepScreen(step_id)
-            else:
-                self._step_screens[step_id] = cls()
-        return self._step_screens[step_id]
-
+    # ---- steps (the one navigation mechanism) ------------------------------------------
     @property
     def current_step(self) -> str:
-        return str(getattr(self.screen, "step_id", ""))
+        return self.current_mode if self.current_mode in STEP_IDS else ""
 
-    def on_checks_screen_blocked_changed(self, message: object) -> None:
-        self.blocked = {str(k): list(v) for k, v in getattr(message, "blocked", {}).items() if v}
+    def step_screen(self, step_id: str) -> Screen[Any] | None:
+        """The live screen of a step already opened (None before its first visit)."""
+        stack = self.get_screen_stack(step_id) if step_id in STEP_IDS else []
+        return stack[0] if stack else None
 
-    def goto_step(self, step_id: str) -> None:
-        """Show a step, unless a failed check blocks it or a step before it (moving forward)."""
+    def goto_step(self, step_id: str) -> bool:
+        """Show a step. Refused only while the step shown has a field that is not valid: an
+        edit that never reached the preset must not be dropped without a word."""
+        if step_id not in STEP_IDS:
+            raise KeyError(step_id)
         if step_id == self.current_step:
-            return
-        ids = [s for s, _ in STEPS]
-        here = ids.index(self.current_step) if self.current_step in ids else 0
-        for passed in ids[here + 1 : ids.index(step_id) + 1]:
-            if passed in self.blocked:
-                self.notify(
-                    f"The {passed} step is blocked by failed checks: "
-                    f"{', '.join(self.blocked[passed])}. Fix them and re-run the checks.",
-                    severity="error",
-                    title="Blocked",
-                )
-                return
-        target = self._screen_for(step_id)
-        if self.screen_stack and len(self.screen_stack) > 1:
-            self.switch_screen(target)
-        else:
-            self.push_screen(target)
+            return True
+        here = self.step_screen(self.current_step) if self.current_step else None
+        problems = list(getattr(here, "leave_problems", lambda: [])()) if here else []
+        if problems:
+            title = next(s.title for s in STEPS if s.id == self.current_step)
+            self.notify(
+                "\n".join(problems) + "\nFix the value (or open the preset again: ctrl+o).",
+                title=f"Can't leave {title}",
+                severity="error",
+                timeout=10,
+            )
+            return False
+        self.switch_mode(step_id)
+        return True
 
     def _move(self, delta: int) -> None:
-        ids = [s for s, _ in STEPS]
         current = self.current_step
-        if current not in ids:
-            return
-        index = min(max(ids.index(current) + delta, 0), len(ids) - 1)
-        self.goto_step(ids[index])
+        if current not in STEP_IDS or self.screen is not self.step_screen(current):
+            return  # a dialog is open: it answers first
+        index = min(max(STEP_IDS.index(current) + delta, 0), len(STEP_IDS) - 1)
+        self.goto_step(STEP_IDS[index])
 
     def action_next_step(self) -> None:
         self._move(+1)
@@ -158,17 +196,43 @@ class TrainwizApp(App[int]):
     def action_previous_step(self) -> None:
         self._move(-1)
 
-    # ---- presets -----------------------------------------------------------------------
-    def set_preset(self, preset: Preset, source: str) -> None:
-        """Load another preset; every step screen already built refreshes from it."""
+    # ---- the machine (what the checks found) -------------------------------------------
+    def set_check_results(self, results: list[CheckResult]) -> None:
+        self.machine = Machine(list(results))
+
+    @property
+    def blocked(self) -> dict[str, list[str]]:
+        from backend.steps import blocked_steps
+
+        return {str(k): v for k, v in blocked_steps(self.machine.checks or []).items()}
+
+    # ---- the preset (one state) --------------------------------------------------------
+    def propose_preset(
+        self,
+        preset: Preset,
+        *,
+        source: str | None = None,
+        origin: object | None = None,
+        note: str = "",
+    ) -> None:
+        """The one way to change the preset. ``source`` names a newly opened preset; ``origin``
+        is the screen that made the edit (it already shows it); ``note`` is said to the user."""
+        if source is not None:
+            self.preset_source = source
+            self.edited = False
+        else:
+            self.edited = True
+        self.preset_origin = origin
         self.preset = preset
-        self.preset_source = source
-        self.sub_title = f"preset: {preset.name}"
-        for screen in self._step_screens.values():
-            hook = getattr(screen, "preset_changed", None)
-            if callable(hook):
-                hook()
-        self.notify(f"Loaded preset {preset.name}", title="Preset")
+        if note:
+            self.notify(note, title="Preset")
+
+    def watch_preset(self, preset: Preset) -> None:
+        self.sub_title = f"preset: {preset.name}" + (" (edited)" if self.edited else "")
+
+    def set_preset(self, preset: Preset, source: str) -> None:
+        """Load another preset (picker, relaunch)."""
+        self.propose_preset(preset, source=source, note=f"Loaded preset {preset.name}")
 
     def action_open_preset(self) -> None:
         from screens.preset_picker import PresetPicker
@@ -184,6 +248,7 @@ class TrainwizApp(App[int]):
 
         self.push_screen(SavePresetDialog(self.preset))
 
+    # ---- troubleshoot, run all, relaunch -----------------------------------------------
     def action_troubleshoot(self) -> None:
         run_id = self.current_run.name if self.current_run is not None else None
         self._open_troubleshoot(run_id, None)
@@ -202,7 +267,30 @@ class TrainwizApp(App[int]):
         self.push_screen(TroubleshootScreen(run_id=run_id, log_path=log_path))
 
     def action_run_all(self) -> None:
-        """Replay the open preset with the CLI's own pipeline; the Monitor follows the run."""
+        """Replay the open preset with the CLI's own pipeline, after saying what will run."""
+        from backend import paths
+        from backend.replay import STEP_ORDER
+        from screens.dialogs import ConfirmDialog, extra_warnings
+
+        p = self.preset
+        dialog = ConfirmDialog(
+            f"Run all steps for {p.name}?",
+            [" → ".join(s for s in STEP_ORDER if s != "follow") + " (steps already done are "
+             "skipped)", f"training: {p.launch.nproc_per_node} process(es) on {p.launch.device}, "
+             f"runner {p.launch.runner}"],
+            [f"this machine; model in {p.model.dir}", f"run directory under {paths.runs_dir()}",
+             f"output: {p.training.output_dir}"],
+            extra_warnings(p),
+            yes="Run all",
+        )  # fmt: skip
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start_run_all()
+
+        self.push_screen(dialog, answered)
+
+    def _start_run_all(self) -> None:
         from backend.replay import ReplayResult
         from screens.replay import RunAllScreen
 
@@ -222,21 +310,35 @@ class TrainwizApp(App[int]):
         if isinstance(self.screen, TroubleshootScreen):
             self.pop_screen()
         self.goto_step("launch")
-        launch_screen = self._screen_for("launch")
-        start = getattr(launch_screen, "action_launch", None)
+        start = getattr(self.step_screen("launch"), "request_launch", None)
         if callable(start):
             self.call_after_refresh(start)
 
 
-def run_wizard(preset: str | None = None, attach: Path | None = None) -> int:
+def run_wizard(
+    preset: str | None = None, attach: Path | None = None, gpu: str | None = None
+) -> int:
     """Open the wizard (the CLI's no-subcommand path). Returns the exit code."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(
+            "trainwiz: the wizard needs a terminal (stdin and stdout are not a TTY); "
+            "for scripts use a subcommand, e.g. 'trainwiz replay PRESET --yes' or "
+            "'trainwiz plan tiny-cpu' (see 'trainwiz --help')",
+            file=sys.stderr,
+        )
+        return 2
     source = preset or DEFAULT_PRESET
     loaded = load_preset(source)
+    if gpu is not None:
+        from backend.planner import gpu_spec
+
+        gpu_spec(gpu)  # an unknown name is bad input (exit 2) before the wizard opens
     app = TrainwizApp(
         loaded,
         source,
         start_step="monitor" if attach is not None else "checks",
         attach_run=attach,
+        plan_gpu=gpu,
     )
     result = app.run()
     return int(result or 0)

@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME|PATH",
         help="open the wizard with this preset loaded (a shipped name or a YAML path)",
     )
+    parser.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help="plan the wizard's memory and Tune for this GPU (a100, h200, ...) on any machine",
+    )
     parser.add_argument("--lang", metavar="LANG", help=LANG_HELP)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -80,17 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Machine output stays English (scripts read the same texts everywhere).
         set_language("en" if getattr(args, "json", False) else resolve_language(args.lang))
         if args.command is None:
-            if not (sys.stdin.isatty() and sys.stdout.isatty()):
-                print(
-                    "trainwiz: the wizard needs a terminal (stdin and stdout are not one); "
-                    "for scripts use a subcommand, e.g. 'trainwiz replay PRESET --yes' "
-                    "(trainwiz --help lists them)",
-                    file=sys.stderr,
-                )
-                return 2
             from tui.app import run_wizard
 
-            return run_wizard(preset=args.preset)
+            return run_wizard(preset=args.preset, gpu=args.gpu)
         result: int = args.func(args)
         return result
     except BadInput as exc:

@@ -100,13 +100,13 @@ class LogPane(Vertical):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("right_square_bracket", "next_flag", "Next flag", id="log.next_flag"),
+        Binding("right_square_bracket", "next_flag", "Flag", id="log.next_flag"),
         Binding("left_square_bracket", "prev_flag", "Prev flag", id="log.prev_flag", show=False),
         Binding("t", "troubleshoot", "Troubleshoot", id="log.troubleshoot"),
         Binding("slash", "search", "Search", id="log.search"),
         Binding("n", "next_match", "Next match", id="log.next_match", show=False),
         Binding("N", "prev_match", "Prev match", id="log.prev_match", show=False),
-        Binding("f", "toggle_follow", "Follow", id="log.follow"),
+        Binding("f", "toggle_follow", "Follow", id="log.follow", show=False),
         Binding("escape", "close_search", "Close search", id="log.close_search", show=False),
     ]
 

@@ -10,10 +10,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-Status = Literal["ok", "warn", "fail", "skip"]
-Step = Literal["model", "image", "launch"]
+from backend.steps import BLOCKABLE, StepId
+from backend.steps import blocked_steps as _table_blocked_steps
 
-STEPS: tuple[Step, ...] = ("model", "image", "launch")
+Status = Literal["ok", "warn", "fail", "skip"]
+# The step vocabulary is the step table's (backend.steps); checks may block its blockable steps.
+Step = StepId
+STEPS: tuple[Step, ...] = BLOCKABLE
 STATUS_ORDER: dict[str, int] = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
 
 
@@ -37,14 +40,9 @@ class CheckResult(BaseModel):
 def blocked_steps(results: list[CheckResult]) -> dict[Step, list[str]]:
     """Each wizard step held back by at least one failed check, with the ids of those checks.
 
-    Warnings never block: the user may continue past them.
+    Warnings never block: the user may continue past them. (The step table answers.)
     """
-    blocked: dict[Step, list[str]] = {}
-    for step in STEPS:
-        ids = [r.id for r in results if r.status == "fail" and step in r.blocks]
-        if ids:
-            blocked[step] = ids
-    return blocked
+    return _table_blocked_steps(results)
 
 
 def worst(results: list[CheckResult]) -> Status:

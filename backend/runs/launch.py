@@ -85,12 +85,9 @@ def _project_env() -> dict[str, str]:
 
 
 def _model_present(preset: Preset) -> bool:
-    target = Path(preset.model.dir).expanduser()
-    if preset.model.source == "tiny" and preset.model.tiny is not None:
-        from backend.model.tiny import tiny_is_current
+    from backend.model.ready import model_ready  # the one answer (step table, replay, launch)
 
-        return tiny_is_current(target, preset.model.tiny)
-    return (target / "config.json").is_file()
+    return model_ready(preset).ready
 
 
 def prepare_steps(preset: Preset, plan: Plan, preset_file: Path) -> list[dict[str, Any]]:

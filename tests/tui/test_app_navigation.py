@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import pytest
 
+from backend.checks.model import CheckResult
 from backend.preset import load_preset
+from backend.steps import STEP_IDS
 from tui.app import STEP_SCREENS, TrainwizApp
-from widgets.step_indicator import STEPS
 
 
 @pytest.fixture(autouse=True)
@@ -17,8 +19,26 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINWIZ_HOME", str(tmp_path / "home"))
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _app() -> TrainwizApp:
-    return TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu")
+    """tiny-cpu on a free master_port: a shared CI machine may hold the preset's own port."""
+    preset = load_preset("tiny-cpu")
+    launch = preset.launch.model_copy(update={"master_port": _free_port()})
+    return TrainwizApp(preset.model_copy(update={"launch": launch}), "tiny-cpu")
+
+
+async def _until(pilot: object, condition: object, timeout: float = 20.0) -> None:
+    """Wait for a condition instead of a fixed pause (a loaded 2-core CI machine is slow)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition() and loop.time() < deadline:  # type: ignore[operator]
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+    assert condition(), "condition not met in time"  # type: ignore[operator]
 
 
 async def _settle(pilot: object, app: TrainwizApp, step: str, timeout: float = 20.0) -> None:
@@ -33,7 +53,7 @@ async def test_next_and_back_walk_the_steps_in_order() -> None:
     app = _app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        ids = [s for s, _ in STEPS]
+        ids = list(STEP_IDS)
         await _settle(pilot, app, ids[0])
         seen = [app.current_step]
         for step in ids[1:]:
@@ -87,23 +107,37 @@ def test_every_binding_has_an_id() -> None:
 
 
 def test_every_step_has_a_screen_entry() -> None:
-    assert list(STEP_SCREENS) == [s for s, _ in STEPS]
+    assert list(STEP_SCREENS) == list(STEP_IDS)
 
 
-async def test_a_blocked_step_cannot_be_reached_with_next() -> None:
+def _failed_check(blocks: list[str]) -> CheckResult:
+    return CheckResult(id="nvidia_driver", status="fail", summary="no NVIDIA driver",
+                       fix="install the driver", blocks=blocks)  # fmt: skip
+
+
+async def test_a_blocked_step_opens_with_its_blockers_and_its_action_disabled() -> None:
+    """Blocked means "can't run", not "can't look": Next reaches Launch, which says why."""
     app = _app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
+        await _until(pilot, lambda: app.machine.checks is not None)  # the real checks ran
         app.goto_step("hyperparams")
         await _settle(pilot, app, "hyperparams")
-        app.blocked = {"launch": ["nvidia_driver"]}
-        await pilot.press("ctrl+n")
-        await pilot.pause(0.1)
-        assert app.current_step == "hyperparams"
-        app.blocked = {}
+        app.set_check_results([_failed_check(["launch"])])
         await pilot.press("ctrl+n")
         await _settle(pilot, app, "launch")
         assert app.current_step == "launch"
+        banner = app.screen.query_one("#step-blockers")
+        await _until(pilot, lambda: banner.display)
+        text = str(banner.render())
+        assert "Launch is disabled" in text and "nvidia_driver" in text
+        assert "install the driver" in text
+        assert "✗" in str(app.screen.query_one("#steps").render())
+        await _until(pilot, lambda: getattr(app.screen, "plan", None) is not None)
+        app.screen.action_launch()  # type: ignore[attr-defined]
+        await pilot.pause(0.2)
+        assert type(app.screen).__name__ == "LaunchScreen"  # no confirmation: refused
+        assert any("nvidia_driver" in str(n.message) for n in app._notifications)
 
 
 async def test_troubleshoot_opens_from_anywhere_and_relaunch_asks_first() -> None:
@@ -124,8 +158,8 @@ async def test_troubleshoot_opens_from_anywhere_and_relaunch_asks_first() -> Non
         assert app.preset.name == "tiny-cpu-fixed"
         # the Launch step's own confirmation comes up; nothing has been launched
         for _ in range(100):
-            if type(app.screen).__name__ == "ConfirmLaunch":
+            if type(app.screen).__name__ == "ConfirmDialog":
                 break
             await pilot.pause(0.05)
-        assert type(app.screen).__name__ == "ConfirmLaunch"
+        assert type(app.screen).__name__ == "ConfirmDialog"
         assert app.current_run is None

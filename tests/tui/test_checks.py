@@ -76,12 +76,27 @@ async def test_failure_blocks_its_step_then_rerun_clears_it(tmp_path: Path) -> N
         assert results["hf_endpoint"].status == "fail"
         assert screen.blocked == {"model": ["hf_endpoint"]}
         status = str(screen.query_one("#checks-status").render())
-        assert "Blocked: model (by hf_endpoint)" in status
+        assert "Disabled here: model (by hf_endpoint)" in status
         detail = await _highlight(pilot, screen, "hf_endpoint")
         assert "Fix" in detail and "hf-mirror.com" in detail and "Blocks: model" in detail
-        # Continue is refused while the model step is blocked.
+        # Blocked means "can't run", not "can't look": Continue opens Model with the blocker
+        # shown, and fetching is refused with the reason.
         await pilot.press("c")
+        for _ in range(200):
+            if app.current_step == "model" and app.screen.query("#step-blockers"):
+                break
+            await pilot.pause(0.05)
+        assert app.current_step == "model"
+        banner = app.screen.query_one("#step-blockers")
+        assert banner.display and "hf_endpoint" in str(banner.render())
+        app.screen.action_fetch()  # type: ignore[attr-defined]
         await pilot.pause()
+        assert any("hf_endpoint" in str(n.message) for n in app._notifications)
+        await pilot.press("ctrl+b")
+        for _ in range(200):
+            if app.current_step == "checks":
+                break
+            await pilot.pause(0.05)
         assert app.current_step == "checks"
         # Bring the endpoint up on that port, re-run: nothing blocks, continue moves on.
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Hub)
@@ -91,9 +106,15 @@ async def test_failure_blocks_its_step_then_rerun_clears_it(tmp_path: Path) -> N
             screen = await _settle(pilot, app)
             assert screen.query_one(CheckList).results["hf_endpoint"].status == "ok"
             assert screen.blocked == {}
+            assert not app.blocked
             await pilot.press("c")
-            await pilot.pause(0.2)
+            for _ in range(200):
+                if app.current_step == "model":
+                    break
+                await pilot.pause(0.05)
             assert app.current_step == "model"
+            await pilot.pause(0.2)
+            assert not app.screen.query_one("#step-blockers").display
         finally:
             server.shutdown()
             server.server_close()

@@ -9,7 +9,8 @@ import pytest
 from backend.preset import load_preset
 from backend.runs import read_status, stop_run
 from backend.runs.rundir import list_run_dirs
-from screens.launch import ConfirmLaunch, LaunchScreen
+from screens.dialogs import ConfirmDialog
+from screens.launch import LaunchScreen
 from tui.app import TrainwizApp
 
 
@@ -49,7 +50,7 @@ async def test_cancel_in_the_confirmation_starts_nothing() -> None:
         await _planned(app, pilot)
         await pilot.press("l")
         await pilot.pause(0.1)
-        assert isinstance(app.screen, ConfirmLaunch)
+        assert isinstance(app.screen, ConfirmDialog)
         assert "Launch tiny-cpu?" in str(app.screen.query_one("#confirm-summary").render())
         await pilot.press("n")
         await pilot.pause(0.1)
@@ -102,6 +103,6 @@ async def test_a_refused_launch_is_explained(tmp_path: Path) -> None:
         assert list_run_dirs() == []
 
 
-@pytest.mark.parametrize("binding", ["launch_start", "launch_replan", "launch_monitor"])
+@pytest.mark.parametrize("binding", ["launch.start", "launch.replan", "launch.monitor"])
 def test_bindings_have_ids(binding: str) -> None:
     assert binding in {b.id for b in LaunchScreen.BINDINGS}  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ import yaml
 
 from backend.preset import parse_preset_text
 from backend.runs import refresh, wait_for
+from screens.dialogs import ConfirmDialog
 from screens.replay import RunAllScreen
 from tui.app import TrainwizApp
 
@@ -33,6 +34,13 @@ async def test_run_all_replays_and_opens_the_monitor_on_the_run() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+r")
+        for _ in range(200):  # it asks first, saying what runs and where
+            await pilot.pause(0.05)
+            if isinstance(app.screen, ConfirmDialog):
+                break
+        assert isinstance(app.screen, ConfirmDialog)
+        assert app.current_run is None
+        await pilot.press("y")
         screen = None
         for _ in range(200):
             await pilot.pause(0.05)
