@@ -23,9 +23,13 @@ from backend.preset import Preset
 def extra_warnings(preset: Preset) -> list[str]:
     """Warning lines every confirmation shows for ``preset`` (empty: nothing to warn about).
 
-    The one hook for preset-level risks, e.g. ``backend.preset.safety.container_risks(preset)``.
+    The one hook for preset-level risks: the dangerous container options
+    (``backend.preset.safety.container_risks``), redacted like every other printed value.
     """
-    return []
+    from backend.preset.safety import container_risks
+    from backend.redact import redact_text
+
+    return [redact_text(f"WARNING {risk.line()}") for risk in container_risks(preset)]
 
 
 def confirm_text(title: str, runs: list[str], where: list[str], warnings: list[str]) -> Text:

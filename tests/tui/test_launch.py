@@ -106,3 +106,19 @@ async def test_a_refused_launch_is_explained(tmp_path: Path) -> None:
 @pytest.mark.parametrize("binding", ["launch.start", "launch.replan", "launch.monitor"])
 def test_bindings_have_ids(binding: str) -> None:
     assert binding in {b.id for b in LaunchScreen.BINDINGS}  # type: ignore[union-attr]
+
+
+async def test_confirmation_names_dangerous_container_options() -> None:
+    """A shared preset asking for a privileged container with the host's root mounted: the
+    wizard's own yes shows each risk, with its fix, before anything runs."""
+    from backend.preset.schema import Volume
+
+    preset = load_preset("vicuna-7b-4xa100-40g").model_copy(deep=True)
+    preset.container.privileged = True
+    preset.container.volumes = [*preset.container.volumes, Volume(host="/", container="/host")]
+    app = TrainwizApp(preset, "shared.yaml", start_step="launch")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _planned(app, pilot)
+        text = str(screen.confirm_dialog().body)
+    assert "WARNING container.privileged" in text
+    assert "WARNING container.volumes" in text
