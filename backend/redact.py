@@ -66,11 +66,31 @@ def redact_url(url: str) -> str:
     return _URL_USERINFO.sub(hide, url)
 
 
+# Names that match _SECRET_WORDS but hold no secret: the shell's working directories, and the
+# session/agent plumbing of desktops and SSH (paths and ids, shown in plans and logs as they are).
+_NOT_SECRET = frozenset(
+    {
+        "PWD",
+        "OLDPWD",
+        "SSH_AUTH_SOCK",
+        "XDG_SESSION_ID",
+        "XDG_SESSION_TYPE",
+        "XDG_SESSION_CLASS",
+        "XDG_SESSION_DESKTOP",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "SESSION_MANAGER",
+    }
+)
+
+
 def _process_secrets() -> list[str]:
     return [
         value
         for key, value in os.environ.items()
-        if len(value) >= MIN_SCRUB and _SECRET_WORDS.search(key) and not key.startswith("TRAINWIZ_")
+        if len(value) >= MIN_SCRUB
+        and _SECRET_WORDS.search(key)
+        and key.upper() not in _NOT_SECRET
+        and not key.startswith("TRAINWIZ_")
     ]
 
 

@@ -244,8 +244,12 @@ def preflight(preset: Preset) -> None:
                 + (f" (on the host: {where})" if str(where) != value else "")
                 + ": point it at a FastChat conversation JSON"
             )
-    if preset.model.source == "local" and not _model_present(preset):
-        raise BadInput(f"model.dir: {preset.model.dir} has no config.json: point it at a model")
+    if preset.model.source == "local":
+        from backend.model.ready import model_ready
+
+        readiness = model_ready(preset)
+        if not readiness.ready:
+            raise BadInput(f"model.dir: {readiness.reason}: point it at a model")
 
 
 def _host_file(preset: Preset, path: str) -> Path | None:

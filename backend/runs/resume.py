@@ -219,17 +219,19 @@ def _note(log: IO[bytes], text: str) -> None:
 
 
 def trainer_pids(run_dir: Path) -> list[int]:
-    """Live processes running this run's entry (torchrun and its workers), from /proc."""
+    """Live processes of the run (procs' one definition: its environment names the run) that
+    run its entry: torchrun and its workers, not the watcher."""
+    from backend.runs.procs import run_processes
+
     entry = str(run_dir / "entry" / "train_entry.py").encode()
     pids = []
-    for proc in Path("/proc").glob("[0-9]*"):
+    for proc in run_processes(run_dir):
         try:
-            cmdline = (proc / "cmdline").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+            cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        except OSError:
             continue
-        if entry in cmdline and state != "Z":
-            pids.append(int(proc.name))
+        if entry in cmdline and proc.state != "Z":
+            pids.append(proc.pid)
     return sorted(pids)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -113,10 +114,16 @@ def test_bad_input_messages_hide_url_passwords(
 
 @pytest.mark.slow
 def test_run_files_hold_no_secret(tmp_path: Path) -> None:
-    """A real host launch (the trainer fails fast on the fake model): the run's record is clean,
-    and the unredacted copy its own steps read is 0600."""
+    """A real host launch (a valid tiny model; the trainer fails fast on the empty data): the
+    run's record is clean, and the unredacted copy its own steps read is 0600."""
+    from backend.model.tiny import make_tiny
+    from backend.preset.schema import TinyModelSpec
+
     path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump(_secret_preset(tmp_path, runner="host")))
+    data = _secret_preset(tmp_path, runner="host")
+    shutil.rmtree(tmp_path / "model")
+    make_tiny(tmp_path / "model", TinyModelSpec())
+    path.write_text(yaml.safe_dump(data))
     done = subprocess.run(
         [sys.executable, "-m", "tui.cli", "launch", str(path), "--detach"],
         cwd=ROOT,
