@@ -45,14 +45,16 @@ def render_summary(s: ThroughputSummary | None, state: str = "", width: int = 30
     if s.tokens_per_s is None and s.source == "log":
         out.append("\ntok/s n/a (log only)", style="dim")
     else:
-        out.append(f"\ntok/s {_num(s.tokens_per_s)} pad")
-        out.append(f"\n      {_num(s.tokens_nonpad_per_s)} non-pad")
+        # The headline is what the data really has (issue 16); padded figures come second.
+        out.append(f"\nreal tok/s {_num(s.tokens_nonpad_per_s)}", style="bold")
+        if s.mfu_nonpad is not None:  # entries since issue 16: MFU on the data's own tokens
+            out.append(f"\nreal-token MFU {s.mfu_nonpad:.1%}", style="bold")
+        out.append(f"\npadded tok/s {_num(s.tokens_per_s)}")
     out.append(f"\nsmp/s {_num(s.samples_per_s, '.2f')}")
     out.append(f"  step {_num(s.step_time_s, '.3f')}s")
     mfu = "n/a" if s.mfu is None else f"{s.mfu:.1%}"
-    out.append(f"\nMFU {mfu}  ETA {_dur(s.eta_s)}  ran {_dur(s.elapsed_s)}")
-    if s.mfu_nonpad is not None:  # entries since issue 16: MFU on the data's own tokens
-        out.append(f"\nreal-token MFU {s.mfu_nonpad:.1%}", style="bold")
+    out.append(f"\npadded MFU {mfu}")
+    out.append(f"\nETA {_dur(s.eta_s)}  ran {_dur(s.elapsed_s)}")
     return out
 
 
