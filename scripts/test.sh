@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI): install with the dev tools, then every quality gate:
 # ruff, mypy, import-linter, and pytest (unit, Pilot, snapshot, and the integration tests: real
-# Docker and real CPU training — start Docker first with scripts/ci-docker.sh, as .ci/run does).
+# Docker, sshd, Slurm and real CPU training; as root on Debian/Ubuntu this starts those services).
 #
 # System tools some tests drive for real: tmux (the wizard in a real terminal, tests/e2e),
 # git-lfs (git-lfs clones), busybox-static (a one-binary image for the Docker tests). Installed
@@ -27,6 +27,14 @@ install_system_tools() {
 }
 
 install_system_tools
+# The services the integration tests use, started here so this one command works on a fresh
+# machine (each script is idempotent; .ci/run calls them too): a Docker engine with the local
+# base image, sshd on 127.0.0.1 and a one-host Slurm cluster for the multi-node tests.
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    bash scripts/ci-docker.sh
+    bash scripts/ci-sshd.sh >/dev/null
+    bash scripts/ci-slurm.sh >/dev/null
+fi
 bash scripts/install.sh --dev
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff"; ruff check . && ruff format --check .
