@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend.checks.model import CheckResult
-from backend.preset import load_preset
+from backend.preset import list_shipped, load_preset
 from backend.steps import STEP_IDS
 from tui.app import STEP_SCREENS, TrainwizApp
 
@@ -75,7 +75,8 @@ async def test_preset_picker_loads_a_shipped_preset() -> None:
         await pilot.pause()
         await pilot.press("ctrl+o")
         await pilot.pause(0.1)
-        await pilot.press("down", "enter")  # second shipped preset
+        names = [name for name, _ in list_shipped()]  # the picker lists them in this order
+        await pilot.press(*["down"] * names.index("vicuna-13b-v1.3-8xa100"), "enter")
         await pilot.pause(0.1)
         assert app.preset.name == "vicuna-13b-v1.3-8xa100"
         assert app.sub_title == "preset: vicuna-13b-v1.3-8xa100"
