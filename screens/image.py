@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.widgets import DataTable, RichLog, Static
 
 from backend.errors import TrainwizError
+from backend.i18n import N_
 from backend.images.build import BuildResult, build_env_image, env_image_tag
 from backend.images.events import BuildStep, LayerProgress, LogLine
 from backend.images.host import HostGpus
@@ -121,12 +122,12 @@ class ImageScreen(StepScreen):
     HOST_OVERRIDE: ClassVar[HostGpus | None] = None
     INCLUDE_LOCAL: ClassVar[bool] = True
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "use", "Use", id="image.use"),
-        Binding("p", "pull", "Pull", id="image.pull"),
-        Binding("b", "build", "Build", id="image.build"),
-        Binding("a", "toggle_all", "Show all", id="image.toggle_all", show=False),
-        Binding("r", "refresh", "Refresh", id="image.refresh", show=False),
-        Binding("x", "cancel", "Cancel", id="image.cancel", show=False),
+        Binding("enter", "use", N_("Use"), id="image.use"),
+        Binding("p", "pull", N_("Pull"), id="image.pull"),
+        Binding("b", "build", N_("Build"), id="image.build"),
+        Binding("a", "toggle_all", N_("Show all"), id="image.toggle_all", show=False),
+        Binding("r", "refresh", N_("Refresh"), id="image.refresh", show=False),
+        Binding("x", "cancel", N_("Cancel"), id="image.cancel", show=False),
     ]
     DEFAULT_CSS = """
     ImageScreen #image-host { height: auto; padding: 0 1; }
@@ -400,7 +401,7 @@ class ImageScreen(StepScreen):
                 "the preset's environment.venv is set to it, so Launch trains in it",
             ]
         dialog = ConfirmDialog(f"Build the {runner} environment for {p.name}?", runs, where,
-                               extra_warnings(p), yes="Build")  # fmt: skip
+                               extra_warnings(p), yes=N_("Build"))  # fmt: skip
 
         def answered(yes: bool | None) -> None:
             if yes:

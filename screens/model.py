@@ -24,6 +24,7 @@ from textual.widgets import Input, Label, ProgressBar, Select, Static
 
 from backend.data.check import DataReport, check_data
 from backend.errors import TrainwizError
+from backend.i18n import N_
 from backend.model.fetch import EnsureResult, ensure_model, model_dir
 from backend.model.hub import FetchProgress
 from backend.model.placeholders import resolve_placeholders
@@ -126,10 +127,10 @@ class ModelScreen(StepScreen):
 
     STEP_ID = "model"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "fetch", "Fetch", id="model.fetch"),
-        Binding("v", "validate", "Validate", id="model.validate", show=False),
-        Binding("d", "check_data", "Check data", id="model.check_data"),
-        Binding("x", "cancel", "Cancel", id="model.cancel", show=False),
+        Binding("f", "fetch", N_("Fetch"), id="model.fetch"),
+        Binding("v", "validate", N_("Validate"), id="model.validate", show=False),
+        Binding("d", "check_data", N_("Check data"), id="model.check_data"),
+        Binding("x", "cancel", N_("Cancel"), id="model.cancel", show=False),
     ]
     DEFAULT_CSS = """
     ModelScreen .model-form-row { height: auto; }

@@ -13,6 +13,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from backend.errors import BadInput
+from backend.i18n import N_
 from backend.preset import Preset, list_shipped, load_preset, save_preset
 
 
@@ -20,7 +21,7 @@ class PresetPicker(ModalScreen[tuple[Preset, str] | None]):
     """Shipped presets in a list, or a YAML path typed in; errors shown with file:line."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="picker.cancel")
+        Binding("escape", "cancel", N_("Cancel"), id="picker.cancel")
     ]
     DEFAULT_CSS = """
     PresetPicker { align: center middle; }
@@ -63,7 +64,7 @@ class SavePresetDialog(ModalScreen[Path | None]):
     """Save the preset being edited as YAML (atomic; nothing half-written on error)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="save.cancel")
+        Binding("escape", "cancel", N_("Cancel"), id="save.cancel")
     ]
     DEFAULT_CSS = """
     SavePresetDialog { align: center middle; }

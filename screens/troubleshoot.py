@@ -22,14 +22,16 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Header, Input, OptionList, Static, TextArea
+from textual.widgets import Button, Header, Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from backend.diagnosis import Diagnosis, Finding, Fix, apply_fixes, diagnose_file, diagnose_text
 from backend.diagnosis import preset_diff as make_diff
 from backend.errors import TrainwizError
+from backend.i18n import N_
 from backend.paths import home, runs_dir
 from backend.preset import Preset, load_preset, save_preset
+from widgets.footer import TranslatedFooter
 
 Relaunch = Callable[[Preset], None]
 SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -86,8 +88,8 @@ class FixReviewDialog(ModalScreen[bool]):
     """The preset diff of one fix; nothing changes unless the user confirms."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "apply", "Apply and relaunch", id="troubleshoot.fix_apply"),
-        Binding("escape,n", "cancel", "Cancel", id="troubleshoot.fix_cancel"),
+        Binding("y", "apply", N_("Apply and relaunch"), id="troubleshoot.fix_apply"),
+        Binding("escape,n", "cancel", N_("Cancel"), id="troubleshoot.fix_cancel"),
     ]
     DEFAULT_CSS = """
     FixReviewDialog { align: center middle; }
@@ -131,9 +133,9 @@ class TroubleshootScreen(Screen[None]):
     """Runs and a log source on the left; findings, explanation and fixes on the right."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Back", id="troubleshoot.close"),
-        Binding("ctrl+r", "diagnose_paste", "Diagnose pasted log", id="troubleshoot.paste"),
-        Binding("f5", "refresh_runs", "Refresh runs", id="troubleshoot.refresh"),
+        Binding("escape", "close", N_("Back"), id="troubleshoot.close"),
+        Binding("ctrl+r", "diagnose_paste", N_("Diagnose pasted log"), id="troubleshoot.paste"),
+        Binding("f5", "refresh_runs", N_("Refresh runs"), id="troubleshoot.refresh"),
     ]
     DEFAULT_CSS = """
     TroubleshootScreen #ts-left { width: 46; padding: 0 1; }
@@ -179,7 +181,7 @@ class TroubleshootScreen(Screen[None]):
                     yield Static("", id="ts-explain")
                 yield Static("Fixes", classes="section-title")
                 yield OptionList(id="ts-fixes")
-        yield Footer()
+        yield TranslatedFooter()
 
     def on_mount(self) -> None:
         self.action_refresh_runs()
