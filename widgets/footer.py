@@ -12,7 +12,11 @@ from textual.app import ComposeResult
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-from backend.i18n import _
+from backend.i18n import N_, _
+
+# Textual's own bindings that the footer shows (the command palette's ``ctrl+p``), marked here
+# so that the catalog has them.
+TEXTUAL_DESCRIPTIONS = (N_("palette"),)
 
 
 class TranslatedFooter(Footer):
