@@ -95,6 +95,12 @@ class StepScreen(Screen[None]):
         if self.is_mounted:
             self.query_one(StepBody).refresh(recompose=True)
 
+    def language_changed(self) -> None:
+        """The user switched the language (palette); the default rebuilds the body like a new
+        preset does. A screen whose rebuild would redo work (Checks re-running) overrides it."""
+        self.preset_changed()
+        self.show_blockers()
+
     # ---- blockers: what can't run here, and why ------------------------------------------
     def _app_machine_changed(self) -> None:
         self.show_blockers()

@@ -126,6 +126,12 @@ class ChecksScreen(StepScreen):
         if self.is_mounted:
             self.action_rerun()
 
+    def language_changed(self) -> None:
+        """Only the words change: repaint the status and the detail, keep the results."""
+        self._update_status()
+        self._show_detail()
+        self.show_blockers()
+
     # ---- display -----------------------------------------------------------------------
     @property
     def blocked(self) -> dict[Step, list[str]]:

@@ -224,10 +224,10 @@ class TrainwizApp(App[int]):
                 indicator.refresh()
             for footer in screen.query(TranslatedFooter):
                 footer.refresh(recompose=True)
-            if screen is self.screen and hasattr(screen, "preset_changed"):
-                screen.preset_changed()
+            if screen is self.screen and hasattr(screen, "language_changed"):
+                screen.language_changed()
             elif hasattr(screen, "_preset_stale"):
-                screen._preset_stale = True
+                screen._preset_stale = True  # rebuilt in the new language when next shown
         self.notify(_("Language: English"), title="trainwiz")
 
     # ---- the machine (what the checks found) -------------------------------------------

@@ -93,9 +93,15 @@ async def test_palette_language_switch_is_live() -> None:
         assert {"下一步", "退出", "重新运行"} <= _footer_words(app)
         assert "检查" in str(app.screen.query_one(StepIndicator).render())
 
+        screen = app.screen
+        assert isinstance(screen, screens.checks.ChecksScreen)
+        results = screen.results
         app.action_switch_language()
         await pilot.pause(0.2)
         assert current_language() == "en"
+        assert screen.results is results and not screen.running  # words only: no re-run
+        status = str(screen.query_one("#checks-status").render())
+        assert "Disabled here" in status and "本机禁用" not in status
         assert {"Next", "Quit", "Re-run"} <= _footer_words(app)
         assert "1 Checks" in str(app.screen.query_one(StepIndicator).render())
         assert "preset: vicuna-7b-4xa100-40g" in app.sub_title
