@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from backend.i18n import N_
+
 if TYPE_CHECKING:
     from backend.checks.model import CheckResult
     from backend.preset.schema import Preset
@@ -44,7 +46,7 @@ class Readiness:
 @dataclass(frozen=True)
 class Step:
     id: StepId
-    title: str
+    title: str  # English (N_); shown through _()
     short: str  # for a narrow step bar
     action: str  # what makes the step ready, in words
     gated_action: str  # the action a failed check disables ("" = nothing is gated)
@@ -120,16 +122,18 @@ def _launch_ready(preset: Preset, machine: Machine) -> Readiness:
 
 
 STEPS: tuple[Step, ...] = (
-    Step("checks", "Checks", "Checks", "run the checks (r) and fix what fails", "", "checks",
-         False, _checks_ready),
-    Step("model", "Model", "Model", "fetch the model (f)", "fetch", "model", True,
+    Step("checks", N_("Checks"), N_("Checks"), N_("run the checks (r) and fix what fails"), "",
+         "checks", False, _checks_ready),
+    Step("model", N_("Model"), N_("Model"), N_("fetch the model (f)"), N_("fetch"), "model", True,
          _model_ready),
-    Step("image", "Image", "Image", "build the environment (b)", "pull and build",
-         "environment", True, _image_ready),
-    Step("hyperparams", "Hyperparameters", "Params", "edit the form; plan for a GPU", "",
-         None, False, _always_ready),
-    Step("launch", "Launch", "Launch", "launch (l)", "launch", "launch", True, _launch_ready),
-    Step("monitor", "Monitor", "Monitor", "follow a run", "", "follow", False, _always_ready),
+    Step("image", N_("Image"), N_("Image"), N_("build the environment (b)"),
+         N_("pull and build"), "environment", True, _image_ready),
+    Step("hyperparams", N_("Hyperparameters"), N_("Params"), N_("edit the form; plan for a GPU"),
+         "", None, False, _always_ready),
+    Step("launch", N_("Launch"), N_("Launch"), N_("launch (l)"), N_("launch"), "launch", True,
+         _launch_ready),
+    Step("monitor", N_("Monitor"), N_("Monitor"), N_("follow a run"), "", "follow", False,
+         _always_ready),
 )  # fmt: skip
 STEP_IDS: tuple[StepId, ...] = tuple(s.id for s in STEPS)
 BLOCKABLE: tuple[StepId, ...] = tuple(s.id for s in STEPS if s.blockable)

@@ -15,9 +15,11 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Container
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
+from backend.i18n import N_, _
 from backend.steps import BLOCKABLE, Machine, blockers, step
+from widgets.footer import TranslatedFooter
 from widgets.step_indicator import StepIndicator
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ class StepScreen(Screen[None]):
         yield StepIndicator(self.step_id, id="steps")
         yield Static(id="step-blockers")
         yield StepBody(id="step-body")
-        yield Footer(compact=True)
+        yield TranslatedFooter(compact=True)
 
     def compose_body(self) -> ComposeResult:
         raise NotImplementedError
@@ -93,6 +95,12 @@ class StepScreen(Screen[None]):
         if self.is_mounted:
             self.query_one(StepBody).refresh(recompose=True)
 
+    def language_changed(self) -> None:
+        """The user switched the language (palette); the default rebuilds the body like a new
+        preset does. A screen whose rebuild would redo work (Checks re-running) overrides it."""
+        self.preset_changed()
+        self.show_blockers()
+
     # ---- blockers: what can't run here, and why ------------------------------------------
     def _app_machine_changed(self) -> None:
         self.show_blockers()
@@ -110,14 +118,20 @@ class StepScreen(Screen[None]):
         if not found:
             banner.display = False
             return
-        gated = step(self.step_id).gated_action or "this step's action"
+        gated = _(step(self.step_id).gated_action or N_("this step's action"))
         text = Text()
-        text.append(f"✗ {gated.capitalize()} is disabled on this machine: ", style="bold red")
+        text.append(
+            "✗ "
+            + _("{action} is disabled on this machine: ").format(
+                action=gated[:1].upper() + gated[1:]
+            ),
+            style="bold red",
+        )
         text.append("; ".join(f"{r.id}: {r.summary}" for r in found))
         fixes = [r.fix for r in found if r.fix]
         if fixes:
-            text.append(f" Fix: {fixes[0]}", style="cyan")
-        text.append(" You can still look and plan.", style="italic")
+            text.append(" " + _("Fix: {fix}").format(fix=_(fixes[0])), style="cyan")
+        text.append(" " + _("You can still look and plan."), style="italic")
         banner.update(text)
         banner.display = True
 
@@ -130,8 +144,9 @@ class StepScreen(Screen[None]):
         if not found:
             return False
         reasons = "; ".join(f"{r.id}: {r.summary}" for r in found)
-        self.notify(f"{what} needs what this machine lacks: {reasons}", title="Blocked",
-                    severity="error", timeout=8)  # fmt: skip
+        self.notify(_("{what} needs what this machine lacks: {reasons}").format(
+                    what=what, reasons=reasons), title=_("Blocked"), severity="error",
+                    timeout=8)  # fmt: skip
         return True
 
     # ---- leaving ---------------------------------------------------------------------------

@@ -21,11 +21,13 @@ from textual.widgets import OptionList, Static
 
 from backend.checks import CHECKS, CheckResult, blocked_steps, run_checks
 from backend.checks.model import Step
+from backend.i18n import N_, _
 from backend.steps import STEP_IDS
 from screens.base import StepScreen
 from widgets.check_list import MARKS, CheckList
 
 NEXT_STEP = STEP_IDS[1]
+STATUS_WORDS = {"ok": N_("ok"), "warn": N_("warn"), "fail": N_("fail"), "skip": N_("skip")}
 
 
 class ChecksScreen(StepScreen):
@@ -33,8 +35,8 @@ class ChecksScreen(StepScreen):
 
     STEP_ID = "checks"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "rerun", "Re-run", id="checks.rerun"),
-        Binding("c", "continue", "Continue", id="checks.continue"),
+        Binding("r", "rerun", N_("Re-run"), id="checks.rerun"),
+        Binding("c", "continue", N_("Continue"), id="checks.continue"),
     ]
     DEFAULT_CSS = """
     ChecksScreen #checks-status { height: auto; margin: 0 0 1 0; }
@@ -124,6 +126,12 @@ class ChecksScreen(StepScreen):
         if self.is_mounted:
             self.action_rerun()
 
+    def language_changed(self) -> None:
+        """Only the words change: repaint the status and the detail, keep the results."""
+        self._update_status()
+        self._show_detail()
+        self.show_blockers()
+
     # ---- display -----------------------------------------------------------------------
     @property
     def blocked(self) -> dict[Step, list[str]]:
@@ -135,18 +143,21 @@ class ChecksScreen(StepScreen):
         text = Text()
         for status in ("ok", "warn", "fail", "skip"):
             mark, style = MARKS[status]
-            text.append(f"{mark} {counts.get(status, 0)} {status}   ", style=style)
+            text.append(f"{mark} {counts.get(status, 0)} {_(STATUS_WORDS[status])}   ", style=style)
         pending = len(CHECKS) - len(check_list.results)
         if self.running and pending:
-            text.append(f"running… {pending} to go", style="italic")
+            text.append(_("running… {pending} to go").format(pending=pending), style="italic")
         blocked = self.blocked
         text.append("\n")
         if blocked:
-            parts = [f"{step} (by {', '.join(ids)})" for step, ids in blocked.items()]
-            text.append("Disabled here: " + "; ".join(parts), style="bold red")
-            text.append(" — every step still opens to look and plan.", style="italic")
+            parts = [
+                _("{step} (by {checks})").format(step=name, checks=", ".join(ids))
+                for name, ids in blocked.items()
+            ]
+            text.append(_("Disabled here: ") + "; ".join(parts), style="bold red")
+            text.append(_(" — every step still opens to look and plan."), style="italic")
         elif not self.running:
-            text.append("Nothing blocks the next steps. Press c to continue.", style="green")
+            text.append(_("Nothing blocks the next steps. Press c to continue."), style="green")
         self.query_one("#checks-status", Static).update(text)
 
     @on(OptionList.OptionHighlighted, "#checks-list")
@@ -163,23 +174,26 @@ class ChecksScreen(StepScreen):
         result = check_list.results.get(option.id or "")
         title = check_list.titles.get(option.id or "", option.id or "")
         if result is None:
-            target.update(Text(f"{title}\n\nrunning…", style="dim"))
+            target.update(Text(f"{title}\n\n" + _("running…"), style="dim"))
             return
         mark, style = MARKS[result.status]
         text = Text()
         text.append(f"{mark} {title}  ", style=style)
-        text.append(f"{result.status} · {result.duration_s:.2f} s\n\n", style="dim")
+        text.append(
+            f"{_(STATUS_WORDS[result.status])} · {result.duration_s:.2f} s\n\n", style="dim"
+        )
         text.append(result.summary + "\n")
         if result.detail:
             text.append("\n" + result.detail + "\n", style="dim")
         if result.why:
-            text.append("\nWhy it matters\n", style="bold")
-            text.append(result.why + "\n")
+            text.append("\n" + _("Why it matters") + "\n", style="bold")
+            text.append(_(result.why) + "\n")  # a recorded English result: translated if known
         if result.fix:
-            text.append("\nFix\n", style="bold")
-            text.append(result.fix + "\n", style="cyan")
+            text.append("\n" + _("Fix") + "\n", style="bold")
+            text.append(_(result.fix) + "\n", style="cyan")
         if result.blocks and result.status == "fail":
-            text.append(f"\nBlocks: {', '.join(result.blocks)}", style="bold red")
+            steps = ", ".join(result.blocks)  # step ids: what --from/--until take
+            text.append("\n" + _("Blocks: {steps}").format(steps=steps), style="bold red")
         target.update(text)
 
     # ---- moving on ---------------------------------------------------------------------

@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from backend.i18n import N_, _
 from backend.preset import Preset
 
 
@@ -36,15 +37,15 @@ def confirm_text(title: str, runs: list[str], where: list[str], warnings: list[s
     text = Text()
     text.append(title + "\n", style="bold")
     if runs:
-        text.append("\nWhat runs\n", style="bold")
+        text.append("\n" + _("What runs") + "\n", style="bold")
         for line in runs:
             text.append(f"  {line}\n")
     if where:
-        text.append("\nWhere\n", style="bold")
+        text.append("\n" + _("Where") + "\n", style="bold")
         for line in where:
             text.append(f"  {line}\n")
     if warnings:
-        text.append("\nWarnings\n", style="bold yellow")
+        text.append("\n" + _("Warnings") + "\n", style="bold yellow")
         for line in warnings:
             text.append(f"  ! {line}\n", style="yellow")
     return text
@@ -54,8 +55,8 @@ class ConfirmDialog(ModalScreen[bool]):
     """Run it for real? ``y`` confirms, ``n``/Escape cancels; the body says what and where."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
-        Binding("n,escape", "answer(False)", "Cancel", id="confirm.no"),
+        Binding("y", "answer(True)", N_("Yes"), id="confirm.yes"),
+        Binding("n,escape", "answer(False)", N_("Cancel"), id="confirm.no"),
     ]
     DEFAULT_CSS = """
     ConfirmDialog { align: center middle; }
@@ -69,7 +70,7 @@ class ConfirmDialog(ModalScreen[bool]):
     """
 
     def __init__(self, title: str, runs: list[str], where: list[str],
-                 warnings: list[str] | None = None, *, yes: str = "Run") -> None:  # fmt: skip
+                 warnings: list[str] | None = None, *, yes: str = N_("Run")) -> None:  # fmt: skip
         super().__init__()
         self.body = confirm_text(title, runs, where, list(warnings or []))
         self.yes_label = yes
@@ -79,8 +80,8 @@ class ConfirmDialog(ModalScreen[bool]):
             with VerticalScroll(id="confirm-body"):
                 yield Static(self.body, id="confirm-summary")
             with Horizontal(id="confirm-buttons"):
-                yield Button("Cancel (n)", id="confirm-no")
-                yield Button(f"{self.yes_label} (y)", id="confirm-yes", variant="success")
+                yield Button(_("Cancel (n)"), id="confirm-no")
+                yield Button(f"{_(self.yes_label)} (y)", id="confirm-yes", variant="success")
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)

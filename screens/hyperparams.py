@@ -20,6 +20,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.widgets import Button, Select, Static
 
+from backend.i18n import N_, _
 from backend.planner import (
     GpuSpec,
     ModelShape,
@@ -45,6 +46,10 @@ from backend.preset.schema import map_container_path
 from screens.base import StepScreen
 from widgets.form_field import FormField
 
+# The form's group headings (backend.planner.fields.GROUPS), marked here to be shown translated.
+GROUP_TITLES = (N_("Model and data"), N_("Batch and length"), N_("Optimizer and schedule"),
+                N_("Precision"), N_("Parallelism and FSDP"),
+                N_("Checkpointing, eval and logging"))  # fmt: skip
 NO_GPU = "__none__"
 LOCAL_GPU = "__local__"
 
@@ -81,8 +86,8 @@ class HyperparamsScreen(StepScreen):
     STEP_ID = "hyperparams"
     COMMANDS: ClassVar = {FieldCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f5", "tune", "Tune", id="hyperparams.tune"),
-        Binding("f6", "save_as", "Save as", id="hyperparams.save"),
+        Binding("f5", "tune", N_("Tune"), id="hyperparams.tune"),
+        Binding("f6", "save_as", N_("Save as"), id="hyperparams.save"),
     ]
     DEFAULT_CSS = """
     HyperparamsScreen #hp-main { height: 1fr; }
@@ -113,7 +118,7 @@ class HyperparamsScreen(StepScreen):
         self.invalid: dict[str, str] = {}
         self.local_gpu: GpuSpec | None = None
         self.gpu: GpuSpec | None = None
-        self.records: tuple[str, int | None, str] = ("", None, "dataset not counted yet")
+        self.records: tuple[str, int | None, str] = ("", None, N_("dataset not counted yet"))
         self.tune_text = ""
         self.shown: dict[str, tuple[str, str]] = {}
 
@@ -128,7 +133,7 @@ class HyperparamsScreen(StepScreen):
                 for info in self.fields.values():
                     if info.group != group:
                         group = info.group
-                        yield Static(group, classes="section-title")
+                        yield Static(_(group), classes="section-title")
                     value = current_value(self.preset, info.path)
                     shown: str | bool = bool(value) if info.kind == "bool" else display_value(value)
                     yield FormField(
@@ -142,22 +147,24 @@ class HyperparamsScreen(StepScreen):
                     )
             with VerticalScroll(id="hp-side"):
                 yield Select(self._gpu_options(), value=self._gpu_choice(), id="hp-gpu",
-                             allow_blank=False, prompt="Plan for GPU")  # fmt: skip
-                yield Static("Derived", classes="section-title")
+                             allow_blank=False, prompt=_("Plan for GPU"))  # fmt: skip
+                yield Static(_("Derived"), classes="section-title")
                 yield Static(id="hp-derived", markup=False)
-                yield Static("Memory and speed", classes="section-title")
+                yield Static(_("Memory and speed"), classes="section-title")
                 yield Static(id="hp-memory", markup=False)
-                yield Static("Training command", classes="section-title")
+                yield Static(_("Training command"), classes="section-title")
                 yield Static(id="hp-command", markup=False)
                 yield Static(self.tune_text, id="hp-tune-result", markup=False)
                 with Horizontal(id="hp-buttons"):
-                    yield Button("Tune (F5)", id="hp-tune", variant="primary")
-                    yield Button("Save as preset (F6)", id="hp-save")
+                    yield Button(_("Tune (F5)"), id="hp-tune", variant="primary")
+                    yield Button(_("Save as preset (F6)"), id="hp-save")
 
     def _gpu_options(self) -> list[tuple[str, str]]:
-        options = [("no GPU chosen", NO_GPU)]
+        options = [(_("no GPU chosen"), NO_GPU)]
         if self.local_gpu is not None:
-            label = f"this machine: {self.local_gpu.count} x {self.local_gpu.name}"
+            label = _("this machine: {count} x {name}").format(
+                count=self.local_gpu.count, name=self.local_gpu.name
+            )
             options.append((label, LOCAL_GPU))
         options += [(f"{alias}: {name}", alias) for alias, name in ALIASES.items()]
         return options
@@ -221,7 +228,7 @@ class HyperparamsScreen(StepScreen):
     def _count_data(self) -> None:
         path = self._data_path()
         if path != self.records[0]:
-            self.records = (path, None, "counting records…")
+            self.records = (path, None, N_("counting records…"))
             self.count_data(path)
 
     @on(GpuFound)
@@ -310,30 +317,35 @@ class HyperparamsScreen(StepScreen):
     def _refresh_derived(self) -> None:
         preset = self.preset
         world = preset.launch.nproc_per_node * preset.launch.nnodes
-        _, records, note = self.records
+        records, note = self.records[1], self.records[2]
         d = derive(preset.training, world, records, note)
 
         def show(value: int | None) -> str:
-            return f"{value:,}" if value is not None else "unknown (dataset size unknown)"
+            return f"{value:,}" if value is not None else _("unknown (dataset size unknown)")
 
+        t = preset.training
         lines = [
-            f"global batch: {d.global_batch} = {preset.training.per_device_train_batch_size} "
-            f"x {preset.training.gradient_accumulation_steps} accumulation x {world} GPU(s)",
-            f"tokens per step: {d.tokens_per_step:,} (every sample padded to "
-            f"{preset.training.model_max_length})",
-            f"dataset: {note}",
-            f"steps per epoch: {show(d.steps_per_epoch)}",
-            f"total steps: {show(d.total_steps)}",
-            f"warmup steps: {show(d.warmup_steps)}",
-        ]
+            _("global batch: {batch} = {per_device} x {accum} accumulation x {world} GPU(s)").format(
+                batch=d.global_batch, per_device=t.per_device_train_batch_size,
+                accum=t.gradient_accumulation_steps, world=world),
+            _("tokens per step: {tokens} (every sample padded to {length})").format(
+                tokens=f"{d.tokens_per_step:,}", length=t.model_max_length),
+            _("dataset: {note}").format(note=_(note)),
+            _("steps per epoch: {n}").format(n=show(d.steps_per_epoch)),
+            _("total steps: {n}").format(n=show(d.total_steps)),
+            _("warmup steps: {n}").format(n=show(d.warmup_steps)),
+        ]  # fmt: skip
         self.query_one("#hp-derived", Static).update("\n".join(lines))
 
     def _refresh_memory(self, shape: ModelShape | None) -> None:
         widget = self.query_one("#hp-memory", Static)
         if self.preset.launch.device == "cpu":
             widget.update(
-                "The preset trains on the CPU (launch.device: cpu): there is no GPU memory to "
-                "plan, so Tune has nothing to do. A GPU preset can be planned here: choose its GPU."
+                _(
+                    "The preset trains on the CPU (launch.device: cpu): there is no GPU memory to "
+                    "plan, so Tune has nothing to do. A GPU preset can be planned here: choose "
+                    "its GPU."
+                )
             )
         elif shape is None:
             widget.update(
@@ -341,7 +353,7 @@ class HyperparamsScreen(StepScreen):
                 "(fetch the model in the Model step)."
             )
         elif self.gpu is None:
-            widget.update("No GPU found here: choose one above to see the memory plan.")
+            widget.update(_("No GPU found here: choose one above to see the memory plan."))
         else:
             est = estimate(shape, settings_from_preset(self.preset), self.gpu)
             widget.update("\n".join(estimate_lines(est, shape, self.gpu)))

@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.widgets import DataTable, RichLog, Static
 
 from backend.errors import TrainwizError
+from backend.i18n import N_, _
 from backend.images.build import BuildResult, build_env_image, env_image_tag
 from backend.images.events import BuildStep, LayerProgress, LogLine
 from backend.images.host import HostGpus
@@ -121,12 +122,12 @@ class ImageScreen(StepScreen):
     HOST_OVERRIDE: ClassVar[HostGpus | None] = None
     INCLUDE_LOCAL: ClassVar[bool] = True
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "use", "Use", id="image.use"),
-        Binding("p", "pull", "Pull", id="image.pull"),
-        Binding("b", "build", "Build", id="image.build"),
-        Binding("a", "toggle_all", "Show all", id="image.toggle_all", show=False),
-        Binding("r", "refresh", "Refresh", id="image.refresh", show=False),
-        Binding("x", "cancel", "Cancel", id="image.cancel", show=False),
+        Binding("enter", "use", N_("Use"), id="image.use"),
+        Binding("p", "pull", N_("Pull"), id="image.pull"),
+        Binding("b", "build", N_("Build"), id="image.build"),
+        Binding("a", "toggle_all", N_("Show all"), id="image.toggle_all", show=False),
+        Binding("r", "refresh", N_("Refresh"), id="image.refresh", show=False),
+        Binding("x", "cancel", N_("Cancel"), id="image.cancel", show=False),
     ]
     DEFAULT_CSS = """
     ImageScreen #image-host { height: auto; padding: 0 1; }
@@ -168,7 +169,7 @@ class ImageScreen(StepScreen):
         self._cancel = threading.Event()
 
     def compose_body(self) -> ComposeResult:
-        yield Static("Judging images against this machine…", id="image-host")
+        yield Static(_("Judging images against this machine…"), id="image-host")
         with Horizontal(id="image-main"):
             yield DataTable(id="image-table", cursor_type="row", zebra_stripes=True)
             yield Static("", id="image-reasons")
@@ -178,13 +179,13 @@ class ImageScreen(StepScreen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("", "verdict", "image", "torch", "CUDA", "flavor", "local")
+        table.add_columns("", _("verdict"), _("image"), "torch", "CUDA", _("flavor"), _("local"))
         if self.host_runner:
-            self._log("b builds the training venv once (cached by a hash of its inputs)", "dim")
+            self._log(_("b builds the training venv once (cached by a hash of its inputs)"), "dim")
         else:
-            self._log("Enter uses the highlighted image · p pulls it · b builds the environment "
-                      "image once (cached by a hash of its inputs) · a shows all · r refreshes · "
-                      "x cancels", "dim")  # fmt: skip
+            self._log(_("Enter uses the highlighted image · p pulls it · b builds the environment "
+                        "image once (cached by a hash of its inputs) · a shows all · r refreshes · "
+                        "x cancels"), "dim")  # fmt: skip
         self.action_refresh()
 
     # ---- survey ------------------------------------------------------------------------
@@ -226,22 +227,30 @@ class ImageScreen(StepScreen):
         p = self.preset
         text = Text()
         text.append(
-            f"{p.name} trains on this host (launch.runner: host) in a Python venv", style="bold"
+            _("{name} trains on this host (launch.runner: host) in a Python venv").format(
+                name=p.name
+            ),
+            style="bold",
         )
-        text.append(": no container image and no CUDA image is used.\n")
+        text.append(_(": no container image and no CUDA image is used.") + "\n")
         try:
             plan = plan_environment(p, self.HOST_OVERRIDE)
             wanted = [s for s in (plan.torch_spec, plan.fastchat_spec) if s] + plan.requirements
-            text.append("venv packages: " + ", ".join(wanted) + "\n", style="dim")
+            text.append(_("venv packages: ") + ", ".join(wanted) + "\n", style="dim")
         except (TrainwizError, OSError):
             pass
         if environment_ready(p):
-            text.append(f"✓ training venv ready: {training_bin(p)}\n", style="green")
-            text.append("Launch trains with it. b rebuilds or reuses it (cached by a hash).")
+            text.append(
+                "✓ " + _("training venv ready: {bin}").format(bin=training_bin(p)) + "\n",
+                style="green",
+            )
+            text.append(_("Launch trains with it. b rebuilds or reuses it (cached by a hash)."))
         else:
-            where = p.environment.venv or "not built yet"
-            text.append(f"✗ training venv: {where}\n", style="yellow")
-            text.append("b builds it once (you confirm first); Launch then trains in it.")
+            where = p.environment.venv or _("not built yet")
+            text.append(
+                "✗ " + _("training venv: {where}").format(where=where) + "\n", style="yellow"
+            )
+            text.append(_("b builds it once (you confirm first); Launch then trains in it."))
         self.post_message(self.VenvState(text))
 
     @on(VenvState)
@@ -400,7 +409,7 @@ class ImageScreen(StepScreen):
                 "the preset's environment.venv is set to it, so Launch trains in it",
             ]
         dialog = ConfirmDialog(f"Build the {runner} environment for {p.name}?", runs, where,
-                               extra_warnings(p), yes="Build")  # fmt: skip
+                               extra_warnings(p), yes=N_("Build"))  # fmt: skip
 
         def answered(yes: bool | None) -> None:
             if yes:

@@ -22,6 +22,7 @@ from textual.widgets import Static
 
 from backend import paths
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import N_, _
 from backend.plan import Plan, build_plan
 from backend.runs import LaunchResult, launch
 from backend.steps import STEPS, Readiness
@@ -38,9 +39,9 @@ class LaunchScreen(StepScreen):
 
     STEP_ID = "launch"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("l", "launch", "Launch", id="launch.start"),
-        Binding("r", "replan", "Re-plan", id="launch.replan", show=False),
-        Binding("m", "monitor", "Monitor", id="launch.monitor"),
+        Binding("l", "launch", N_("Launch"), id="launch.start"),
+        Binding("r", "replan", N_("Re-plan"), id="launch.replan", show=False),
+        Binding("m", "monitor", N_("Monitor"), id="launch.monitor"),
     ]
     DEFAULT_CSS = """
     LaunchScreen #launch-summary { height: auto; margin: 0 0 1 0; }
@@ -69,7 +70,7 @@ class LaunchScreen(StepScreen):
     def compose_body(self) -> ComposeResult:
         yield Static(self._summary_text(), id="launch-summary")
         with VerticalScroll(id="launch-plan"):
-            yield Static(Text("building the plan…", style="italic"), id="launch-plan-text")
+            yield Static(Text(_("building the plan…"), style="italic"), id="launch-plan-text")
         yield Static(self._status_text(), id="launch-status")
 
     def on_mount(self) -> None:
@@ -104,7 +105,9 @@ class LaunchScreen(StepScreen):
     def on_launch_screen_planned(self, message: Planned) -> None:
         target = self.query_one("#launch-plan-text", Static)
         if message.plan is None:
-            target.update(Text(f"The plan cannot be built:\n{message.error}", style="bold red"))
+            target.update(
+                Text(_("The plan cannot be built:") + f"\n{message.error}", style="bold red")
+            )
             return
         self.plan = message.plan
         target.update(self._plan_text(message.plan, message.readiness or {}))
@@ -118,10 +121,17 @@ class LaunchScreen(StepScreen):
         text = Text()
         text.append(f"{p.name}", style="bold")
         text.append(f"  runner {p.launch.runner} · entry {p.launch.entry} · ")
-        text.append(f"{p.launch.nproc_per_node} process(es) on {p.launch.device}\n")
         text.append(
-            f"Runs go to {paths.runs_dir()}/<run id>/ (preset, plan, status, log, metrics). "
-            "The run is detached: closing trainwiz or losing SSH does not stop it.",
+            _("{n} process(es) on {device}").format(
+                n=p.launch.nproc_per_node, device=p.launch.device
+            )
+            + "\n"
+        )
+        text.append(
+            _(
+                "Runs go to {runs}/<run id>/ (preset, plan, status, log, metrics). "
+                "The run is detached: closing trainwiz or losing SSH does not stop it."
+            ).format(runs=paths.runs_dir()),
             style="dim",
         )
         return text
@@ -133,12 +143,12 @@ class LaunchScreen(StepScreen):
             text.append(f"{number}. [{step.group}] {step.title}", style="bold")
             ready = readiness.get(PLAN_TO_STEP.get(step.id, ""))
             if ready is not None:
-                words = {"ready": "ready: skipped", "needs-action": "runs first",
-                         "blocked": "blocked"}  # fmt: skip
+                words = {"ready": N_("ready: skipped"), "needs-action": N_("runs first"),
+                         "blocked": N_("blocked")}  # fmt: skip
                 if step.id == "train":
-                    words = {"ready": "ready", "needs-action": "after the steps above",
-                             "blocked": "blocked"}  # fmt: skip
-                text.append(f"  ({words[ready.state]})", style=READY_STYLE[ready.state])
+                    words = {"ready": N_("ready"), "needs-action": N_("after the steps above"),
+                             "blocked": N_("blocked")}  # fmt: skip
+                text.append(f"  ({_(words[ready.state])})", style=READY_STYLE[ready.state])
                 if ready.state == "blocked":
                     text.append("\n   " + "; ".join(ready.reasons), style="red")
             text.append("\n")
@@ -150,12 +160,13 @@ class LaunchScreen(StepScreen):
     # ---- launch --------------------------------------------------------------------------
     def _status_text(self) -> Text:
         if self.launching:
-            return Text("Launching…", style="italic")
+            return Text(_("Launching…"), style="italic")
         if self.last_run is not None:
             return Text(
-                f"Launched run {self.last_run.name}. Press m for the Monitor.", style="green"
+                _("Launched run {run}. Press m for the Monitor.").format(run=self.last_run.name),
+                style="green",
             )
-        return Text("Not launched. Press l to launch (you will be asked to confirm).")
+        return Text(_("Not launched. Press l to launch (you will be asked to confirm)."))
 
     def _update_status(self, error: str | None = None) -> None:
         status = self.query_one("#launch-status", Static)
@@ -166,14 +177,23 @@ class LaunchScreen(StepScreen):
         assert self.plan is not None
         p = self.preset
         runs = [f"{n}. {step.title}" for n, step in enumerate(self.plan.steps, 1)]
-        runs.append("(the model and environment steps run only if their result is missing)")
+        runs.append(_("(the model and environment steps run only if their result is missing)"))
         where = [
-            f"this machine, runner {p.launch.runner}: {p.launch.nproc_per_node} process(es) "
-            f"on {p.launch.device}",
-            f"run directory: {paths.runs_dir()}/<run id>/ (detached: survives closing trainwiz)",
-            f"output: {p.training.output_dir}",
+            _("this machine, runner {runner}: {n} process(es) on {device}").format(
+                runner=p.launch.runner, n=p.launch.nproc_per_node, device=p.launch.device
+            ),
+            _("run directory: {runs}/<run id>/ (detached: survives closing trainwiz)").format(
+                runs=paths.runs_dir()
+            ),
+            _("output: {dir}").format(dir=p.training.output_dir),
         ]
-        return ConfirmDialog(f"Launch {p.name}?", runs, where, extra_warnings(p), yes="Launch")
+        return ConfirmDialog(
+            _("Launch {name}?").format(name=p.name),
+            runs,
+            where,
+            extra_warnings(p),
+            yes=N_("Launch"),
+        )
 
     def request_launch(self) -> None:
         """Launch (after the confirmation) as soon as the plan is built: relaunch's way in."""
@@ -188,7 +208,7 @@ class LaunchScreen(StepScreen):
         if self.refuse_if_blocked("Launching"):
             return
         if self.plan is None:
-            self.notify("The plan is not ready yet.", severity="warning", title="Launch")
+            self.notify(_("The plan is not ready yet."), severity="warning", title=_("Launch"))
             return
 
         def answered(yes: bool | None) -> None:
@@ -214,13 +234,13 @@ class LaunchScreen(StepScreen):
     def on_launch_screen_launched(self, message: Launched) -> None:
         self.launching = False
         if message.result is None:
-            self._update_status(f"Launch refused: {message.error}")
-            self.notify("Launch refused; see the message below the plan.", severity="error")
+            self._update_status(_("Launch refused: {error}").format(error=message.error))
+            self.notify(_("Launch refused; see the message below the plan."), severity="error")
             return
         self.last_run = message.result.run_dir
         self.wizard.current_run = message.result.run_dir
         self._update_status()
-        self.notify(f"Run {message.result.run_id} started.", title="Launch")
+        self.notify(_("Run {run} started.").format(run=message.result.run_id), title=_("Launch"))
         self.wizard.goto_step("monitor")
 
     def action_monitor(self) -> None:

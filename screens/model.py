@@ -24,6 +24,7 @@ from textual.widgets import Input, Label, ProgressBar, Select, Static
 
 from backend.data.check import DataReport, check_data
 from backend.errors import TrainwizError
+from backend.i18n import N_, _
 from backend.model.fetch import EnsureResult, ensure_model, model_dir
 from backend.model.hub import FetchProgress
 from backend.model.placeholders import resolve_placeholders
@@ -34,17 +35,17 @@ from screens.base import StepScreen
 
 SOURCES = [
     ("Hugging Face Hub", "hf"),
-    ("git-lfs clone (the seed's way)", "git_lfs"),
-    ("Local directory", "local"),
-    ("Tiny random Llama (no network)", "tiny"),
-    ("ModelScope (its own client)", "modelscope"),
+    (N_("git-lfs clone (the seed's way)"), "git_lfs"),
+    (N_("Local directory"), "local"),
+    (N_("Tiny random Llama (no network)"), "tiny"),
+    (N_("ModelScope (its own client)"), "modelscope"),
 ]
 ACTION_LABEL = {
-    "hf": "download",
-    "git_lfs": "clone",
-    "local": "check",
-    "tiny": "make",
-    "modelscope": "download",
+    "hf": N_("download"),
+    "git_lfs": N_("clone"),
+    "local": N_("check"),
+    "tiny": N_("make"),
+    "modelscope": N_("download"),
 }
 
 
@@ -126,10 +127,10 @@ class ModelScreen(StepScreen):
 
     STEP_ID = "model"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "fetch", "Fetch", id="model.fetch"),
-        Binding("v", "validate", "Validate", id="model.validate", show=False),
-        Binding("d", "check_data", "Check data", id="model.check_data"),
-        Binding("x", "cancel", "Cancel", id="model.cancel", show=False),
+        Binding("f", "fetch", N_("Fetch"), id="model.fetch"),
+        Binding("v", "validate", N_("Validate"), id="model.validate", show=False),
+        Binding("d", "check_data", N_("Check data"), id="model.check_data"),
+        Binding("x", "cancel", N_("Cancel"), id="model.cancel", show=False),
     ]
     DEFAULT_CSS = """
     ModelScreen .model-form-row { height: auto; }
@@ -172,44 +173,53 @@ class ModelScreen(StepScreen):
     def compose_body(self) -> ComposeResult:
         m = self.preset.model
         with Horizontal(id="model-form", classes="model-form-row"):
-            yield Label("Source")
-            yield Select(SOURCES, value=m.source, allow_blank=False, id="model-source")
+            yield Label(_("Source"))
+            yield Select(
+                [(_(label), kind) for label, kind in SOURCES],
+                value=m.source,
+                allow_blank=False,
+                id="model-source",
+            )
             yield Input(
                 value=m.repo or m.git_url or "",
-                placeholder="owner/name (Hub) or git URL",
+                placeholder=_("owner/name (Hub) or git URL"),
                 id="model-repo",
             )
         with Horizontal(id="model-form-2", classes="model-form-row"):
-            yield Label("Dir")
+            yield Label(_("Dir"))
             yield Input(value=m.dir, id="model-dir")
             yield Input(
                 value=m.endpoint or "",
-                placeholder="endpoint/mirror, e.g. https://hf-mirror.com",
+                placeholder=_("endpoint/mirror, e.g. https://hf-mirror.com"),
                 id="model-endpoint",
             )
         yield Static(id="model-status")
         yield ProgressBar(total=None, show_eta=False, id="model-progress")
         with Horizontal(id="model-results"):
             with VerticalScroll(classes="model-pane", id="model-report-pane"):
-                yield Static("Not validated yet.", id="model-report")
+                yield Static(_("Not validated yet."), id="model-report")
             with VerticalScroll(classes="model-pane", id="data-report-pane"):
-                yield Static("Data not checked yet (press d).", id="data-report")
+                yield Static(_("Data not checked yet (press d)."), id="data-report")
 
     def on_mount(self) -> None:
         self._start()
 
     def _start(self) -> None:
         """Validate what is already there (real data), or say what to press."""
-        self.query_one("#model-report-pane").border_title = "Model"
-        self.query_one("#data-report-pane").border_title = "Training data"
+        self.query_one("#model-report-pane").border_title = _("Model")
+        self.query_one("#data-report-pane").border_title = _("Training data")
         self._sync_form()
         target = model_dir(self.preset.model)
         if target.is_dir():
-            self._status(f"Validating {target} …")
+            self._status(_("Validating {target} …").format(target=target))
             self._validate(str(target))
         else:
-            verb = ACTION_LABEL[self.preset.model.source]
-            self._status(f"{target} does not exist yet: press f to {verb} the model (v validates).")
+            verb = _(ACTION_LABEL[self.preset.model.source])
+            self._status(
+                _("{target} does not exist yet: press f to {verb} the model (v validates).").format(
+                    target=target, verb=verb
+                )
+            )
             self.action_check_data()  # the structure can be checked without a tokenizer
 
     # ---- form ------------------------------------------------------------------------------
@@ -269,13 +279,15 @@ class ModelScreen(StepScreen):
         self._cancel = threading.Event()
         self.query_one("#model-progress", ProgressBar).update(total=None, progress=0)
         self._status(
-            f"Starting: {ACTION_LABEL[source.source]} into {model_dir(source)} … (x cancels)"
+            _("Starting: {action} into {dir} … (x cancels)").format(
+                action=_(ACTION_LABEL[source.source]), dir=model_dir(source)
+            )
         )
         self._fetch(source, self._cancel)
 
     def action_cancel(self) -> None:
         self._cancel.set()
-        self._status("Cancelling … partial files are kept and the next fetch resumes.")
+        self._status(_("Cancelling … partial files are kept and the next fetch resumes."))
 
     def action_validate(self) -> None:
         self._validate(str(model_dir(self.preset.model, self.query_one("#model-dir", Input).value)))

@@ -20,6 +20,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Static
 
+from backend.i18n import N_, _
 from backend.monitor import (
     ClassifiedBatch,
     GpuSnapshot,
@@ -81,10 +82,10 @@ class LogUpdate(Message):
 class MonitorScreen(StepScreen):
     STEP_ID = "monitor"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("z", "zoom", "Zoom", id="monitor.zoom"),
-        Binding("g", "focus_gpus", "GPUs", id="monitor.focus_gpus", show=False),
-        Binding("l", "focus_log", "Log", id="monitor.focus_log", show=False),
-        Binding("c", "focus_chart", "Chart", id="monitor.focus_chart", show=False),
+        Binding("z", "zoom", N_("Zoom"), id="monitor.zoom"),
+        Binding("g", "focus_gpus", N_("GPUs"), id="monitor.focus_gpus", show=False),
+        Binding("l", "focus_log", N_("Log"), id="monitor.focus_log", show=False),
+        Binding("c", "focus_chart", N_("Chart"), id="monitor.focus_chart", show=False),
     ]
     DEFAULT_CSS = """
     MonitorScreen #monitor-middle { height: 1fr; min-height: 7; }
@@ -119,8 +120,10 @@ class MonitorScreen(StepScreen):
         yield GpuPanel(id="gpus")
         if self.run is None:
             yield Static(
-                "No run to monitor: launch one in the Launch step, or open a finished one with "
-                "`trainwiz attach <run>`.",
+                _(
+                    "No run to monitor: launch one in the Launch step, or open a finished one "
+                    "with `trainwiz attach <run>`."
+                ),
                 id="monitor-none",
             )
             return

@@ -13,6 +13,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from backend.errors import BadInput
+from backend.i18n import N_, _
 from backend.preset import Preset, list_shipped, load_preset, save_preset
 
 
@@ -20,7 +21,7 @@ class PresetPicker(ModalScreen[tuple[Preset, str] | None]):
     """Shipped presets in a list, or a YAML path typed in; errors shown with file:line."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="picker.cancel")
+        Binding("escape", "cancel", N_("Cancel"), id="picker.cancel")
     ]
     DEFAULT_CSS = """
     PresetPicker { align: center middle; }
@@ -31,12 +32,12 @@ class PresetPicker(ModalScreen[tuple[Preset, str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Open a preset")
+            yield Label(_("Open a preset"))
             yield OptionList(
                 *[Option(f"{name} — {desc}", id=name) for name, desc in list_shipped()],
                 id="picker-list",
             )
-            yield Input(placeholder="…or a path to a preset YAML, then Enter", id="picker-path")
+            yield Input(placeholder=_("…or a path to a preset YAML, then Enter"), id="picker-path")
             yield Static("", id="picker-error")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -63,7 +64,7 @@ class SavePresetDialog(ModalScreen[Path | None]):
     """Save the preset being edited as YAML (atomic; nothing half-written on error)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="save.cancel")
+        Binding("escape", "cancel", N_("Cancel"), id="save.cancel")
     ]
     DEFAULT_CSS = """
     SavePresetDialog { align: center middle; }
@@ -77,7 +78,7 @@ class SavePresetDialog(ModalScreen[Path | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Save preset '{self.preset.name}' to:")
+            yield Label(_("Save preset '{name}' to:").format(name=self.preset.name))
             yield Input(value=f"{self.preset.name}.yaml", id="save-path")
             yield Static("", id="save-error")
 
@@ -87,7 +88,7 @@ class SavePresetDialog(ModalScreen[Path | None]):
         except (BadInput, OSError) as exc:
             self.query_one("#save-error", Static).update(str(exc))
             return
-        self.app.notify(f"Saved {path}", title="Preset")
+        self.app.notify(_("Saved {path}").format(path=path), title=_("Preset"))
         self.dismiss(path)
 
     def action_cancel(self) -> None:

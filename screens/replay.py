@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, RichLog, Static
 
 from backend.errors import BadInput
+from backend.i18n import N_, _
 from backend.preset import Preset
 from backend.replay import Replay, ReplayResult, StepReport
 
@@ -29,8 +30,8 @@ class RunAllScreen(ModalScreen[ReplayResult | None]):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "accept_warnings", "Accept warnings and run", id="run_all.accept"),
-        Binding("escape", "close", "Close", id="run_all.close"),
+        Binding("y", "accept_warnings", N_("Accept warnings and run"), id="run_all.accept"),
+        Binding("escape", "close", N_("Close"), id="run_all.close"),
     ]
     DEFAULT_CSS = """
     RunAllScreen { align: center middle; }
@@ -143,7 +144,7 @@ class RunAllScreen(ModalScreen[ReplayResult | None]):
 
     def action_accept_warnings(self) -> None:
         if not self.running:
-            self.query_one(RichLog).write(Text("— accepting warnings —", style="yellow"))
+            self.query_one(RichLog).write(Text(_("— accepting warnings —"), style="yellow"))
             self._start(accept_warnings=True)
 
     def action_close(self) -> None:

@@ -22,14 +22,16 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Header, Input, OptionList, Static, TextArea
+from textual.widgets import Button, Header, Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from backend.diagnosis import Diagnosis, Finding, Fix, apply_fixes, diagnose_file, diagnose_text
 from backend.diagnosis import preset_diff as make_diff
 from backend.errors import TrainwizError
+from backend.i18n import N_, _
 from backend.paths import home, runs_dir
 from backend.preset import Preset, load_preset, save_preset
+from widgets.footer import TranslatedFooter
 
 Relaunch = Callable[[Preset], None]
 SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -86,8 +88,8 @@ class FixReviewDialog(ModalScreen[bool]):
     """The preset diff of one fix; nothing changes unless the user confirms."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "apply", "Apply and relaunch", id="troubleshoot.fix_apply"),
-        Binding("escape,n", "cancel", "Cancel", id="troubleshoot.fix_cancel"),
+        Binding("y", "apply", N_("Apply and relaunch"), id="troubleshoot.fix_apply"),
+        Binding("escape,n", "cancel", N_("Cancel"), id="troubleshoot.fix_cancel"),
     ]
     DEFAULT_CSS = """
     FixReviewDialog { align: center middle; }
@@ -115,8 +117,8 @@ class FixReviewDialog(ModalScreen[bool]):
                 yield Static(diff)
             yield Static(self.action_label, id="fix-action")
             with Horizontal():
-                yield Button("Apply (y)", variant="primary", id="fix-apply")
-                yield Button("Cancel (esc)", id="fix-cancel")
+                yield Button(_("Apply (y)"), variant="primary", id="fix-apply")
+                yield Button(_("Cancel (esc)"), id="fix-cancel")
 
     @on(Button.Pressed, "#fix-apply")
     def action_apply(self) -> None:
@@ -131,9 +133,9 @@ class TroubleshootScreen(Screen[None]):
     """Runs and a log source on the left; findings, explanation and fixes on the right."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Back", id="troubleshoot.close"),
-        Binding("ctrl+r", "diagnose_paste", "Diagnose pasted log", id="troubleshoot.paste"),
-        Binding("f5", "refresh_runs", "Refresh runs", id="troubleshoot.refresh"),
+        Binding("escape", "close", N_("Back"), id="troubleshoot.close"),
+        Binding("ctrl+r", "diagnose_paste", N_("Diagnose pasted log"), id="troubleshoot.paste"),
+        Binding("f5", "refresh_runs", N_("Refresh runs"), id="troubleshoot.refresh"),
     ]
     DEFAULT_CSS = """
     TroubleshootScreen #ts-left { width: 46; padding: 0 1; }
@@ -167,19 +169,19 @@ class TroubleshootScreen(Screen[None]):
         yield Header(show_clock=False)
         with Horizontal():
             with Vertical(id="ts-left"):
-                yield Static("Runs", classes="section-title")
+                yield Static(_("Runs"), classes="section-title")
                 yield OptionList(id="ts-runs")
-                yield Input(placeholder="…or a log file path, then Enter", id="ts-path")
-                yield Static("…or paste a log below, then ctrl+r", classes="muted")
+                yield Input(placeholder=_("…or a log file path, then Enter"), id="ts-path")
+                yield Static(_("…or paste a log below, then ctrl+r"), classes="muted")
                 yield TextArea(id="ts-paste")
             with Vertical(id="ts-right"):
-                yield Static("Pick a run or a log to diagnose.", id="ts-status")
+                yield Static(_("Pick a run or a log to diagnose."), id="ts-status")
                 yield OptionList(id="ts-findings")
                 with VerticalScroll(id="ts-detail"):
                     yield Static("", id="ts-explain")
-                yield Static("Fixes", classes="section-title")
+                yield Static(_("Fixes"), classes="section-title")
                 yield OptionList(id="ts-fixes")
-        yield Footer()
+        yield TranslatedFooter()
 
     def on_mount(self) -> None:
         self.action_refresh_runs()
@@ -344,7 +346,7 @@ class TroubleshootScreen(Screen[None]):
         try:
             fixed = apply_fixes(self._preset, fix)
         except TrainwizError as exc:
-            self.notify(str(exc), severity="error", title="Fix")
+            self.notify(str(exc), severity="error", title=_("Fix"))
             return
         relaunch = self._relaunch_callback()
         action = (
@@ -367,13 +369,18 @@ class TroubleshootScreen(Screen[None]):
         relaunch = self._relaunch_callback()
         if relaunch is not None:
             relaunch(fixed)
-            self.notify(f"Relaunching with the fixed preset {fixed.name}", title="Fix applied")
+            self.notify(
+                _("Relaunching with the fixed preset {name}").format(name=fixed.name),
+                title=_("Fix applied"),
+            )
             return
         target = home() / "presets" / f"{fixed.name}.fixed.yaml"
         try:
             path = save_preset(fixed, target)
         except (TrainwizError, OSError) as exc:
-            self.notify(f"Could not save the fixed preset: {exc}", severity="error")
+            self.notify(
+                _("Could not save the fixed preset: {error}").format(error=exc), severity="error"
+            )
             return
         setter = getattr(self.app, "set_preset", None)
         if callable(setter):

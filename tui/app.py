@@ -27,6 +27,7 @@ from textual.reactive import var
 from textual.screen import Screen
 
 from backend.checks.model import CheckResult
+from backend.i18n import N_, _
 from backend.preset import Preset, load_preset
 from backend.steps import STEP_IDS, STEPS, Machine
 from tui.keymap import NEXT_KEYS, PREVIOUS_KEYS, load_user_keymap
@@ -74,14 +75,20 @@ class StepCommands(Provider):
     def _commands(self) -> list[tuple[str, Callable[[], Any], str]]:
         app = cast(TrainwizApp, self.app)
         out: list[tuple[str, Callable[[], Any], str]] = [
-            (f"Go to step {s.number}: {s.title}", partial(app.goto_step, s.id),
-             f"open the {s.title} step") for s in STEPS
+            (_("Go to step {number}: {title}").format(number=s.number, title=_(s.title)),
+             partial(app.goto_step, s.id),
+             _("open the {title} step").format(title=_(s.title))) for s in STEPS
         ]  # fmt: skip
         out += [
-            ("Open preset…", app.action_open_preset, "load a shipped preset or a YAML file"),
-            ("Save the current preset", app.action_save_preset, "write it as YAML"),
-            ("Troubleshoot a run or a log", app.action_troubleshoot, "diagnose a failure"),
-            ("Run all steps (replay the preset)", app.action_run_all, "asks first"),
+            (_("Open preset…"), app.action_open_preset, _("load a shipped preset or a YAML file")),
+            (_("Save the current preset"), app.action_save_preset, _("write it as YAML")),
+            (_("Troubleshoot a run or a log"), app.action_troubleshoot, _("diagnose a failure")),
+            (_("Run all steps (replay the preset)"), app.action_run_all, _("asks first")),
+            (
+                "Language: 中文 / English",
+                app.action_switch_language,
+                _("switch the wizard between Chinese and English"),
+            ),
         ]
         return out
 
@@ -104,13 +111,13 @@ class TrainwizApp(App[int]):
     TITLE = "trainwiz"
     COMMANDS: ClassVar = {StepCommands} | App.COMMANDS
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(NEXT_KEYS, "next_step", "Next", id="app.next_step", priority=True),
-        Binding(PREVIOUS_KEYS, "previous_step", "Back", id="app.previous_step", priority=True),
-        Binding("ctrl+o", "open_preset", "Preset", id="app.open_preset"),
-        Binding("ctrl+s", "save_preset", "Save", id="app.save_preset", show=False),
-        Binding("ctrl+t", "troubleshoot", "Troubleshoot", id="app.troubleshoot", show=False),
-        Binding("ctrl+r", "run_all", "Run all", id="app.run_all", show=False),
-        Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
+        Binding(NEXT_KEYS, "next_step", N_("Next"), id="app.next_step", priority=True),
+        Binding(PREVIOUS_KEYS, "previous_step", N_("Back"), id="app.previous_step", priority=True),
+        Binding("ctrl+o", "open_preset", N_("Preset"), id="app.open_preset"),
+        Binding("ctrl+s", "save_preset", N_("Save"), id="app.save_preset", show=False),
+        Binding("ctrl+t", "troubleshoot", N_("Troubleshoot"), id="app.troubleshoot", show=False),
+        Binding("ctrl+r", "run_all", N_("Run all"), id="app.run_all", show=False),
+        Binding("ctrl+q", "quit", N_("Quit"), id="app.quit", priority=True),
     ]
 
     preset: var[Preset] = var(cast(Preset, None), init=False, always_update=True)
@@ -133,7 +140,7 @@ class TrainwizApp(App[int]):
         self.start_step = start_step
         self.current_run: Path | None = attach_run
         self.plan_gpu = plan_gpu
-        self.sub_title = f"preset: {preset.name}"
+        self.sub_title = _("preset: {name}").format(name=preset.name)
         for step_id in STEP_IDS:
             self.add_mode(step_id, _step_factory(step_id))
 
@@ -159,7 +166,10 @@ class TrainwizApp(App[int]):
 
     def step_screen(self, step_id: str) -> Screen[Any] | None:
         """The live screen of a step already opened (None before its first visit)."""
-        stack = self.get_screen_stack(step_id) if step_id in STEP_IDS else []
+        try:
+            stack = self.get_screen_stack(step_id) if step_id in STEP_IDS else []
+        except KeyError:  # Textual knows a mode's stack only once it has been shown
+            return None
         return stack[0] if stack else None
 
     def goto_step(self, step_id: str) -> bool:
@@ -172,10 +182,10 @@ class TrainwizApp(App[int]):
         here = self.step_screen(self.current_step) if self.current_step else None
         problems = list(getattr(here, "leave_problems", lambda: [])()) if here else []
         if problems:
-            title = next(s.title for s in STEPS if s.id == self.current_step)
+            title = _(next(s.title for s in STEPS if s.id == self.current_step))
             self.notify(
-                "\n".join(problems) + "\nFix the value (or open the preset again: ctrl+o).",
-                title=f"Can't leave {title}",
+                "\n".join(problems) + "\n" + _("Fix the value (or open the preset again: ctrl+o)."),
+                title=_("Can't leave {title}").format(title=title),
                 severity="error",
                 timeout=10,
             )
@@ -195,6 +205,30 @@ class TrainwizApp(App[int]):
 
     def action_previous_step(self) -> None:
         self._move(-1)
+
+    # ---- language (live switch from the palette) ---------------------------------------
+    def action_switch_language(self) -> None:
+        """Chinese <-> English, live: the frame (step bar, footer, header) repaints at once and
+        each step body is rebuilt the way a new preset rebuilds it (now or when next shown)."""
+        from backend.i18n import current_language, set_language
+        from widgets.footer import TranslatedFooter
+        from widgets.step_indicator import StepIndicator
+
+        set_language("en" if current_language() != "en" else "zh_CN")
+        self.watch_preset(self.preset)
+        for step_id in STEP_IDS:
+            screen = self.step_screen(step_id)
+            if screen is None:
+                continue
+            for indicator in screen.query(StepIndicator):
+                indicator.refresh()
+            for footer in screen.query(TranslatedFooter):
+                footer.refresh(recompose=True)
+            if screen is self.screen and hasattr(screen, "language_changed"):
+                screen.language_changed()
+            elif hasattr(screen, "_preset_stale"):
+                screen._preset_stale = True  # rebuilt in the new language when next shown
+        self.notify(_("Language: English"), title="trainwiz")
 
     # ---- the machine (what the checks found) -------------------------------------------
     def set_check_results(self, results: list[CheckResult]) -> None:
@@ -228,7 +262,8 @@ class TrainwizApp(App[int]):
             self.notify(note, title="Preset")
 
     def watch_preset(self, preset: Preset) -> None:
-        self.sub_title = f"preset: {preset.name}" + (" (edited)" if self.edited else "")
+        edited = _(" (edited)") if self.edited else ""
+        self.sub_title = _("preset: {name}").format(name=preset.name) + edited
 
     def set_preset(self, preset: Preset, source: str) -> None:
         """Load another preset (picker, relaunch)."""
@@ -274,14 +309,14 @@ class TrainwizApp(App[int]):
 
         p = self.preset
         dialog = ConfirmDialog(
-            f"Run all steps for {p.name}?",
+            _("Run all steps for {name}?").format(name=p.name),
             [" → ".join(s for s in STEP_ORDER if s != "follow") + " (steps already done are "
              "skipped)", f"training: {p.launch.nproc_per_node} process(es) on {p.launch.device}, "
              f"runner {p.launch.runner}"],
             [f"this machine; model in {p.model.dir}", f"run directory under {paths.runs_dir()}",
              f"output: {p.training.output_dir}"],
             extra_warnings(p),
-            yes="Run all",
+            yes=N_("Run all"),
         )  # fmt: skip
 
         def answered(yes: bool | None) -> None:

@@ -13,6 +13,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from backend.checks import CheckResult
+from backend.i18n import _
 
 MARKS = {
     "ok": ("✓", "green"),
@@ -28,7 +29,7 @@ def row_text(title: str, result: CheckResult | None, width: int = 25) -> Text:
     if result is None:
         text.append("… ", style="dim")
         text.append(title.ljust(width), style="bold")
-        text.append("running", style="dim italic")
+        text.append(_("running"), style="dim italic")
         return text
     mark, style = MARKS[result.status]
     text.append(f"{mark} ", style=style)

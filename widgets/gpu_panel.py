@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from backend.i18n import _
 from backend.monitor import GpuSnapshot
 
 GIB = 1024**3
@@ -27,13 +28,13 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = F
     ``compact`` gives one line per GPU (8 GPUs in an 80x24 terminal): processes become counts.
     """
     if snap is None:
-        return Text("GPUs: waiting for the first sample…", style="dim")
+        return Text(_("GPUs: waiting for the first sample…"), style="dim")
     if snap.state == "no_driver":
         return Text(f"GPUs: {snap.message}", style="yellow")
     if snap.state == "error":
         return Text(f"GPUs: {snap.message}", style="red")
     if not snap.gpus:
-        return Text("GPUs: NVML reports no GPU on this machine", style="yellow")
+        return Text(_("GPUs: NVML reports no GPU on this machine"), style="yellow")
     out = Text()
     bar_w = max(6, min(24, width - (64 if compact else 58)))
     for n, g in enumerate(snap.gpus):

@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input, Static
 
+from backend.i18n import N_
 from backend.monitor import ClassifiedBatch, LogModel
 
 SEVERITY_STYLE = {
@@ -100,14 +101,16 @@ class LogPane(Vertical):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("right_square_bracket", "next_flag", "Flag", id="log.next_flag"),
-        Binding("left_square_bracket", "prev_flag", "Prev flag", id="log.prev_flag", show=False),
-        Binding("t", "troubleshoot", "Troubleshoot", id="log.troubleshoot"),
-        Binding("slash", "search", "Search", id="log.search"),
-        Binding("n", "next_match", "Next match", id="log.next_match", show=False),
-        Binding("N", "prev_match", "Prev match", id="log.prev_match", show=False),
-        Binding("f", "toggle_follow", "Follow", id="log.follow", show=False),
-        Binding("escape", "close_search", "Close search", id="log.close_search", show=False),
+        Binding("right_square_bracket", "next_flag", N_("Flag"), id="log.next_flag"),
+        Binding(
+            "left_square_bracket", "prev_flag", N_("Prev flag"), id="log.prev_flag", show=False
+        ),
+        Binding("t", "troubleshoot", N_("Troubleshoot"), id="log.troubleshoot"),
+        Binding("slash", "search", N_("Search"), id="log.search"),
+        Binding("n", "next_match", N_("Next match"), id="log.next_match", show=False),
+        Binding("N", "prev_match", N_("Prev match"), id="log.prev_match", show=False),
+        Binding("f", "toggle_follow", N_("Follow"), id="log.follow", show=False),
+        Binding("escape", "close_search", N_("Close search"), id="log.close_search", show=False),
     ]
 
     def __init__(

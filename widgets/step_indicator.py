@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from backend.i18n import _
 from backend.steps import STEPS
 
 STEP_TITLES: list[tuple[str, str]] = [(s.id, s.title) for s in STEPS]
@@ -41,10 +42,10 @@ class StepIndicator(Static):
 
     def render(self) -> Text:
         width = self.content_size.width or 120
-        full: dict[str, str] = {s.id: s.title for s in STEPS}
-        short: dict[str, str] = {s.id: s.short for s in STEPS}
+        full: dict[str, str] = {s.id: _(s.title) for s in STEPS}
+        short: dict[str, str] = {s.id: _(s.short) for s in STEPS}
         current_only: dict[str, str] = {
-            s.id: s.short if s.id == self.current else "" for s in STEPS
+            s.id: _(s.short) if s.id == self.current else "" for s in STEPS
         }
         for names, sep in ((full, " › "), (short, " › "), (short, "›"), (current_only, "›")):
             row = self._row(names, sep)

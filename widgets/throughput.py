@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from backend.i18n import N_, _
 from backend.monitor import ThroughputSummary
 
 
@@ -17,31 +18,36 @@ def _dur(s: float | None) -> str:
     return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
 
 
+RUN_STATES = {"running": N_("running"), "finished": N_("finished"), "failed": N_("failed"),
+              "stopped": N_("stopped")}  # fmt: skip
+
+
 def _num(v: float | None, fmt: str = ",.0f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
 def render_summary(s: ThroughputSummary | None, state: str = "", width: int = 30) -> Text:
-    head = Text("Throughput", style="bold")
+    head = Text(_("Throughput"), style="bold")
     if s is not None:
         head.append(f" ({'metrics.jsonl' if s.source == 'metrics' else 'log'})", style="dim")
     if state:
         style = {"running": "green", "finished": "cyan", "failed": "red", "stopped": "yellow"}
-        head.append(f" {state}", style=style.get(state, ""))
+        word = _(RUN_STATES[state]) if state in RUN_STATES else state
+        head.append(f" {word}", style=style.get(state, ""))
     if s is None or (s.step == 0 and not s.finished):
-        head.append("\nno training steps yet", style="dim")
+        head.append("\n" + _("no training steps yet"), style="dim")
         return head
     out = head
     bar_w = max(5, min(20, width - 18))
     if s.max_steps:
         frac = s.progress or 0.0
         full = round(frac * bar_w)
-        out.append(f"\nstep {s.step}/{s.max_steps} ")
+        out.append("\n" + _("step {step}/{max}").format(step=s.step, max=s.max_steps) + " ")
         out.append("█" * full, style="green")
         out.append("░" * (bar_w - full), style="dim")
         out.append(f" {frac:.0%}")
     else:
-        out.append(f"\nstep {s.step}")
+        out.append("\n" + _("step {step}").format(step=s.step))
     if s.tokens_per_s is None and s.source == "log":
         out.append("\ntok/s n/a (log only)", style="dim")
     else:

@@ -5,63 +5,105 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from backend.i18n import N_, _
+
 _EXPLAIN: dict[str, str] = {
-    "cuda_oom": "A GPU ran out of memory: weights, gradients, optimizer state and activations of "
-    "one step did not fit. Activations grow with per-device batch x sequence length.",
-    "fsdp_save_oom": "Training finished (or reached a checkpoint) and FSDP gathered the full "
-    "state dict on the GPU to save it; the gathered copy did not fit. torch 2.0.x clones it on "
-    "the GPU even with offload_to_cpu (the seed patched _state_dict_utils.py with .cpu()).",
-    "flash_attn_build": "pip compiled flash-attn (or another torch CUDA extension) from source and "
-    "the build failed: no nvcc in a -runtime image, no torch inside pip's isolated build "
-    "environment, too many parallel nvcc jobs for the RAM, or CUDA/torch versions that differ.",
-    "flash_attn_runtime": "flash-attn is installed but cannot run here: it was built against "
-    "another torch (undefined symbol), the GPU is older than Ampere (sm80), or CUDA is too old.",
-    "bitsandbytes_cuda": "QLoRA's 4-bit weights come from bitsandbytes, and it found no usable "
-    "CUDA: a CPU-only bitsandbytes build, a CUDA runtime it cannot load (libcudart), or no GPU "
-    "visible. Install a bitsandbytes wheel matching the image's CUDA, or use training.method: "
-    "lora.",
-    "deepspeed_op_build": "DeepSpeed compiles its ops (CPU-Adam for optimizer offload, fused Adam) "
-    "on first use with ninja and nvcc; the build failed: no nvcc or CUDA_HOME in a -runtime "
-    "image, a CUDA toolkit that differs from torch's, or a missing compiler. Use a -devel image, "
-    "or turn training.zero.offload_optimizer off (no CPU-Adam).",
-    "nccl": "An NCCL collective failed or hung. This is usually a symptom: another rank died or "
-    "stalled (OOM, a crash, a full /dev/shm), or the network between GPUs/nodes misbehaves.",
-    "shm": "Shared memory (/dev/shm) is too small: docker gives containers 64 MB by default, and "
-    "DataLoader workers and NCCL's intra-node transport need far more (bus error, SIGBUS, exit -7).",
-    "rendezvous_timeout": "torchrun's c10d rendezvous waited launch.rdzv_timeout seconds for all "
-    "launch.nnodes agents and at least one never came: its agent did not start (ssh or Slurm), "
-    "it cannot reach node 0's rendezvous port (firewall, wrong address), or it runs with another "
-    "nnodes or rendezvous id. The run's status names the node that never joined.",
-    "port_in_use": "torchrun's rendezvous (TCPStore) could not bind its port: another run, a "
-    "stale process or another service holds it.",
-    "host_oom": "A process got SIGKILL (-9 / 137). Unless someone killed it, that is the kernel's "
-    "OOM killer: host RAM ran out (each rank loads the model on CPU; CPU offload and "
-    "DataLoader workers add more).",
-    "docker_gpu": "Docker has no NVIDIA runtime to give GPUs to the container: the NVIDIA "
-    "Container Toolkit is missing or not configured for this daemon.",
-    "driver_mismatch": "The NVIDIA kernel driver and the user-space libraries differ (driver "
-    "upgraded without reboot), or the driver is too old for the CUDA in the image.",
-    "container_permission": "The host refused a docker run option: raising a resource limit "
-    "(e.g. memlock) or granting capabilities/--privileged is not allowed here (rootless docker, "
-    "a sandbox, or a restricted daemon).",
-    "tokenization_mismatch": "FastChat computed a different token count when masking a "
-    "conversation than when tokenizing it, and masked the WHOLE sample: it trains on nothing. "
-    "When every sample mismatches the loss is 0. Cause: the tokenizer differs from what the "
-    "vicuna template masking assumes (Llama-2/3 tokenizers, transformers >= 5 ignoring use_fast).",
-    "disk_full": "A write failed because the disk (or a quota) is full; checkpoints of a 7B model "
-    "with optimizer state take tens of GB each.",
-    "hub_auth": "The Hugging Face Hub refused the download (401/403): the repo is gated (Llama, "
-    "Gemma, FLUX…) and the token is missing, belongs to an account not yet approved on the model "
-    "page, or went to a mirror that does not forward it; or the repo id is wrong.",
-    "cuda_arch": "The GPU's architecture is not supported by what runs on it: this torch build "
-    "has no kernels for it (a new GPU such as sm_120 needs CUDA 12.8+ torch; old ones were "
-    "dropped), or bf16/TF32/flash-attn were asked for on a GPU older than Ampere (sm80).",
-    "loss_nan": "The loss (or the gradient norm) became NaN or infinite: training diverged, "
-    "usually a learning rate too high, fp16 overflow (the loss scaler gave up), no gradient "
-    "clipping, or a sample with nothing to learn. Every step after it is wasted.",
-    "hf_args": "The installed transformers does not accept a training argument in the command: "
-    "the name changed between versions (evaluation_strategy -> eval_strategy, removed in 4.51; "
-    "fsdp_transformer_layer_cls_to_wrap -> fsdp_config in 5.0).",
+    "cuda_oom": N_(
+        "A GPU ran out of memory: weights, gradients, optimizer state and activations of "
+        "one step did not fit. Activations grow with per-device batch x sequence length."
+    ),
+    "fsdp_save_oom": N_(
+        "Training finished (or reached a checkpoint) and FSDP gathered the full "
+        "state dict on the GPU to save it; the gathered copy did not fit. torch 2.0.x clones it on "
+        "the GPU even with offload_to_cpu (the seed patched _state_dict_utils.py with .cpu())."
+    ),
+    "flash_attn_build": N_(
+        "pip compiled flash-attn (or another torch CUDA extension) from source and "
+        "the build failed: no nvcc in a -runtime image, no torch inside pip's isolated build "
+        "environment, too many parallel nvcc jobs for the RAM, or CUDA/torch versions that differ."
+    ),
+    "flash_attn_runtime": N_(
+        "flash-attn is installed but cannot run here: it was built against "
+        "another torch (undefined symbol), the GPU is older than Ampere (sm80), or CUDA is too old."
+    ),
+    "bitsandbytes_cuda": N_(
+        "QLoRA's 4-bit weights come from bitsandbytes, and it found no usable "
+        "CUDA: a CPU-only bitsandbytes build, a CUDA runtime it cannot load (libcudart), or no GPU "
+        "visible. Install a bitsandbytes wheel matching the image's CUDA, or use training.method: "
+        "lora."
+    ),
+    "deepspeed_op_build": N_(
+        "DeepSpeed compiles its ops (CPU-Adam for optimizer offload, fused Adam) "
+        "on first use with ninja and nvcc; the build failed: no nvcc or CUDA_HOME in a -runtime "
+        "image, a CUDA toolkit that differs from torch's, or a missing compiler. Use a -devel image, "
+        "or turn training.zero.offload_optimizer off (no CPU-Adam)."
+    ),
+    "nccl": N_(
+        "An NCCL collective failed or hung. This is usually a symptom: another rank died or "
+        "stalled (OOM, a crash, a full /dev/shm), or the network between GPUs/nodes misbehaves."
+    ),
+    "shm": N_(
+        "Shared memory (/dev/shm) is too small: docker gives containers 64 MB by default, and "
+        "DataLoader workers and NCCL's intra-node transport need far more (bus error, SIGBUS, exit -7)."
+    ),
+    "rendezvous_timeout": N_(
+        "torchrun's c10d rendezvous waited launch.rdzv_timeout seconds for all "
+        "launch.nnodes agents and at least one never came: its agent did not start (ssh or Slurm), "
+        "it cannot reach node 0's rendezvous port (firewall, wrong address), or it runs with another "
+        "nnodes or rendezvous id. The run's status names the node that never joined."
+    ),
+    "port_in_use": N_(
+        "torchrun's rendezvous (TCPStore) could not bind its port: another run, a "
+        "stale process or another service holds it."
+    ),
+    "host_oom": N_(
+        "A process got SIGKILL (-9 / 137). Unless someone killed it, that is the kernel's "
+        "OOM killer: host RAM ran out (each rank loads the model on CPU; CPU offload and "
+        "DataLoader workers add more)."
+    ),
+    "docker_gpu": N_(
+        "Docker has no NVIDIA runtime to give GPUs to the container: the NVIDIA "
+        "Container Toolkit is missing or not configured for this daemon."
+    ),
+    "driver_mismatch": N_(
+        "The NVIDIA kernel driver and the user-space libraries differ (driver "
+        "upgraded without reboot), or the driver is too old for the CUDA in the image."
+    ),
+    "container_permission": N_(
+        "The host refused a docker run option: raising a resource limit "
+        "(e.g. memlock) or granting capabilities/--privileged is not allowed here (rootless docker, "
+        "a sandbox, or a restricted daemon)."
+    ),
+    "tokenization_mismatch": N_(
+        "FastChat computed a different token count when masking a "
+        "conversation than when tokenizing it, and masked the WHOLE sample: it trains on nothing. "
+        "When every sample mismatches the loss is 0. Cause: the tokenizer differs from what the "
+        "vicuna template masking assumes (Llama-2/3 tokenizers, transformers >= 5 ignoring use_fast)."
+    ),
+    "disk_full": N_(
+        "A write failed because the disk (or a quota) is full; checkpoints of a 7B model "
+        "with optimizer state take tens of GB each."
+    ),
+    "hub_auth": N_(
+        "The Hugging Face Hub refused the download (401/403): the repo is gated (Llama, "
+        "Gemma, FLUX…) and the token is missing, belongs to an account not yet approved on the model "
+        "page, or went to a mirror that does not forward it; or the repo id is wrong."
+    ),
+    "cuda_arch": N_(
+        "The GPU's architecture is not supported by what runs on it: this torch build "
+        "has no kernels for it (a new GPU such as sm_120 needs CUDA 12.8+ torch; old ones were "
+        "dropped), or bf16/TF32/flash-attn were asked for on a GPU older than Ampere (sm80)."
+    ),
+    "loss_nan": N_(
+        "The loss (or the gradient norm) became NaN or infinite: training diverged, "
+        "usually a learning rate too high, fp16 overflow (the loss scaler gave up), no gradient "
+        "clipping, or a sample with nothing to learn. Every step after it is wasted."
+    ),
+    "hf_args": N_(
+        "The installed transformers does not accept a training argument in the command: "
+        "the name changed between versions (evaluation_strategy -> eval_strategy, removed in 4.51; "
+        "fsdp_transformer_layer_cls_to_wrap -> fsdp_config in 5.0)."
+    ),
 }
 
 
@@ -72,7 +114,7 @@ def gib(value: str, unit: str) -> float:
 
 
 def explain(category: str, groups: dict[str, Any], count: int) -> str:
-    text = _EXPLAIN.get(category, "")
+    text = _(_EXPLAIN[category]) if category in _EXPLAIN else ""
     match = str(groups.get("match", ""))
     if category in ("cuda_oom", "fsdp_save_oom"):
         tried = re.search(r"Tried to allocate ([\d.]+) ([KMGT]iB)", match)
@@ -80,12 +122,11 @@ def explain(category: str, groups: dict[str, Any], count: int) -> str:
             r"total capacit?y of ([\d.]+) ([KMGT]iB)", match
         )
         if tried and total:
-            text += (
-                f" It asked for {gib(*tried.groups()):.2f} GiB more on a "
-                f"{gib(*total.groups()):.1f} GiB GPU."
+            text += " " + _("It asked for {more} GiB more on a {total} GiB GPU.").format(
+                more=f"{gib(*tried.groups()):.2f}", total=f"{gib(*total.groups()):.1f}"
             )
     if category == "tokenization_mismatch":
-        text += f" Seen {count} time(s)."
+        text += " " + _("Seen {count} time(s).").format(count=count)
     if count > 1 and category not in ("tokenization_mismatch",):
-        text += f" ({count} matching lines.)"
+        text += " " + _("({count} matching lines.)").format(count=count)
     return text
