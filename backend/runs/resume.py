@@ -219,19 +219,20 @@ def _note(log: IO[bytes], text: str) -> None:
 
 
 def trainer_pids(run_dir: Path) -> list[int]:
-    """Live processes of the run (procs' one definition: its environment names the run) that
-    run its entry: torchrun and its workers, not the watcher."""
-    from backend.runs.procs import run_processes
-
+    """Live processes running this run's entry (torchrun and its workers), from their command
+    lines. Wider on purpose than the run's process tree (``procs.run_processes``, found by
+    environment): a trainer from before that marker existed, or one that lost it, must still
+    keep a resume from putting a second trainer on the same output_dir."""
     entry = str(run_dir / "entry" / "train_entry.py").encode()
     pids = []
-    for proc in run_processes(run_dir):
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-        except OSError:
+            cmdline = (proc / "cmdline").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
             continue
-        if entry in cmdline and proc.state != "Z":
-            pids.append(proc.pid)
+        if entry in cmdline and state != "Z":
+            pids.append(int(proc.name))
     return sorted(pids)
 
 
