@@ -61,11 +61,18 @@ def docker_preset(home: Path, *, command_preset: bool, **training: object):
     return parse_preset_text(yaml.safe_dump(data))
 
 
+def _valid_local_model(target: Path) -> None:
+    """A real (tiny) model: launch validates a local model before anything starts."""
+    from backend.model.tiny import make_tiny
+    from backend.preset.schema import TinyModelSpec
+
+    make_tiny(target, TinyModelSpec())
+
+
 def test_in_container_steps_labels_logs_and_failed_step(docker_client, tmp_path: Path) -> None:
     """in_container mode (the seed's way): setup steps are exec'd into the idle container."""
     home = Path(os.environ["TRAINWIZ_HOME"])
-    (home / "models" / "tiny-llama").mkdir(parents=True)
-    (home / "models" / "tiny-llama" / "config.json").write_text("{}")
+    _valid_local_model(home / "models" / "tiny-llama")  # launch refuses an invalid model
     preset = docker_preset(home, command_preset=True)
     preset.model.source = "local"
     preset.environment.apt_packages = []
@@ -96,8 +103,7 @@ def test_image_mode_container_streams_and_stops(
 ) -> None:
     """image mode: the container's command is the training; stop -> docker stop -> 'stopped'."""
     home = Path(os.environ["TRAINWIZ_HOME"])
-    (home / "models" / "tiny-llama").mkdir(parents=True)
-    (home / "models" / "tiny-llama" / "config.json").write_text("{}")
+    _valid_local_model(home / "models" / "tiny-llama")  # launch refuses an invalid model
     preset = docker_preset(home, command_preset=False)
     preset.model.source = "local"
     preset.container.remove = True  # --rm: removed once the exit status is recorded
