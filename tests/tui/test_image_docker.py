@@ -8,6 +8,7 @@ import pytest
 from textual.widgets import RichLog
 
 from backend.images.build import BuildResult
+from screens.dialogs import ConfirmDialog
 from screens.image import ImageScreen
 from tests.integration.test_images_docker import docker_tiny
 from tui.app import TrainwizApp
@@ -31,6 +32,12 @@ async def test_failed_build_is_diagnosed_on_screen() -> None:
                 break
             await pilot.pause(0.05)
         await pilot.press("b")
+        for _ in range(100):  # a build asks first (what runs, where)
+            if isinstance(app.screen, ConfirmDialog):
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, ConfirmDialog)
+        await pilot.press("y")
         for _ in range(1200):  # a cold build (no layer cache) takes minutes on two cores
             if screen.last_build is not None:
                 break
