@@ -17,13 +17,21 @@ from backend import paths
 from backend.runs.rundir import CorruptRun, list_run_dirs, read_status
 
 
-def _port_free(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """Whether ``port`` can be bound here now (torchrun's rendezvous would bind it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("", port))
         except OSError:
             return False
     return True
+
+
+def any_free_port() -> int:
+    """A port the kernel says is free now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
 
 
 def claimed_ports(exclude: Path | None = None) -> set[int]:
@@ -52,12 +60,10 @@ def free_master_port(
     for i, arg in enumerate(out):
         if arg.startswith("--master_port="):
             port = int(arg.split("=", 1)[1])
-            if nnodes == 1 and (port in taken or not _port_free(port)):
+            if nnodes == 1 and (port in taken or not port_free(port)):
                 new = port
                 while new in taken or new == port:
-                    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                        sock.bind(("", 0))
-                        new = int(sock.getsockname()[1])
+                    new = any_free_port()
                 out[i] = f"--master_port={new}"
                 why = "chosen by another run" if port in taken else "in use here"
                 notes.append(f"launch.master_port {port} is {why}: using {new} instead")

@@ -18,6 +18,7 @@ from backend.plan import Plan, PlanStep
 from backend.preset.schema import Preset
 from backend.runs.multinode import slurm, ssh
 from backend.runs.multinode.agents import agent_argv
+from backend.runs.ports import any_free_port, port_free
 from backend.runs.rundir import METRICS, STOP_REQUEST, RunStatus, read_status, update_status
 
 __all__ = ["is_multinode", "launch_spec", "plan_steps", "refresh", "run", "stop_run"]
@@ -34,27 +35,12 @@ def _endpoint(preset: Preset, notes: list[str] | None) -> str:
     port = launch.master_port
     if launch.scheduler == "slurm":
         return f"$head:{port}"  # the first node of the allocation, known only in the job
-    if notes is not None and not _port_free(port):  # trainwiz runs on node 0
-        port = _free_port()
+    if notes is not None and not port_free(port):  # trainwiz runs on node 0
+        port = any_free_port()
         notes.append(
             f"launch.master_port {launch.master_port} is in use here: rendezvous on {port}"
         )
     return f"{ssh.split_node(launch.nodes[0], launch.ssh.port)[1]}:{port}"
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
 
 
 def _agent(
