@@ -20,6 +20,8 @@ from typing import Any
 from backend import paths
 from backend.checks import sizing
 from backend.checks.model import Status
+from backend.errors import BadInput
+from backend.model.placeholders import resolve_placeholders
 from backend.preset.schema import Preset, map_container_path
 
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
@@ -125,14 +127,18 @@ class _Pending:
         return self._value
 
 
-def host_path(value: str) -> Path:
-    """A preset path on the host, with trainwiz's ``@home`` / ``@run`` placeholders resolved."""
-    if value.startswith("@home"):
-        return paths.home() / value[len("@home") :].lstrip("/")
-    if value.startswith("@run"):
-        # No run exists yet at check time; runs are created under runs_dir().
-        return paths.runs_dir() / value[len("@run") :].lstrip("/")
-    return Path(value).expanduser()
+def host_path(value: str, field_name: str = "") -> Path:
+    """A preset path on the host, placeholders resolved by the one resolver launch uses.
+
+    No run exists at check time, so ``@run`` stands for the runs folder it will be created in;
+    ``@home`` alone (trainwiz's own state) is refused here exactly as at launch.
+    """
+    try:
+        return Path(resolve_placeholders(value, run_dir=paths.runs_dir())).expanduser()
+    except BadInput as exc:
+        if not field_name:
+            raise
+        raise BadInput([f"{field_name}: {problem}" for problem in exc.problems]) from None
 
 
 def pip_index_from_config() -> str | None:
@@ -214,11 +220,11 @@ def needs_for(preset: Preset | None) -> Needs:
     for ulimit in container.ulimits:
         if ulimit.name == "memlock":
             needs.container_memlock = ulimit.value
-    needs.model_dir = host_path(preset.model.dir)
+    needs.model_dir = host_path(preset.model.dir, "model.dir")
     output = training.output_dir
     if launch.runner == "docker" and not output.startswith("@"):
         output = map_container_path(output, container.volumes, launch.workdir)
-    needs.output_dir = host_path(output)
+    needs.output_dir = host_path(output, "training.output_dir")
     needs.model_bytes_present = sizing.weights_bytes(needs.model_dir)
     needs.params, needs.params_source = sizing.param_count(preset, needs.model_dir)
     if training.save_strategy == "no" and not training.save_minutes:
