@@ -31,6 +31,7 @@ from backend.errors import TrainwizError
 from backend.i18n import N_, _
 from backend.paths import home, runs_dir
 from backend.preset import Preset, load_preset, save_preset
+from backend.runs.diagnose_run import diagnose_run
 from widgets.footer import TranslatedFooter
 
 Relaunch = Callable[[Preset], None]
@@ -260,7 +261,12 @@ class TroubleshootScreen(Screen[None]):
             self.post_message(DiagnosisProgress(source, done, total))
 
         try:
-            if log is not None:
+            if log is not None and (log.parent / "status.json").is_file():
+                # A run: its record's cause and the resume fix join the log's findings.
+                result = diagnose_run(
+                    log.parent, cancel=cancel, progress=progress, preset=preset
+                ).diagnosis
+            elif log is not None:
                 result = diagnose_file(log, cancel=cancel, progress=progress, preset=preset)
             else:
                 result = diagnose_text(text, preset=preset)

@@ -15,6 +15,7 @@ from pathlib import Path
 from backend.diagnosis import Diagnosis, diagnose_file
 from backend.errors import BadInput
 from backend.paths import runs_dir
+from backend.runs.rundir import RunStatus
 from backend.termsafe import terminal_safe
 from tui.commands._common import add_json_flag, print_json, to_jsonable
 
@@ -74,18 +75,23 @@ def _print_human(log: Path, diagnosis: Diagnosis) -> None:
                 print(f"      {change.path}: {change.value!r}  # {change.reason}")
 
 
-def _offer_resume(run_dir: Path, diagnosis: Diagnosis) -> None:
-    """A run with a complete checkpoint: resuming comes first among each error's fixes."""
-    if not (run_dir / "status.json").is_file():
-        return
-    from backend.runs.resume import resume_fix
+def _run_fields(status: RunStatus | None) -> dict[str, object] | None:
+    if status is None:
+        return None
+    return {
+        "run_id": status.run_id,
+        "state": status.state,
+        "cause": status.cause,
+        "exit_code": status.exit_code,
+        "message": status.message,
+    }
 
-    fix = resume_fix(run_dir)
-    if fix is None:
-        return
-    for finding in diagnosis.findings:
-        if finding.severity == "error":
-            finding.fixes.insert(0, fix)
+
+def _run_line(status: RunStatus) -> str:
+    """The record's verdict first: what the run itself says about how it ended."""
+    cause = f", cause {status.cause}" if status.cause else ""
+    message = f": {status.message}" if status.message else ""
+    return f"run {status.run_id}: {status.state}{cause}{message}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,16 +102,25 @@ def run(args: argparse.Namespace) -> int:
         from backend.preset.loader import load_preset
 
         preset = load_preset(preset_source)
-    diagnosis = diagnose_file(log, preset=preset)
-    _offer_resume(log.parent, diagnosis)
+    status = None
+    if (log.parent / "status.json").is_file():
+        from backend.runs.diagnose_run import diagnose_run
+
+        result = diagnose_run(log.parent, preset=preset)
+        diagnosis, status = result.diagnosis, result.status
+    else:
+        diagnosis = diagnose_file(log, preset=preset)
     if args.json:
         print_json(
             {
                 "log": str(log),
                 "preset": str(preset_source) if preset_source else None,
+                "run": _run_fields(status),
                 "findings": [to_jsonable(f) for f in diagnosis.findings],
             }
         )
     else:
+        if status is not None:
+            builtins.print(terminal_safe(_run_line(status)))
         _print_human(log, diagnosis)
     return 1 if diagnosis.has_error else 0
