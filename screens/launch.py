@@ -241,6 +241,9 @@ class LaunchScreen(StepScreen):
         self.wizard.current_run = message.result.run_dir
         self._update_status()
         self.notify(_("Run {run} started.").format(run=message.result.run_id), title=_("Launch"))
+        for note in message.result.notes:
+            # What launch changed on its own (a busy master_port replaced): said, not silent.
+            self.notify(note, severity="warning", title=_("Launch"), timeout=20)
         self.wizard.goto_step("monitor")
 
     def action_monitor(self) -> None:

@@ -84,6 +84,46 @@ async def test_confirmed_launch_starts_a_detached_run_and_opens_the_monitor() ->
             assert stopped.state in ("stopped", "failed", "finished")
 
 
+async def test_a_busy_master_port_replaced_by_launch_is_said() -> None:
+    """The preset's master_port is taken on this machine: launch picks a free one and records it;
+    the wizard must say so (it used to drop LaunchResult.notes on the floor)."""
+    import socket
+
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("0.0.0.0", 29511))
+    except OSError:
+        pass  # already busy on this machine: the launch must replace it all the same
+    holder.listen()
+    app = _app()
+    run_dir: Path | None = None
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await _planned(app, pilot)
+            await pilot.press("l")
+            await pilot.pause(0.1)
+            await pilot.press("y")
+            for _ in range(200):
+                if app.current_step == "monitor":
+                    break
+                await pilot.pause(0.05)
+            assert app.current_step == "monitor"
+            run_dir = app.current_run
+            said: list[str] = []
+            for _ in range(100):  # notify() posts a message: give the app a moment to take it
+                said = [str(n.message) for n in app._notifications]
+                if len(said) > 1:
+                    break
+                await pilot.pause(0.05)
+            assert any("launch.master_port 29511 is in use here: using" in m for m in said), said
+            await pilot.pause(0.5)
+    finally:
+        holder.close()
+        if run_dir is not None:
+            stop_run(run_dir, timeout=5)
+
+
 async def test_a_refused_launch_is_explained(tmp_path: Path) -> None:
     preset = load_preset("tiny-cpu")
     preset.environment.venv = str(tmp_path / "missing-venv")
