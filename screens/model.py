@@ -143,9 +143,12 @@ class ModelScreen(StepScreen):
     ModelScreen .model-pane { width: 1fr; border: round $secondary 50%; padding: 0 1; }
     """
 
+    # Every worker message carries the preset generation it was started for: a fetch or check
+    # still running when another preset is opened must not paint its result onto the new one.
     @dataclass
     class Progressed(Message):
         progress: FetchProgress
+        generation: int = 0
 
     @dataclass
     class Ready(Message):
@@ -154,21 +157,25 @@ class ModelScreen(StepScreen):
         report: ModelReport
         action: str
         readiness: ModelReadiness | None = None
+        generation: int = 0
 
     @dataclass
     class DataChecked(Message):
         report: DataReport
+        generation: int = 0
 
     @dataclass
     class Failed(Message):
         what: str
         error: str
+        generation: int = 0
 
     def __init__(self) -> None:
         super().__init__()
         self._cancel = threading.Event()
         self.report: ModelReport | None = None
         self.data_report: DataReport | None = None
+        self.generation = 0  # bumped by preset_changed; stale worker messages are dropped
 
     def compose_body(self) -> ComposeResult:
         m = self.preset.model
@@ -305,36 +312,43 @@ class ModelScreen(StepScreen):
     # ---- workers -------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="model-fetch")
     def _fetch(self, source: ModelSource, cancel: threading.Event) -> None:
+        generation, preset = self.generation, self.preset
+
         def progress(p: FetchProgress) -> None:
-            self.post_message(self.Progressed(p))
+            self.post_message(self.Progressed(p, generation))
 
         try:
             result: EnsureResult = ensure_model(source, progress=progress, cancel=cancel)
         except TrainwizError as exc:
-            self.post_message(self.Failed("fetch", str(exc)))
+            self.post_message(self.Failed("fetch", str(exc), generation))
             return
-        self.post_message(self.Ready(result.report, result.action, model_ready(self.preset)))
+        ready = model_ready(preset)
+        self.post_message(self.Ready(result.report, result.action, ready, generation))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="model-validate")
     def _validate(self, path: str) -> None:
+        generation, preset = self.generation, self.preset
         try:
             report = validate_model_dir(path)
         except TrainwizError as exc:
-            self.post_message(self.Failed("validate", str(exc)))
+            self.post_message(self.Failed("validate", str(exc), generation))
             return
-        self.post_message(self.Ready(report, "validated", model_ready(self.preset)))
+        self.post_message(self.Ready(report, "validated", model_ready(preset), generation))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="model-data")
     def _check_data(self, data: str, tokenizer_dir: str | None, max_length: int) -> None:
+        generation = self.generation
         try:
             report = check_data(data, tokenizer_dir, max_length)
         except TrainwizError as exc:
-            self.post_message(self.Failed("data", str(exc)))
+            self.post_message(self.Failed("data", str(exc), generation))
             return
-        self.post_message(self.DataChecked(report))
+        self.post_message(self.DataChecked(report, generation))
 
     # ---- messages ----------------------------------------------------------------------------
     def on_model_screen_progressed(self, message: Progressed) -> None:
+        if message.generation != self.generation:
+            return  # started for a preset that is no longer open
         p = message.progress
         bar = self.query_one("#model-progress", ProgressBar)
         bar.update(total=max(p.total, 1), progress=p.bytes)
@@ -346,6 +360,8 @@ class ModelScreen(StepScreen):
         )
 
     def on_model_screen_ready(self, message: Ready) -> None:
+        if message.generation != self.generation:
+            return  # started for a preset that is no longer open
         self.report = message.report
         bar = self.query_one("#model-progress", ProgressBar)
         if bar.total is None:
@@ -361,6 +377,8 @@ class ModelScreen(StepScreen):
             self.action_check_data()  # now that a tokenizer may be there, measure the data too
 
     def on_model_screen_data_checked(self, message: DataChecked) -> None:
+        if message.generation != self.generation:
+            return  # started for a preset that is no longer open
         current = self.data_report
         if current is not None and current.tokens is not None and message.report.tokens is None:
             return  # a late structure-only result must not hide the measured lengths
@@ -368,6 +386,8 @@ class ModelScreen(StepScreen):
         self.query_one("#data-report", Static).update(data_summary(message.report))
 
     def on_model_screen_failed(self, message: Failed) -> None:
+        if message.generation != self.generation:
+            return  # started for a preset that is no longer open
         if message.what == "data":
             self.query_one("#data-report", Static).update(Text(message.error, style="bold red"))
         else:
@@ -381,6 +401,7 @@ class ModelScreen(StepScreen):
     def preset_changed(self) -> None:
         """Refill the form in place (no widget is removed, so a worker's late message always
         finds its widget), then validate what the new preset points at."""
+        self.generation += 1
         self.report = None
         self.data_report = None
         if not self.is_mounted:

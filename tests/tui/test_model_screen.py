@@ -97,3 +97,31 @@ async def test_form_error_is_named_and_nothing_runs(tmp_path: Path) -> None:
         await pilot.pause()
         assert "source 'hf' needs 'repo'" in text_of(screen, "#model-status")
         assert app.preset.model.source == "tiny"
+
+
+async def test_a_late_result_for_the_previous_preset_is_dropped(
+    tiny_home: Path, tmp_path: Path
+) -> None:
+    """A fetch/validation still running when another preset is opened posts its result late; it
+    must not paint the old preset's model as this preset's (the messages carry a generation)."""
+    app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="model")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ModelScreen)
+        await wait_for(pilot, lambda: screen.report is not None)
+        old_report, old_generation = screen.report, screen.generation
+        assert old_report is not None and old_report.ok
+        other = load_preset("tiny-cpu")
+        other.model.dir = str(tmp_path / "no-model-here")
+        app.propose_preset(other)
+        await wait_for(pilot, lambda: screen.generation == old_generation + 1)
+        await wait_for(pilot, lambda: "no-model-here" in text_of(screen, "#model-status"))
+        await pilot.pause(0.3)
+        new_report = screen.report
+        assert new_report is not old_report
+        screen.post_message(ModelScreen.Ready(old_report, "fetched", None, old_generation))
+        screen.post_message(ModelScreen.Failed("fetch", "stale failure", old_generation))
+        await pilot.pause(0.3)
+        assert screen.report is new_report
+        status = text_of(screen, "#model-status")
+        assert "Fetched" not in status and "stale failure" not in status
