@@ -21,13 +21,12 @@ from backend.images.catalog import ImageInfo, describe_ref
 from backend.images.compat import wants_flash_attn
 from backend.images.host import HostGpus, detect_host_gpus
 from backend.plan.deepspeed import method_packages
+from backend.preset.grammar import check_apt_package, check_pip_requirement
 from backend.preset.schema import Preset
 
 BASE_PACKAGES = ["accelerate", "peft", "sentencepiece", "protobuf", "einops"]
 GIB = 1024**3
 FLASH_ATTN_GIB_PER_JOB = 6  # one nvcc job of flash-attn's kernels peaks around 4-6 GiB
-_SPEC_OK = re.compile(r"^[A-Za-z0-9][^\s\x00-\x1f]*$")
-_APT_OK = re.compile(r"^[a-z0-9][a-z0-9+.\-]*(=[A-Za-z0-9.+~:\-]+)?$")
 
 
 def project_name(spec: str) -> str:
@@ -38,12 +37,12 @@ def project_name(spec: str) -> str:
 
 
 def _check_spec(spec: str, field_name: str) -> str:
-    if not _SPEC_OK.match(spec):
-        raise BadInput(
-            f"environment.{field_name}: '{spec}' is not a pip requirement "
-            "(no spaces, must not start with '-'): e.g. einops or deepspeed==0.14.4"
-        )
-    return spec
+    """The schema's own rule (backend.preset.grammar), again at the point of use: a preset built
+    in code or edited in the form reaches here without passing the YAML loader."""
+    try:
+        return check_pip_requirement(spec)
+    except ValueError as exc:
+        raise BadInput(f"environment.{field_name}: {exc}") from None
 
 
 @dataclass
@@ -200,8 +199,10 @@ def plan_environment(
     image = base or describe_ref(env.image)
     notes: list[str] = []
     for pkg in env.apt_packages:
-        if not _APT_OK.match(pkg):
-            raise BadInput(f"environment.apt_packages: '{pkg}' is not a Debian package name")
+        try:
+            check_apt_package(pkg)
+        except ValueError as exc:
+            raise BadInput(f"environment.apt_packages: {exc}") from None
     find_links: list[Path] = []
     for entry in env.find_links:
         folder = Path(entry).expanduser()

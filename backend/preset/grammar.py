@@ -135,7 +135,7 @@ def check_apt_package(value: str) -> str:
     return value
 
 
-_REQUIREMENT = re.compile(r"[A-Za-z0-9][^\s]*")
+_REQUIREMENT = re.compile(r"[A-Za-z0-9][^\s\x00-\x1f\x7f]*")
 
 
 def check_pip_requirement(value: str) -> str:
