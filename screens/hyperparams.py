@@ -41,6 +41,7 @@ from backend.planner.fields import (
     form_fields,
 )
 from backend.planner.gpu import ALIASES
+from backend.planner.method_search import method_lines
 from backend.planner.report import estimate_lines
 from backend.preset.schema import map_container_path
 from screens.base import StepScreen
@@ -427,6 +428,7 @@ class HyperparamsScreen(StepScreen):
         lines = [f"Tune: {len(result.changes)} change(s), x{result.speedup:.1f} predicted"]
         lines += [f"- {c.path}: {c.old!r} -> {c.new!r}: {c.reason}" for c in result.changes]
         lines += result.notes
+        lines += method_lines(result)  # LoRA/QLoRA/ZeRO beside the answer (issue 21)
         self.tune_text = "\n".join(lines)
         self.refresh_all()
 
