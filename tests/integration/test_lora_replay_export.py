@@ -93,6 +93,8 @@ def test_monitor_summary_of_the_real_lora_run_shows_method_and_trainable(lora_ru
     assert summary.method == (
         f"LoRA r=16: {start['trainable_params']:,} trainable of {start['n_params']:,} ({pct:.2f} %)"
     )
+    # r 16 on q/k/v/o (64x64), gate/up/down (64x176) of 2 layers and lm_head (64x512), as peft counts
+    assert summary.method == "LoRA r=16: 48,640 trainable of 214,848 (22.64 %)"
     assert summary.step == STEPS and summary.finished
     assert summary.method in render_summary(summary, "finished").plain
     # real-token MFU's FLOPs: frozen weights 4 per token, adapters 6 (below the full 6N)
