@@ -129,3 +129,24 @@ def test_cli_tune_writes_the_lora_preset_and_lists_the_alternatives(tmp_path) ->
     assert "4-bit" in report["methods"][0]["result"]
     tuned = load(str(out))
     assert tuned.training.method == "lora" and not tuned.training.fsdp
+
+
+def test_a_zero_candidate_applies_as_a_valid_preset_that_renders_deepspeed() -> None:
+    from backend.planner.method_search import apply_method
+
+    preset = load_preset("vicuna-13b-v1.3-8xa100")
+    result = tune(preset, gpu_spec("a100"), SHAPE_13B, host_ram=1024 * GIB)
+    zero3 = next(c for c in result.methods if c.method.label() == "full zero3")
+    tuned = apply_method(preset, zero3)
+    assert tuned.training.method == "full" and tuned.training.zero is not None
+    assert tuned.training.zero.stage == 3 and not tuned.training.fsdp
+    argv = build_plan(tuned).step("train").argv
+    assert "--deepspeed" in argv and "--fsdp" not in argv
+
+
+def test_a_lora_preset_that_cannot_fit_moves_to_qlora() -> None:
+    preset = load_preset("vicuna-7b-lora-1x24g")  # LoRA, shaped here as 13B: its bf16 base alone
+    result = tune(preset, gpu_spec("4090"), SHAPE_13B, host_ram=64 * GIB)  # is 24 GiB
+    assert not result.before.memory.fits
+    assert result.preset.training.method == "qlora" and within(result.after, None, 64 * GIB)
+    assert any("lora r8 does not fit" in n and "switched to qlora r8" in n for n in result.notes)
