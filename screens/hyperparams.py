@@ -41,6 +41,8 @@ from backend.planner.fields import (
     form_fields,
 )
 from backend.planner.gpu import ALIASES
+from backend.planner.hostram import read_meminfo
+from backend.planner.method_search import method_lines
 from backend.planner.report import estimate_lines
 from backend.preset.schema import map_container_path
 from screens.base import StepScreen
@@ -411,7 +413,9 @@ class HyperparamsScreen(StepScreen):
             self.notify("Fix the fields marked in red first: " + "; ".join(self.leave_problems()),
                         severity="error")  # fmt: skip
             return
-        result = tune(self.preset, self.gpu, shape)
+        # this machine's RAM when planning for its own GPU (ZeRO/FSDP offload must fit the host)
+        local = self.local_gpu is not None and self.gpu == self.local_gpu
+        result = tune(self.preset, self.gpu, shape, host_ram=read_meminfo() if local else None)
         self.wizard.propose_preset(
             result.preset, origin=self, note=f"Tune applied: {len(result.changes)} change(s)"
         )
@@ -427,6 +431,7 @@ class HyperparamsScreen(StepScreen):
         lines = [f"Tune: {len(result.changes)} change(s), x{result.speedup:.1f} predicted"]
         lines += [f"- {c.path}: {c.old!r} -> {c.new!r}: {c.reason}" for c in result.changes]
         lines += result.notes
+        lines += method_lines(result)  # LoRA/QLoRA/ZeRO beside the answer (issue 21)
         self.tune_text = "\n".join(lines)
         self.refresh_all()
 

@@ -38,6 +38,8 @@ def render_summary(s: ThroughputSummary | None, state: str = "", width: int = 30
         head.append("\n" + _("no training steps yet"), style="dim")
         return head
     out = head
+    if s.method:  # LoRA/QLoRA: only the adapters train (issue 21)
+        out.append("\n" + s.method, style="magenta")
     bar_w = max(5, min(20, width - 18))
     if s.max_steps:
         frac = s.progress or 0.0

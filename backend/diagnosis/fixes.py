@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from backend.diagnosis.explain import gib
 from backend.diagnosis.fixes_env import container_fixes, flash_fixes, hf_fixes
+from backend.diagnosis.fixes_methods import method_fixes
 from backend.diagnosis.fixes_train import arch_fixes, hub_fixes, nan_fixes
 from backend.diagnosis.model import Fix, PresetChange
 
@@ -204,6 +205,9 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
         return _save_oom_fixes(preset) + _oom_fixes(preset, match)[-1:]
     if category in ("flash_attn_build", "flash_attn_runtime"):
         return flash_fixes(preset, match, category == "flash_attn_runtime")
+    methods = method_fixes(category, preset, every)  # bitsandbytes, DeepSpeed ops (issue 21)
+    if methods is not None:
+        return methods
     if category == "port_in_use":
         port = free_port()
         return [

@@ -17,6 +17,7 @@ from backend.diagnosis.sigbase import EXIT as _EXIT
 from backend.diagnosis.sigbase import EXIT_ANCHORS as _EXIT_ANCHORS
 from backend.diagnosis.sigbase import Marker, Signature
 from backend.diagnosis.sigbase import sig as _sig
+from backend.diagnosis.signatures_methods import METHOD_MARKERS, METHODS
 from backend.diagnosis.signatures_train import ARCH, HUB, NAN, TRAIN_MARKERS
 
 # Tier: 0 root cause of a crash, 1 likely consequence of something else, 2 pure symptom, 3 not
@@ -133,29 +134,7 @@ SIGNATURES: tuple[Signature, ...] = (
         ("FlashAttention2", "flash_attn"),
     ),
     *ARCH,
-    # --- LoRA/QLoRA/ZeRO stacks (issue 21): bitsandbytes' CUDA setup, DeepSpeed's JIT ops ---
-    _sig(
-        "bitsandbytes_cuda",
-        "error",
-        "bitsandbytes cannot use CUDA (QLoRA)",
-        r"CUDA Setup failed despite GPU being available|bitsandbytes was compiled without GPU "
-        r"support|libbitsandbytes_cpu\.so|bitsandbytes.{0,80}(?:CUDA SETUP|cannot find|not find).{0,40}"
-        r"(?:libcudart|CUDA)",
-        ("CUDA Setup failed", "bitsandbytes"),
-    ),
-    _sig(
-        "deepspeed_op_build",
-        "error",
-        "DeepSpeed could not build one of its CUDA/C++ ops",
-        r"Error building extension '(?:cpu_adam|fused_adam|cpu_adagrad|cpu_lion|fused_lamb|"
-        r"utils|async_io|transformer_inference|quantizer)'|CUDA_HOME does "
-        r"not exist, unable to compile CUDA op|DeepSpeed Op Builder: Installed CUDA version",
-        (
-            "Error building extension",
-            "CUDA_HOME does not exist",
-            "Op Builder",
-        ),
-    ),
+    *METHODS,  # LoRA/QLoRA/ZeRO: bitsandbytes, DeepSpeed op builds (before flash-attn's)
     # --- building flash-attn (or any torch CUDA extension) ---
     _sig(
         "flash_attn_build",
@@ -378,4 +357,5 @@ MARKERS: tuple[Marker, ...] = (
         ),
     ),
     *TRAIN_MARKERS,
+    *METHOD_MARKERS,
 )

@@ -150,6 +150,8 @@ def start_fields(model, lora_args, start_info):
         "trainable_params": trainable,
         "lora_r": lora_args.lora_r,
         "flops_per_token": 4 * dense + 6 * trainable + attention * seq,
+        # real-token MFU's 6N: frozen weights 4 FLOPs per token, the adapters 6
+        "flops_6n": start_info["flops_6n"] * 2 / 3 + 2 * trainable,
     }
 
 

@@ -39,7 +39,9 @@ def merge_adapter(base_dir, adapter_dir, out_dir):
         str(adapter) if has_tokenizer else base_dir, use_fast=False
     )
     tokenizer.save_pretrained(out)
-    return sum(p.numel() for p in merged.parameters())
+    # The proof that the merge is usable: it loads back the way users will load it, no peft.
+    again = transformers.AutoModelForCausalLM.from_pretrained(out)
+    return sum(p.numel() for p in again.parameters())
 
 
 def main(argv=None):

@@ -27,6 +27,9 @@ class RunStart:
     packing: int | None = None  # packed row budget, None when FastChat pads
     attempt: int | None = None
     resumed_from: int | None = None  # the checkpoint step a resumed attempt started from
+    method: str | None = None  # full | lora | qlora (entries since issue 21)
+    trainable_params: int | None = None  # LoRA/QLoRA: the adapters' parameters
+    lora_r: int | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,9 @@ def event_from_json(obj: dict[str, Any]) -> MetricsEvent | None:
             _int(obj.get("packing")),
             _int(obj.get("attempt")),
             _int(obj.get("resumed_from")),
+            obj.get("method") if isinstance(obj.get("method"), str) else None,
+            _int(obj.get("trainable_params")),
+            _int(obj.get("lora_r")),
         )
     if kind == "end":
         return RunEnd(

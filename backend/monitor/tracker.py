@@ -45,6 +45,7 @@ class ThroughputSummary:
     world_size: int | None = None
     finished: bool = False
     ok: bool | None = None
+    method: str | None = None  # "LoRA r=16: 39,936 trainable of ..." (None: a full fine-tune)
 
     @property
     def progress(self) -> float | None:
@@ -130,6 +131,7 @@ class RunTracker:
                 ok=self.end.ok if self.end else None,
                 samples_per_s=self.end.samples_per_s if self.end else None,
                 world_size=self.start.world_size if self.start else None,
+                method=method_line(self.start),
             )
         recent = list(self._recent)
         # The first optimizer step carries warm-up (allocator, NCCL init): leave it out once
@@ -177,6 +179,7 @@ class RunTracker:
             world_size=self.start.world_size if self.start else None,
             finished=finished,
             ok=self.end.ok if self.end else None,
+            method=method_line(st),
         )
 
     def view(self, width: int | None = None, now: float | None = None) -> MetricsView:
@@ -194,6 +197,20 @@ class RunTracker:
                 [self.evals[k] for k in sorted(self.evals)],
             ),
         )
+
+
+def method_line(start: RunStart | None) -> str | None:
+    """What an adapter run trains, for the monitor: a full fine-tune needs no line."""
+    if start is None or start.method not in ("lora", "qlora"):
+        return None
+    name = "QLoRA" if start.method == "qlora" else "LoRA"
+    head = f"{name} r={start.lora_r}" if start.lora_r else name
+    if start.trainable_params is None:
+        return head
+    line = f"{head}: {start.trainable_params:,} trainable"
+    if start.n_params:
+        line += f" of {start.n_params:,} ({100 * start.trainable_params / start.n_params:.2f} %)"
+    return line
 
 
 def _rate(recs: list[StepRecord], attr: str) -> float | None:

@@ -18,7 +18,7 @@ activation, logits and fixed-cost terms so the methods compare on one footing:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from backend.planner.gpu import GIB, GpuSpec
@@ -32,6 +32,7 @@ from backend.planner.memory import (
     MemoryPlan,
     activation_bytes,
 )
+from backend.planner.realdata import LengthDist
 from backend.planner.settings import TrainSettings
 from backend.planner.shape import ModelShape
 from backend.planner.throughput import (
@@ -219,10 +220,16 @@ def plan_method_memory(
 
 
 def predict_method_throughput(
-    shape: ModelShape, s: TrainSettings, m: MethodSettings, gpu: GpuSpec
+    shape: ModelShape,
+    s: TrainSettings,
+    m: MethodSettings,
+    gpu: GpuSpec,
+    dist: LengthDist | None = None,
 ) -> ThroughputPlan:
-    """The FSDP prediction without sharding, scaled for frozen weights / 4-bit / CPU-Adam."""
-    base = predict_throughput(shape, s.with_(fsdp=""), gpu)
+    """The FSDP prediction without sharding, scaled for frozen weights / 4-bit / CPU-Adam; the
+    data's lengths (``dist``, else the stated default) give its real (non-pad) tokens/s, the
+    figure tune ranks every method by."""
+    base = predict_throughput(shape, s.with_(fsdp=""), gpu, dist)
     P = shape.n_params
     N = max(1, s.world) if m.zero_stage else 1
     out = ThroughputPlan(flops_per_token=base.flops_per_token, comm_s=base.comm_s)
@@ -248,76 +255,37 @@ def predict_method_throughput(
     )
     out.tokens_per_s_per_gpu = s.grad_accum * s.micro_batch * s.seq / step
     out.tokens_per_s = out.tokens_per_s_per_gpu * s.world
+    out.real_fraction, out.length_source, out.startup_s = (
+        base.real_fraction,
+        base.length_source,
+        base.startup_s,
+    )
+    out.real_tokens_per_s = out.tokens_per_s * out.real_fraction
+    if base.epoch_time_s and out.real_tokens_per_s:
+        out.epoch_time_s = base.epoch_time_s * base.real_tokens_per_s / out.real_tokens_per_s
     if m.adapters:  # no weight-gradient matmuls: count the FLOPs really done
         out.flops_per_token = base.flops_per_token * LORA_COMPUTE_FRACTION
     out.mfu = out.tokens_per_s_per_gpu * out.flops_per_token / gpu.peak_flops
+    out.real_mfu = out.mfu * out.real_fraction
     return out
 
 
-@dataclass
-class MethodProposal:
-    """A method that fits where the user's full fine-tune does not, and what it changes."""
-
-    method: MethodSettings
-    memory: MemoryPlan
-    throughput: ThroughputPlan
-    changes: dict[str, Any] = field(default_factory=dict)  # preset path -> new value
-    result_note: str = ""
-
-
-RESULT_NOTES = {
-    "lora": "trains low-rank adapters on a frozen base instead of every weight: the output is "
-    "an adapter (merge it with trainwiz export --merge); quality is usually close to a full "
-    "fine-tune for instruction tuning, but it learns less new knowledge",
-    "qlora": "LoRA on a 4-bit nf4 base: the adapter is trained against quantised weights, "
-    "slower (dequantisation) and slightly less accurate than LoRA; needs bitsandbytes on CUDA",
-}
-
-
-def propose_methods(
-    shape: ModelShape, s: TrainSettings, gpu: GpuSpec, *, lora_r: int = 8
-) -> list[MethodProposal]:
-    """LoRA, then QLoRA, then ZeRO-3 + offload: each that fits, fastest first within kind."""
-    targets = ("q_proj", "v_proj")
-    trials = [
-        MethodSettings("lora", lora_r=lora_r, target_modules=targets),
-        MethodSettings("qlora", lora_r=lora_r, target_modules=targets),
-    ]
-    if s.world > 1:
-        trials.insert(0, MethodSettings("full", zero_stage=3))
-    trials.append(MethodSettings("full", zero_stage=3, offload_optimizer=True, offload_param=True))
-    out = []
-    for m in trials:
-        for gc in (s.checkpointing, True):
-            trial = s.with_(fsdp="", trainer_gc=gc)
-            memory = plan_method_memory(shape, trial, m, gpu)
-            if memory.fits:
-                changes: dict[str, Any] = {"training.method": m.method}
-                if m.adapters:
-                    changes["training.lora.lora_r"] = m.lora_r
-                if m.zero_stage:
-                    changes["training.zero"] = {
-                        "stage": m.zero_stage,
-                        "offload_optimizer": m.offload_optimizer,
-                        "offload_param": m.offload_param,
-                    }
-                if s.fsdp:
-                    changes["training.fsdp"] = ""
-                if gc and not s.checkpointing:
-                    changes["training.gradient_checkpointing"] = True
-                note = RESULT_NOTES.get(m.method, "same result as FSDP (every weight trained)")
-                throughput = predict_method_throughput(shape, trial, m, gpu)
-                out.append(MethodProposal(m, memory, throughput, changes, note))
-                break
-    return out
-
-
-def estimate_method(shape: ModelShape, s: TrainSettings, m: MethodSettings, gpu: GpuSpec) -> Any:
-    """An ``Estimate`` (tune.py's record) for a LoRA/QLoRA/ZeRO preset, for plan_preset."""
+def estimate_method(
+    shape: ModelShape,
+    s: TrainSettings,
+    m: MethodSettings,
+    gpu: GpuSpec,
+    dist: LengthDist | None = None,
+    host_ram: int | None = None,
+) -> Any:
+    """An ``Estimate`` (tune.py's record) for a LoRA/QLoRA/ZeRO configuration."""
     from backend.planner.tune import Estimate
 
     return Estimate(
-        s, plan_method_memory(shape, s, m, gpu), predict_method_throughput(shape, s, m, gpu)
+        s,
+        plan_method_memory(shape, s, m, gpu),
+        predict_method_throughput(shape, s, m, gpu, dist),
+        host_ram,
     )
 
 
@@ -335,24 +303,5 @@ def estimate_preset(
 
     settings, method = settings_from_preset(preset), method_from_preset(preset)
     if method.adapters or method.zero_stage:
-        return estimate_method(shape, settings, method, gpu)
+        return estimate_method(shape, settings, method, gpu, dist, host_ram)
     return estimate(shape, settings, gpu, dist, host_ram)
-
-
-def proposal_lines(proposals: list[MethodProposal]) -> list[str]:
-    """``trainwiz plan --tune`` lines when the full fine-tune cannot fit: what would, and how."""
-    if not proposals:
-        return []
-    lines = [
-        "# a full fine-tune does not fit as configured; other methods that do "
-        "(training.method, issue 21):"
-    ]
-    for p in proposals:
-        changes = ", ".join(f"{k}: {v!r}" for k, v in p.changes.items())
-        lines.append(
-            f"#   {p.method.label():<28} {p.memory.gib(p.memory.total_per_gpu):6.2f} GiB per GPU, "
-            f"{p.throughput.tokens_per_s:,.0f} tokens/s, host RAM "
-            f"{p.memory.gib(p.memory.host_ram_peak):.1f} GiB  ({changes})"
-        )
-        lines.append(f"#     result: {p.result_note}")
-    return lines

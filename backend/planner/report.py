@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from backend.planner.gpu import GIB, GpuSpec
+from backend.planner.method_search import method_lines
 from backend.planner.shape import ModelShape
 from backend.planner.tune import Estimate, TuneResult
 
@@ -76,6 +77,7 @@ def tune_lines(result: TuneResult, before_yaml: str, after_yaml: str) -> list[st
     for change in result.changes:
         lines.append(f"  {change.path}: {change.old!r} -> {change.new!r}  ({change.reason})")
     lines += [f"note: {n}" for n in result.notes]
+    lines += method_lines(result)
     diff = difflib.unified_diff(
         before_yaml.splitlines(), after_yaml.splitlines(), "preset", "tuned", lineterm=""
     )
@@ -169,7 +171,7 @@ def planner_report(
     host_ram: int | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Text lines and JSON for ``trainwiz plan``'s estimate (and ``--tune``) section."""
-    from backend.planner.methods import estimate_preset, proposal_lines, propose_methods
+    from backend.planner.methods import estimate_preset
     from backend.planner.settings import settings_from_preset
     from backend.planner.tune import tune
     from backend.preset.loader import preset_to_yaml
@@ -190,18 +192,10 @@ def planner_report(
         across = scaling(shape, settings_from_preset(preset), gpu)
         lines += scaling_lines(across)
         data["multinode"] = asdict(across)
-    if do_tune and (preset.training.method != "full" or preset.training.zero is not None):
-        do_tune = False  # tune searches FSDP settings; it would "fix" a LoRA/ZeRO run into FSDP
-        lines.append(
-            "# tune: searches full fine-tunes under FSDP only; this preset is planned as is"
-        )
     if do_tune:
         result = tune(preset, gpu, shape, free_batch=free_batch, dist=dist, host_ram=host_ram)
         lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))
-        if preset.training.method == "full" and not result.before.memory.fits:
-            proposals = propose_methods(shape, settings_from_preset(preset), gpu)
-            lines += proposal_lines(proposals)
-            data["methods"] = [{"changes": p.changes, "result": p.result_note} for p in proposals]
+        data["methods"] = [c.as_dict() for c in result.methods]
         data["tune"] = {
             "changes": [
                 {"path": c.path, "old": c.old, "new": c.new, "reason": c.reason}

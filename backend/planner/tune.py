@@ -63,6 +63,7 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
 
     ranked: list[Estimate] = field(default_factory=list)  # fitting candidates, best first
+    methods: list[Any] = field(default_factory=list)  # LoRA/QLoRA/ZeRO (method_search.py)
 
     @property
     def speedup(self) -> float:
@@ -309,6 +310,10 @@ def tune(
     ``packing`` None: packed candidates join when the trainwiz entry runs on a bf16 GPU
     (FastChat's own train_mem.py cannot pack)."""
     dist = dist or default_dist()
+    from backend.planner.method_search import is_full_fsdp, tune_method_preset
+
+    if not is_full_fsdp(preset):  # LoRA/QLoRA/ZeRO: the FSDP search would plan a full run
+        return tune_method_preset(preset, gpu, shape, dist=dist, host_ram=host_ram)
     base = settings_from_preset(preset)
     fsdp_ac_ok = (
         base.uses_fsdp and _version(preset.environment.transformers) >= FSDP_AC_MIN_TRANSFORMERS
@@ -332,13 +337,13 @@ def tune(
             f"{host_ram / 2**30:.0f} GiB allows (CPU offload keeps ~16 bytes per parameter on "
             "the host): not considered"
         )
-    estimates = [e for e in estimates if e.fits_host]
+    every, estimates = estimates, [e for e in estimates if e.fits_host]
     # Prefer configurations outside the planner's error band; tight ones only if nothing else.
     fitting = [e for e in estimates if e.memory.fits and not e.memory.tight] or [
         e for e in estimates if e.memory.fits
     ]
     if not fitting:
-        best = min(estimates, key=lambda e: e.memory.total_per_gpu)
+        best = min(estimates or every, key=lambda e: e.memory.total_per_gpu)
         notes.append(
             f"no configuration fits {gpu.name} ({best.memory.gib(gpu.memory_bytes)} GiB): the "
             f"smallest needs {best.memory.gib(best.memory.total_per_gpu)} GiB per GPU; "
@@ -363,7 +368,7 @@ def tune(
             # Same memory, one all-gather per layer less in backward (HF warns about it too).
             best = estimate(shape, s.with_(trainer_gc=False, fsdp_ac=True), gpu, dist, host_ram)
     changes = [Change(*c) for c in _reasons(before, best)]
-    return TuneResult(
+    result = TuneResult(
         preset=_apply(preset, best.settings),
         changes=changes,
         before=before,
@@ -374,3 +379,6 @@ def tune(
             fitting, key=lambda e: _rank(e, float(preset.training.num_train_epochs)), reverse=True
         ),
     )
+    from backend.planner.method_search import add_methods
+
+    return add_methods(result, preset, gpu, shape, dist=dist, host_ram=host_ram)

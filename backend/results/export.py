@@ -15,11 +15,13 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from backend.errors import BadInput, TrainwizError
 from backend.preset.loader import load_preset
 from backend.preset.schema import Preset, map_container_path
+from backend.results.merge import export_adapter_run, is_adapter_run
 from backend.results.model_card import render
 from backend.results.summary import run_summary
 from backend.results.weights import WORKER, model_dir, worker_python
@@ -51,12 +53,25 @@ def _check_target(to: Path) -> None:
 
 
 def export_run(
-    run_dir: Path, to: Path, *, checkpoint: int | None = None, timeout: float = 1800.0
+    run_dir: Path,
+    to: Path,
+    *,
+    checkpoint: int | None = None,
+    timeout: float = 1800.0,
+    merge: bool = False,
 ) -> ExportResult:
     to = to.expanduser().absolute()
     _check_target(to)
-    source = model_dir(run_dir, checkpoint)
     preset = load_preset(run_dir / PRESET)
+    if merge or is_adapter_run(preset):  # LoRA/QLoRA: the adapter, or merged (merge.py)
+        render_card = partial(
+            render, run_dir.name, preset, run_summary(run_dir), data_file=data_file(preset)
+        )
+        return ExportResult(to, *export_adapter_run(
+            run_dir, to, preset, merge=merge, checkpoint=checkpoint, timeout=timeout,
+            card=render_card,
+        ))  # fmt: skip
+    source = model_dir(run_dir, checkpoint)
     tmp = to.parent / f".{to.name}.trainwiz-export-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     argv = [worker_python(run_dir), str(WORKER), "export", "--model", str(source), "--to", str(tmp)]

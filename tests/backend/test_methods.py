@@ -22,8 +22,6 @@ from backend.planner.methods import (
     adapter_params,
     plan_method_memory,
     predict_method_throughput,
-    proposal_lines,
-    propose_methods,
 )
 from backend.planner.shape import KNOWN_CONFIGS, shape_from_config
 from backend.preset import load_preset, parse_preset_text
@@ -261,17 +259,6 @@ def test_zero3_shards_per_gpu_and_offload_moves_states_to_host() -> None:
     assert slow.tokens_per_s < fast.tokens_per_s  # CPU-Adam and weight fetches cost time
 
 
-def test_tune_proposes_lora_when_full_cannot_fit_and_says_what_changes() -> None:
-    gpu = gpu_spec("4090")
-    s = TrainSettings(micro_batch=1, grad_accum=16, seq=2048)
-    proposals = propose_methods(SHAPE_7B, s, gpu)
-    assert [p.method.method for p in proposals][:2] == ["lora", "qlora"]
-    assert all(p.memory.fits for p in proposals)
-    assert proposals[0].changes["training.method"] == "lora"
-    text = "\n".join(proposal_lines(proposals))
-    assert "export --merge" in text and "4-bit" in text
-
-
 def test_plan_estimate_of_a_lora_preset_uses_the_lora_model() -> None:
     from backend.planner.report import planner_report
 
@@ -295,21 +282,24 @@ def test_zero_and_qlora_put_deepspeed_and_bitsandbytes_in_the_environment() -> N
     assert "deepspeed" in extras.argv
 
 
-def test_plan_tune_of_a_full_preset_that_cannot_fit_lists_the_methods_that_do() -> None:
+def test_plan_tune_of_a_full_preset_that_cannot_fit_switches_to_a_method_that_does() -> None:
     from backend.planner.report import planner_report
 
     preset = load_preset("vicuna-7b-4xa100-40g")
     preset.launch.nproc_per_node = 1
-    lines, data = planner_report(preset, "4090", None, do_tune=True)
+    lines, data = planner_report(preset, "4090", None, do_tune=True, host_ram=64 * GIB)
     text = "\n".join(lines)
-    assert "a full fine-tune does not fit as configured" in text
-    assert data["methods"][0]["changes"]["training.method"] == "lora"
-    assert "training.fsdp: " in text  # FSDP is dropped for the single-GPU LoRA run
+    assert "no full fine-tune fits both" in text and "switched to lora" in text
+    assert "training.method: 'full' -> 'lora'" in text
+    assert "training.fsdp: 'full_shard auto_wrap' -> ''" in text  # LoRA runs without FSDP
+    assert data["methods"][0]["changes"]["training.method"] == "qlora"  # the alternative
+    assert "method: lora" in data["tune"]["preset_yaml"]
 
 
-def test_tune_leaves_a_lora_preset_alone_and_says_so() -> None:
+def test_tune_of_a_lora_preset_keeps_its_method_and_plans_it_with_the_lora_model() -> None:
     from backend.planner.report import planner_report
 
-    lines, data = planner_report(load_preset("vicuna-7b-lora-1x24g"), "4090", None, do_tune=True)
-    assert "tune" not in data
-    assert any("planned as is" in line for line in lines)
+    _lines, data = planner_report(load_preset("vicuna-7b-lora-1x24g"), "4090", None, do_tune=True)
+    assert "method: lora" in data["tune"]["preset_yaml"]
+    assert "frozen base bf16" in str(data["tune"]["after"]["memory"]["breakdown"])
+    assert not any(c["path"] == "training.method" for c in data["tune"]["changes"])

@@ -218,3 +218,23 @@ async def test_tune_rewrites_the_form_and_save_writes_it(
         saved.training.per_device_train_batch_size
         == app.preset.training.per_device_train_batch_size
     )
+
+
+async def test_tune_on_a_24g_gpu_switches_a_7b_full_fine_tune_to_lora_and_lists_qlora() -> None:
+    # A10 (24 GB): even FSDP with CPU offload does not fit a 7B full fine-tune there
+    preset = load_preset("vicuna-7b-4xa100-40g").model_copy(deep=True)
+    preset.launch.nproc_per_node = 1
+    app = TrainwizApp(preset, "seed", start_step="hyperparams")
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await _open(pilot, app)
+        screen.query_one("#hp-gpu", Select).value = "a10"
+        await pilot.pause(0.1)
+        await pilot.press("f5")
+        await pilot.pause(0.2)
+        assert app.preset.training.method == "lora" and not app.preset.training.fsdp
+        method = field(screen, "method").editor
+        assert getattr(method, "value", None) == "lora"
+        result = text_of(screen, "#hp-tune-result")
+        assert "training.method: 'full' -> 'lora'" in result and "adapter only" in result
+        assert "no full fine-tune fits" in result
+        assert "qlora r8" in result and "4-bit nf4 base" in result  # the alternative

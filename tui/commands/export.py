@@ -1,5 +1,6 @@
-"""CLI: `trainwiz export RUN --to DIR [--checkpoint N] [--json]`: safetensors, tokenizer and a
-README model card (base model, data hash and size, preset, steps, losses, hardware)."""
+"""CLI: `trainwiz export RUN --to DIR [--checkpoint N] [--merge] [--json]`: safetensors, tokenizer
+and a README model card (base model, data hash and size, preset, steps, losses, hardware); a LoRA
+run exports its adapter, or with --merge the adapter folded into the base."""
 
 from __future__ import annotations
 
@@ -18,12 +19,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
     parser.add_argument("--to", required=True, metavar="DIR", help="a new (or empty) folder")
     parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint-N, not the final")
+    parser.add_argument(
+        "--merge", action="store_true", help="LoRA/QLoRA run: fold the adapter into its base"
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = export_run(find_run(args.run), Path(args.to), checkpoint=args.checkpoint)
+    result = export_run(
+        find_run(args.run), Path(args.to), checkpoint=args.checkpoint, merge=args.merge
+    )
     if args.json:
         print_json(result)
     else:

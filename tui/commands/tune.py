@@ -18,7 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "tune",
         help="the fastest configuration on real tokens that fits GPU and host RAM",
         description="Search batch, recompute, offload, packing, Liger and fused AdamW for the "
-        "most real (non-pad) tokens/s predicted to fit the GPU and the host's RAM; with "
+        "most real (non-pad) tokens/s predicted to fit the GPU and the host's RAM, and the "
+        "training methods (LoRA, QLoRA, DeepSpeed ZeRO): one of them when no full fine-tune "
+        "fits, listed beside the answer otherwise; with "
         "--probe, run the top candidates a few steps each here and keep the measured fastest.",
     )
     parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
@@ -90,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     if args.json:
-        print_json({"written": str(target), "diff": diff, "probe": probe_rows})
+        methods = [c.as_dict() for c in result.methods]  # LoRA/QLoRA/ZeRO alternatives
+        print_json({"written": str(target), "diff": diff, "probe": probe_rows, "methods": methods})
     else:
         print("\n".join(lines if not args.probe else [*lines, *diff]))
         print(f"trainwiz: tuned preset written to {target}", file=sys.stderr)
