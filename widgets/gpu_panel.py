@@ -127,6 +127,8 @@ def _node_line(status: NodeStatus, gpus: list[GpuSample], width: int) -> Text:
             line.append(" · " + _("last sample {age:.0f} s ago").format(age=age), style="dim")
     elif status.state == "no_gpu":
         line.append(" · " + _("no GPU on this node"), style=style)
+    elif status.state == "gone" and status.age_s is None:
+        line.append(" · " + _("sampler gone: it never wrote (see the log)"), style=style)
     elif status.state == "gone":
         line.append(
             " · " + _("sampler gone: no sample for {age:.0f} s").format(age=age), style=style

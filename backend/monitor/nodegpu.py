@@ -144,8 +144,34 @@ class NodeGpuSource:
             status, samples = node_file.status(now)
             statuses.append(status)
             gpus.extend(samples)
+        statuses += self._without_file()
+        statuses.sort(key=lambda n: node_sort_key(n.node))
         message = "" if statuses else "waiting for the nodes' GPU samplers"
         return GpuSnapshot(now, "ok", tuple(gpus), message, source=SOURCE, nodes=tuple(statuses))
+
+    def _without_file(self) -> list[NodeStatus]:
+        """Nodes status.json knows whose sampler never wrote: waiting, or gone when its ssh
+        already ended (the reason is in train.log)."""
+        try:
+            status = json.loads((self.nodes_dir.parent / "status.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            return []
+        out = []
+        for node in status.get("nodes") or [] if isinstance(status, dict) else []:
+            name = f"node{node.get('index')}"
+            if name in self.files:
+                continue
+            sampler = node.get("sampler") or {}
+            gone = sampler.get("client") == "exited"
+            out.append(
+                NodeStatus(
+                    node=name,
+                    host=str(node.get("host") or ""),
+                    state="gone" if gone else "waiting",
+                    message="sampler gone: it never wrote (see train.log)" if gone else "",
+                )
+            )
+        return out
 
     def close(self) -> None:
         return None
