@@ -65,11 +65,14 @@ def _gpu_lines(out: Text, gpus: Iterable[GpuSample], width: int, compact: bool) 
             out.append(f" {g.power_w:4.0f}{limit}W", style=style)
         if compact:
             ours = sum(p.owner == "this run" for p in g.processes)
-            others = len(g.processes) - ours
+            others = sum(p.owner == "other" for p in g.processes)
+            unknown = len(g.processes) - ours - others
             if ours:
                 out.append(f" ▶{ours} run", style="bold green")
             if others:
                 out.append(f" {others} other", style="yellow")
+            if unknown:  # e.g. another node's pids seen from a recording
+                out.append(f" {unknown} proc", style="dim")
             if not g.processes:
                 out.append(" idle", style="dim")
             continue
