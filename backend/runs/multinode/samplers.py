@@ -90,7 +90,9 @@ def slurm_lines(torchrun: str, run_dir: Path | str, env: dict[str, str], nnodes:
         "# one GPU sampler per node (trainwiz gpusampler), ended with this script",
         f"{shlex.join([*srun, *argv])} &",
         "sampler=$!",
-        "trap 'kill \"$sampler\" 2>/dev/null || true' EXIT",
+        # srun forwards the TERM to each node's sampler, which writes its end line; waiting
+        # for it lets that happen before the job ends (the script's exit status is kept).
+        'trap \'kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true\' EXIT',
     ]
 
 
@@ -128,6 +130,21 @@ def refresh(run_dir: Path, nodes: list[NodeState]) -> bool:
             changed = True
         node.sampler = record
     return changed
+
+
+def finish(run_dir: Path, nodes: list[NodeState], grace: float = 5.0) -> None:
+    """The run is over: give each sampler ``grace`` s to write its end line; one that did not
+    ended without a word (killed with the job, or its node went away) and is recorded as
+    ``gone``, never left looking alive."""
+    deadline = time.monotonic() + grace
+    while True:
+        refresh(run_dir, nodes)
+        live = [n for n in nodes if n.sampler.get("state") in ("ok", "no_gpu", "error", "waiting")]
+        if not live or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    for node in live:
+        node.sampler.update(state="gone", message="ended with the run without an end line")
 
 
 class SshSamplers:

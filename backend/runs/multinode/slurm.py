@@ -228,7 +228,7 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
     code = _exit_code(info)
     for node in nlog.nodes:  # the job's end is every node's end
         node.state = "exited"
-    samplers.refresh(run_dir, nlog.nodes)
+    samplers.finish(run_dir, nlog.nodes)
     update_status(run_dir, nodes=nlog.records())
     if code == 0:
         return 0, ""

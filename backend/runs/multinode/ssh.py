@@ -117,7 +117,7 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
         raise
     finally:
         gpus.stop()
-        samplers.refresh(run_dir, states)
+        samplers.finish(run_dir, states)
         update_status(run_dir, nodes=nlog.records())
 
 
