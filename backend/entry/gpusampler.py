@@ -279,6 +279,7 @@ class Sampler:
         status: Path | None = None,
         heartbeat: bool = False,
         max_samples: int | None = None,
+        stop_file: Path | None = None,
     ) -> str:
         self.header = {
             "kind": "header",
@@ -316,6 +317,8 @@ class Sampler:
                     self.stop_reason = "its ssh channel closed"
             if max_samples is not None and samples >= max_samples:
                 self.stop_reason = self.stop_reason or f"{samples} samples taken"
+            if stop_file is not None and stop_file.exists():
+                self.stop_reason = "the training step ended"
             if status is not None and time.monotonic() - checked > 5:
                 checked = time.monotonic()
                 if run_state(status) in FINAL_STATES:
@@ -378,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--marker", default=None, help="env entry that marks this run's ranks")
     parser.add_argument("--heartbeat", action="store_true", help="a line on stdout per sample")
     parser.add_argument("--max-samples", type=int, default=None)
+    parser.add_argument("--stop-file", default=None, help="stop once this file exists (Slurm)")
     parser.add_argument("--replay", default=None, help="a recorded NVML trace (JSONL)")
     parser.add_argument("--replay-start", type=int, default=0)
     args = parser.parse_args(argv)
@@ -404,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         status=Path(args.status) if args.status else None,
         heartbeat=args.heartbeat,
         max_samples=args.max_samples,
+        stop_file=Path(args.stop_file) if args.stop_file else None,
     )
     return 0
 

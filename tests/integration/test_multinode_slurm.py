@@ -84,7 +84,8 @@ def test_tiny_cpu_trains_through_sbatch_and_srun(slurm: str, tmp_path: Path) -> 
     header = records[0]
     assert (header["kind"], header["node"], header["host"]) == ("header", "node0", slurm)
     assert header["state"] == "no_gpu" and any(r.get("gpus") == [] for r in records[1:])
-    assert final["nodes"][0]["sampler"]["state"] in ("stopped", "gone")
+    assert final["nodes"][0]["sampler"]["state"] == "stopped"  # its end line: the step ended
+    assert records[-1] == {**records[-1], "kind": "end", "reason": "the training step ended"}
     assert final["nodes"][0]["sampler"]["pid"] == header["pid"]
     assert "--overlap" in shown and "gpusampler.py --node=auto" in shown
     wait_no_leftovers(run_id)

@@ -34,6 +34,7 @@ from backend.runs.multinode.agents import NodeLog, NodeState
 
 MODULE = "gpusampler.py"
 PID_MARK = "TRAINWIZ_SAMPLER_PID="
+STOP_FILE = "samplers.stop"
 INTERVAL = 1.0
 
 
@@ -81,18 +82,29 @@ def ssh_argv(
 def slurm_lines(torchrun: str, run_dir: Path | str, env: dict[str, str], nnodes: int) -> list[str]:
     """The job script's lines that start one sampler task per node in the background (and
     end it with the script)."""
+    stop = Path(run_dir) / NODES_DIR / STOP_FILE
     argv = sampler_argv(
-        python_beside(torchrun), run_dir, "auto", f"TRAINWIZ_METRICS={env['TRAINWIZ_METRICS']}"
+        python_beside(torchrun),
+        run_dir,
+        "auto",
+        f"TRAINWIZ_METRICS={env['TRAINWIZ_METRICS']}",
+        stop_file=str(stop),
     )
     srun = ["srun", "--overlap", f"--nodes={nnodes}", "--ntasks-per-node=1"]
     srun += ["--cpus-per-task=1", f"--output={Path(run_dir) / NODES_DIR}/sampler-node%n-%N.log"]
+    # At the script's end (success or not) the stop file tells every node's sampler to write
+    # its end line and exit; after 30 s the sampler step is ended anyway. The script's exit
+    # status is kept (an EXIT trap does not change it).
+    ending = (
+        f"touch {shlex.quote(str(stop))}; "
+        'for _ in $(seq 30); do kill -0 "$sampler" 2>/dev/null || break; sleep 1; done; '
+        'kill "$sampler" 2>/dev/null || true'
+    )
     return [
         "# one GPU sampler per node (trainwiz gpusampler), ended with this script",
         f"{shlex.join([*srun, *argv])} &",
         "sampler=$!",
-        # srun forwards the TERM to each node's sampler, which writes its end line; waiting
-        # for it lets that happen before the job ends (the script's exit status is kept).
-        'trap \'kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true\' EXIT',
+        f"trap {shlex.quote(ending)} EXIT",
     ]
 
 
