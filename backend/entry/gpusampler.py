@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +235,7 @@ def open_reader(replay: str | None = None, replay_start: int = 0) -> Any:
     reasons = []
     for factory in (NvmlReader, SmiReader):
         try:
-            return factory(), []
+            return factory(), reasons  # why the better readers were not used
         except ReadError as exc:
             reasons.append(f"{factory.source}: {exc}")
     return None, reasons
@@ -250,6 +251,22 @@ def proc_owner(pid: int, marker: bytes | None) -> str:
     except OSError:
         return "unknown"
     return "this run" if b"\0" + marker + b"\0" in b"\0" + env + b"\0" else "other"
+
+
+def ticks(
+    interval: float, stopped: Callable[[], bool], wait: Callable[[float], object] = time.sleep
+) -> Iterator[int]:
+    """The sampling cadence (here and in the wizard's NvmlSampler): the next tick is armed only
+    after the previous one's work returned, at ``max(previous tick + interval, now)``. A slow
+    reading (a hung GPU can take seconds) delays the next one instead of stacking calls or
+    bursting to catch up. ``wait`` may return early (an Event's wait) when stopping."""
+    next_at, count = time.monotonic(), 0
+    while not stopped():
+        yield count
+        count += 1
+        next_at = max(next_at + interval, time.monotonic())
+        while not stopped() and (left := next_at - time.monotonic()) > 0:
+            wait(min(0.2, left))
 
 
 class Sampler:
@@ -294,8 +311,8 @@ class Sampler:
             **(reader.header if reader else {"driver": None, "gpus": []}),
         }
         self._start_file()
-        samples, next_at, checked = 0, time.monotonic(), 0.0
-        while self.stop_reason is None:
+        checked = 0.0
+        for tick in ticks(self.interval, lambda: self.stop_reason is not None):
             record: dict[str, Any]
             try:
                 record = reader.row() if reader else {"t": time.time(), "gpus": []}
@@ -308,7 +325,7 @@ class Sampler:
             if self.out.exists() and self.out.stat().st_size > ROTATE_BYTES:
                 self._start_file()
             self._write(record)
-            samples += 1
+            samples = tick + 1
             if heartbeat:  # over ssh: a closed channel (the watcher is gone) ends the sampler
                 try:
                     sys.stdout.write(f"{record['t']:.1f}\n")
@@ -323,9 +340,6 @@ class Sampler:
                 checked = time.monotonic()
                 if run_state(status) in FINAL_STATES:
                     self.stop_reason = f"the run is {run_state(status)}"
-            next_at = max(next_at + self.interval, time.monotonic())
-            while self.stop_reason is None and time.monotonic() < next_at:
-                time.sleep(min(0.2, max(0.0, next_at - time.monotonic())))
         if reader:
             reader.close()
         self._write({"kind": "end", "t": time.time(), "reason": self.stop_reason})
