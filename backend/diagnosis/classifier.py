@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 from backend.diagnosis.explain import explain
 from backend.diagnosis.fixes import fixes_for
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
-from backend.diagnosis.nodes import cross_node, node_of
+from backend.diagnosis.nodes import cross_node, node_of, node_of_path
 from backend.diagnosis.scan import compile_prefilter, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
 from backend.errors import BadInput
@@ -312,6 +312,11 @@ def diagnose_file(
     next to a logged learning rate in new ones) is a finding even when the log says nothing."""
     target = Path(path).expanduser()
     diagnosis = _diagnose_path(target, cancel, progress, preset)
+    node = node_of_path(target)
+    if node is not None:
+        for finding in diagnosis.findings:
+            finding.node = finding.node or node
+            finding.nodes = finding.nodes or [node]
     metrics = target.with_name(METRICS_FILE)
     if target.name == RUN_LOG and metrics.is_file():
         _merge_metrics(diagnosis, _diagnose_path(metrics, cancel, None, preset))

@@ -11,18 +11,28 @@ different node than the timeout, the timeout's explanation says so and names tha
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from backend.diagnosis.model import Finding
 from backend.i18n import _
 
-_NODE = re.compile(r"^\s*\[(node\d+) ([^\]\s]+)\] ")
+# The prefix both multi-node launchers put on each node's line (runs/multinode/agents.py
+# NodeLog): the log pane colours it, the scanner names the finding's node from it.
+NODE_TAG = re.compile(r"\[node(\d+) ([^\]\s]+)\] ")
 SYMPTOMS = ("nccl", "rendezvous_timeout")  # what another node's failure shows up as here
 
 
 def node_of(line: str) -> str | None:
     """``node1 gpu-b`` for a line the launcher tagged, else None (a single-node log)."""
-    match = _NODE.match(line)
-    return f"{match[1]} {match[2]}" if match else None
+    match = NODE_TAG.match(line.lstrip())
+    return f"node{match[1]} {match[2]}" if match else None
+
+
+def node_of_path(path: Path) -> str | None:
+    """A Slurm run's own per-node log (``<run>/nodes/node1-gpu-b.log``, untagged lines):
+    every finding in it is that node's."""
+    match = re.fullmatch(r"node(\d+)-(.+)\.log", path.name)
+    return f"node{match[1]} {match[2]}" if match and path.parent.name == "nodes" else None
 
 
 def cross_node(findings: list[Finding]) -> None:

@@ -81,6 +81,19 @@ def test_nccl_timeout_on_node0_names_the_root_cause_on_node1(
     assert "  on node1 gpu-b\n" in human and "  on node0 gpu-a\n" in human
 
 
+def test_a_slurm_node_log_names_its_node(tmp_path: Path) -> None:
+    # srun --output=<run>/nodes/node%n-%N.log: one node's own, untagged lines.
+    (tmp_path / "nodes").mkdir()
+    log = tmp_path / "nodes" / "node1-gpu-b.log"
+    log.write_bytes(OOM.read_bytes())
+    top = diagnose_file(log).top
+    assert top is not None and (top.category, top.node, top.nodes) == (
+        "cuda_oom",
+        "node1 gpu-b",
+        ["node1 gpu-b"],
+    )
+
+
 def test_a_single_node_log_names_no_node(tmp_path: Path) -> None:
     diagnosis = diagnose_file(OOM)
     assert diagnosis.top is not None and diagnosis.top.node is None
