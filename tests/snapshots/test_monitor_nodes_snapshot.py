@@ -14,6 +14,7 @@ from tests.tui.test_monitor import MonitorHarness
 from tests.tui.test_monitor_nodes import LOG_LINES, pinned, replayed_nodes
 from widgets.gpu_panel import GpuPanel
 from widgets.log_pane import LogPane
+from widgets.throughput import ThroughputMeter
 
 
 def _app(run: Path) -> MonitorHarness:
@@ -31,7 +32,13 @@ async def _settle(pilot: Pilot) -> None:  # type: ignore[type-arg]
         await pilot.pause()
         panel = app.screen.query_one(GpuPanel)
         pane = app.screen.query_one(LogPane)
-        if panel.snapshot and len(panel.snapshot.gpus) == 4 and pane.model.total >= len(LOG_LINES):
+        meter = app.screen.query_one(ThroughputMeter)
+        if (
+            panel.snapshot
+            and len(panel.snapshot.gpus) == 4
+            and pane.model.total >= len(LOG_LINES)
+            and meter.state
+        ):
             await pilot.pause()
             return
     raise AssertionError("monitor did not settle")

@@ -34,7 +34,7 @@ LOG_LINES = [
     "[trainwiz 2026-12-01 12:00:00] node 0 (gpu-a): ssh ... torchrun --nnodes=2 ...",
     "[node0 gpu-a] INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete",
     "[node1 gpu-b] INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete",
-    "[node0 gpu-a] {'loss': 1.6213, 'grad_norm': 2.5, 'learning_rate': 2e-05, 'epoch': 0.1}",
+    "[node0 gpu-a] ***** Running training *****",
     "[node1 gpu-b] [rank1]:[W1201 12:00:05] warning from node 1's rank",
 ]
 
