@@ -38,6 +38,7 @@ from backend.monitor import (
     owner_for_status,
 )
 from backend.monitor.logmodel import load_classifier
+from backend.monitor.nodegpu import NodeGpuSource, is_node_run
 from backend.monitor.owner import OwnerResolver
 from screens.base import StepScreen
 from widgets.gpu_panel import GpuPanel
@@ -168,7 +169,13 @@ class MonitorScreen(StepScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="monitor-gpu")
     def _gpu_worker(self, owner: OwnerResolver) -> None:
         cancel = self._cancel  # this worker's own: a later restart swaps in a fresh event
-        source = self._gpu_factory(owner) if self._gpu_factory else NvmlSource(owner)
+        run = self.run
+        if self._gpu_factory:
+            source = self._gpu_factory(owner)
+        elif run is not None and is_node_run(run.run_dir, run.status()):
+            source = NodeGpuSource(run.run_dir)  # every node's sampler, over the shared FS
+        else:
+            source = NvmlSource(owner)
 
         def on_sample(snap: GpuSnapshot) -> None:
             self.post_message(GpuUpdate(snap))

@@ -305,7 +305,8 @@ class TroubleshootScreen(Screen[None]):
         for number, finding in enumerate(message.diagnosis.findings):
             label = Text()
             label.append(f"{finding.severity.upper():7}", style=SEVERITY_COLOUR[finding.severity])
-            label.append(f" {finding.category}  line {finding.line}  {finding.title}")
+            where = f"{finding.node.split()[0]}  " if finding.node else ""
+            label.append(f" {finding.category}  {where}line {finding.line}  {finding.title}")
             findings.add_option(Option(label, id=str(number)))
         findings.highlighted = 0
         self._show(message.diagnosis.findings[0])
@@ -324,6 +325,8 @@ class TroubleshootScreen(Screen[None]):
     def _show(self, finding: Finding) -> None:
         self._finding = finding
         detail = Text()
+        if finding.node:  # a multi-node run: whose log this line is from
+            detail.append(_("on {node}").format(node=finding.node) + ", ", style="bold cyan")
         detail.append(f"line {finding.line}", style="bold")
         if finding.count > 1:
             detail.append(f" (+{finding.count - 1} more)")

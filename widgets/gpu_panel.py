@@ -1,12 +1,17 @@
-"""Per-GPU memory bar, utilisation, temperature, power against its limit, and who is on it."""
+"""Per-GPU memory bar, utilisation, temperature, power against its limit, and who is on it;
+for a multi-node run, grouped under a line per node that says how its sampler is doing."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from rich.text import Text
 from textual.widgets import Static
 
 from backend.i18n import _
-from backend.monitor import GpuSnapshot
+from backend.monitor import GpuSample, GpuSnapshot
+from backend.monitor.gpu import NodeStatus
+from backend.monitor.nodegpu import SOURCE as NODE_SOURCE
 
 GIB = 1024**3
 
@@ -29,6 +34,8 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = F
     """
     if snap is None:
         return Text(_("GPUs: waiting for the first sample…"), style="dim")
+    if snap.source == NODE_SOURCE:
+        return render_nodes(snap, width, compact)
     if snap.state == "no_driver":
         return Text(f"GPUs: {snap.message}", style="yellow")
     if snap.state == "error":
@@ -36,9 +43,14 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = F
     if not snap.gpus:
         return Text(_("GPUs: NVML reports no GPU on this machine"), style="yellow")
     out = Text()
+    _gpu_lines(out, snap.gpus, width, compact)
+    return out
+
+
+def _gpu_lines(out: Text, gpus: Iterable[GpuSample], width: int, compact: bool) -> None:
     bar_w = max(6, min(24, width - (64 if compact else 58)))
-    for n, g in enumerate(snap.gpus):
-        if n:
+    for n, g in enumerate(gpus):
+        if n or out.plain:
             out.append("\n")
         out.append(f"GPU{g.index} ", style="bold")
         out.append(f"{_short(g.name)[:10]:<10} ")
@@ -53,11 +65,14 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = F
             out.append(f" {g.power_w:4.0f}{limit}W", style=style)
         if compact:
             ours = sum(p.owner == "this run" for p in g.processes)
-            others = len(g.processes) - ours
+            others = sum(p.owner == "other" for p in g.processes)
+            unknown = len(g.processes) - ours - others
             if ours:
                 out.append(f" ▶{ours} run", style="bold green")
             if others:
                 out.append(f" {others} other", style="yellow")
+            if unknown:  # e.g. another node's pids seen from a recording
+                out.append(f" {unknown} proc", style="dim")
             if not g.processes:
                 out.append(" idle", style="dim")
             continue
@@ -75,7 +90,68 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = F
                 out.append(f"{label} other", style="yellow")
             else:
                 out.append(f"{label} ?", style="dim")
+
+
+_NODE_STYLE = {
+    "ok": "",
+    "no_gpu": "yellow",
+    "error": "red",
+    "stopped": "dim",
+    "gone": "bold red",
+    "waiting": "dim",
+}
+
+
+def render_nodes(snap: GpuSnapshot, width: int = 78, compact: bool = False) -> Text:
+    """A multi-node run: a line per node (its name, host, GPU count, sampler state), then
+    that node's GPUs; a node without GPUs or whose sampler stopped says so on its line."""
+    if not snap.nodes:
+        return Text(_("GPUs: waiting for the nodes' GPU samplers…"), style="dim")
+    out = Text()
+    for status in snap.nodes:
+        gpus = [g for g in snap.gpus if g.node == status.node]
+        if out.plain:
+            out.append("\n")
+        out.append_text(_node_line(status, gpus, width))
+        _gpu_lines(out, gpus, width, compact)
     return out
+
+
+def _node_line(status: NodeStatus, gpus: list[GpuSample], width: int) -> Text:
+    line = Text(status.node, style="bold cyan")
+    if status.host:
+        line.append(f" {status.host}", style="cyan")
+    if status.gpus:
+        line.append(f" · {status.gpus}× {_short(gpus[0].name) if gpus else 'GPU'}")
+    style = _NODE_STYLE.get(status.state, "")
+    age = status.age_s or 0.0
+    if status.state == "ok":
+        if age >= 3:
+            line.append(" · " + _("last sample {age:.0f} s ago").format(age=age), style="dim")
+    elif status.state == "no_gpu":
+        line.append(" · " + _("no GPU on this node"), style=style)
+    elif status.state == "gone" and status.age_s is None:
+        line.append(" · " + _("sampler gone: it never wrote (see the log)"), style=style)
+    elif status.state == "gone":
+        line.append(
+            " · " + _("sampler gone: no sample for {age:.0f} s").format(age=age), style=style
+        )
+    elif status.state == "stopped":
+        line.append(" · " + _("sampler stopped"), style="yellow")
+        reason = status.message.partition(": ")[2]
+        if reason:
+            line.append(f" ({reason})", style=style)
+    elif status.state == "waiting":
+        line.append(" · " + _("waiting for its sampler"), style=style)
+    else:
+        line.append(f" · {status.message}", style=style)
+    line.truncate(max(20, width), overflow="ellipsis")
+    return line
+
+
+def panel_lines(snap: GpuSnapshot) -> int:
+    """Lines the panel needs uncompacted (two per GPU, one per node)."""
+    return len(snap.gpus) * 2 + len(snap.nodes)
 
 
 class GpuPanel(Static, can_focus=True):
@@ -94,5 +170,5 @@ class GpuPanel(Static, can_focus=True):
     def show(self, snap: GpuSnapshot) -> None:
         self.snapshot = snap
         # Two lines per GPU while that leaves the chart and log room; one line otherwise.
-        compact = len(snap.gpus) * 2 > max(4, self.screen.size.height // 4)
+        compact = panel_lines(snap) > max(4, self.screen.size.height // 4)
         self.update(render_snapshot(snap, self.size.width or 78, compact=compact))

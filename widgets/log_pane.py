@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input, Static
 
+from backend.diagnosis.nodes import NODE_TAG
 from backend.i18n import N_
 from backend.monitor import ClassifiedBatch, LogModel
 
@@ -31,6 +32,13 @@ SEVERITY_STYLE = {
 }
 CURSOR = Style(reverse=True)
 MATCH = Style(bgcolor="dark_orange3", color="white")
+
+
+_NODE_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta")
+
+
+def node_style(index: int) -> Style:
+    return Style(color=_NODE_COLOURS[index % len(_NODE_COLOURS)], bold=True)
 
 
 class OpenTroubleshoot(Message):
@@ -80,6 +88,11 @@ class LogView(ScrollView, can_focus=True):
                 Segment(text[end:], base),
             ]
         else:
+            tag = NODE_TAG.match(text)  # a multi-node run: whose line it is, in that node's colour
+            if tag:
+                style = (base or Style()) + node_style(int(tag[1]))
+                segs.append(Segment(tag[0], style))
+                text = text[tag.end() :]
             segs.append(Segment(text, base))
         strip = Strip(segs).crop(scroll_x, scroll_x + width)
         return strip.extend_cell_length(width, self.rich_style)

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 from backend.diagnosis.explain import explain
 from backend.diagnosis.fixes import fixes_for
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
+from backend.diagnosis.nodes import cross_node, node_of, node_of_path
 from backend.diagnosis.scan import compile_prefilter, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
 from backend.errors import BadInput
@@ -114,6 +115,8 @@ class _Acc:
     count: int = 0
     lines: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # distinct matched texts, capped
+    node: str | None = None
+    nodes: list[str] = field(default_factory=list)
 
 
 class _Scanner:
@@ -192,19 +195,23 @@ class _Scanner:
             title = "Out of GPU memory while gathering the checkpoint"
         groups = {k: v for k, v in found.groupdict().items() if v}
         groups["match"] = text
+        node = node_of(segment)
         acc = self.acc.get(category)
         if acc is None:
             acc = self.acc[category] = _Acc(
-                category, sig.severity, self.line, _clean(text), title, groups
+                category, sig.severity, self.line, _clean(text), title, groups, node=node
             )
         elif SEVERITY_RANK[sig.severity] < SEVERITY_RANK[acc.severity]:
-            acc.severity, acc.line, acc.text, acc.title, acc.groups = (
+            acc.severity, acc.line, acc.text, acc.title, acc.groups, acc.node = (
                 sig.severity,
                 self.line,
                 _clean(text),
                 title,
                 groups,
+                node,
             )
+        if node is not None and node not in acc.nodes:
+            acc.nodes.append(node)
         acc.count += 1
         if len(acc.texts) < MAX_TEXTS and text not in acc.texts:
             acc.texts.append(text)
@@ -281,9 +288,12 @@ def diagnose_stream(
                 explanation=explain(acc.category, acc.groups, acc.count),
                 fixes=fixes_for(acc.category, acc.groups, preset),
                 count=acc.count,
+                node=acc.node,
+                nodes=acc.nodes,
             )
         )
     findings.sort(key=_sort_key)
+    cross_node(findings)
     return Diagnosis(
         findings=findings,
         lines_read=scanner.line - 1 + (1 if last not in (b"", b"\n") else 0),
@@ -302,6 +312,11 @@ def diagnose_file(
     next to a logged learning rate in new ones) is a finding even when the log says nothing."""
     target = Path(path).expanduser()
     diagnosis = _diagnose_path(target, cancel, progress, preset)
+    node = node_of_path(target)
+    if node is not None:
+        for finding in diagnosis.findings:
+            finding.node = finding.node or node
+            finding.nodes = finding.nodes or [node]
     metrics = target.with_name(METRICS_FILE)
     if target.name == RUN_LOG and metrics.is_file():
         _merge_metrics(diagnosis, _diagnose_path(metrics, cancel, None, preset))

@@ -54,6 +54,10 @@ class Finding:
     explanation: str
     fixes: list[Fix] = field(default_factory=list)
     count: int = 1
+    # A multi-node run's log names each line's node ("[node1 gpu-b] ..."): the node of the
+    # line shown, and every node this failure was seen on (docs/multi-node.md).
+    node: str | None = None
+    nodes: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from backend.entry import gpusampler
 from backend.errors import BadInput
 from backend.monitor.owner import OwnerResolver, UnknownOwner
 
@@ -39,6 +40,7 @@ class GpuSample:
     power_w: float | None
     power_limit_w: float | None
     processes: tuple[GpuProcess, ...] = ()
+    node: str = ""  # a multi-node run's node ("node1"); empty for this machine
 
     @property
     def mem_fraction(self) -> float:
@@ -51,6 +53,19 @@ class GpuSample:
 
 
 @dataclass(frozen=True)
+class NodeStatus:
+    """One node's sampler as the panel shows it (backend/entry/gpusampler.py ``describe``)."""
+
+    node: str  # node0, node1, ...
+    host: str
+    state: str  # waiting | ok | no_gpu | error | stopped | gone
+    message: str = ""
+    gpus: int = 0
+    source: str = ""
+    age_s: float | None = None  # seconds since its last line
+
+
+@dataclass(frozen=True)
 class GpuSnapshot:
     time: float
     state: GpuState
@@ -58,6 +73,7 @@ class GpuSnapshot:
     message: str = ""
     driver: str | None = None
     source: str = "nvml"
+    nodes: tuple[NodeStatus, ...] = ()  # a multi-node run: every node's sampler, node 0 first
 
     @property
     def final(self) -> bool:
@@ -75,85 +91,86 @@ NO_DRIVER_MESSAGE = "no NVIDIA driver on this machine (NVML not available): GPU 
 
 
 class NvmlSource:
-    """Live NVML reads. Initialises once; a machine without the driver yields a final snapshot."""
+    """Live NVML reads through the per-node sampler's reader (backend/entry/gpusampler.py: one
+    NVML code path for this machine and every node). Without a driver: a final snapshot."""
 
     def __init__(self, owner: OwnerResolver | None = None) -> None:
         self.owner: OwnerResolver = owner or UnknownOwner()
-        self._nvml: Any = None
-        self._handles: list[Any] = []
-        self._static: list[tuple[str, int, float | None]] = []
-        self._driver: str | None = None
+        self._reader: gpusampler.NvmlReader | None = None
         self._init_error: str | None = None
-        self._init()
-
-    def _init(self) -> None:
         try:
-            import pynvml
-        except ImportError:
-            self._init_error = NO_DRIVER_MESSAGE + " — the nvidia-ml-py package is missing"
-            return
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
-            # LibraryNotFound / DriverNotLoaded / NoPermission: all mean "no usable driver here".
-            self._init_error = f"{NO_DRIVER_MESSAGE} — NVML said: {exc}"
-            return
-        self._nvml = pynvml
-        self._driver = _text(_try(pynvml.nvmlSystemGetDriverVersion))
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = _text(_try(pynvml.nvmlDeviceGetName, handle)) or f"GPU {i}"
-            limit = _try(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-            self._handles.append(handle)
-            total = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-            self._static.append((name, total, limit / 1000.0 if limit is not None else None))
+            self._reader = gpusampler.NvmlReader()
+        except gpusampler.ReadError as exc:
+            # No pynvml, LibraryNotFound / DriverNotLoaded / NoPermission: no usable driver.
+            self._init_error = f"{NO_DRIVER_MESSAGE} — {exc}"
 
     def read(self) -> GpuSnapshot:
-        now = time.time()
-        if self._nvml is None:
-            return GpuSnapshot(now, "no_driver", message=self._init_error or NO_DRIVER_MESSAGE)
-        nv = self._nvml
-        self.owner.refresh()
-        gpus = []
-        try:
-            for i, handle in enumerate(self._handles):
-                name, total, limit_w = self._static[i]
-                mem = nv.nvmlDeviceGetMemoryInfo(handle)
-                util = _try(nv.nvmlDeviceGetUtilizationRates, handle)
-                temp = _try(nv.nvmlDeviceGetTemperature, handle, nv.NVML_TEMPERATURE_GPU)
-                power = _try(nv.nvmlDeviceGetPowerUsage, handle)
-                procs = list(_try(nv.nvmlDeviceGetComputeRunningProcesses, handle) or [])
-                gpus.append(
-                    GpuSample(
-                        index=i,
-                        name=name,
-                        mem_used=int(mem.used),
-                        mem_total=total,
-                        util=int(util.gpu) if util is not None else None,
-                        temp_c=int(temp) if temp is not None else None,
-                        power_w=power / 1000.0 if power is not None else None,
-                        power_limit_w=limit_w,
-                        processes=self._processes(
-                            (int(p.pid), _used(p.usedGpuMemory)) for p in procs
-                        ),
-                    )
-                )
-        except nv.NVMLError as exc:
+        if self._reader is None:
             return GpuSnapshot(
-                now, "error", message=f"NVML read failed: {exc}", driver=self._driver
+                time.time(), "no_driver", message=self._init_error or NO_DRIVER_MESSAGE
             )
-        return GpuSnapshot(now, "ok", tuple(gpus), driver=self._driver)
-
-    def _processes(self, procs: Iterator[tuple[int, int | None]]) -> tuple[GpuProcess, ...]:
-        return tuple(
-            GpuProcess(pid, used, self.owner.owner(pid), self.owner.name(pid))
-            for pid, used in procs
-        )
+        header = self._reader.header
+        try:
+            row = self._reader.row()
+        except gpusampler.ReadError as exc:
+            return GpuSnapshot(time.time(), "error", message=str(exc), driver=header["driver"])
+        self.owner.refresh()
+        return snapshot_from_row(header, row, self.owner, "nvml")
 
     def close(self) -> None:
-        if self._nvml is not None:
-            _try(self._nvml.nvmlShutdown)
-            self._nvml = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+def gpu_samples(
+    header: dict[str, Any], row: dict[str, Any], owner: OwnerResolver, node: str = ""
+) -> tuple[GpuSample, ...]:
+    """One sample line of the trace/sampler format as GpuSamples. A process whose line carries
+    ``owner`` (a node's sampler decided it there) keeps it; otherwise ``owner`` decides."""
+    meta = {g["index"]: g for g in header.get("gpus", [])}
+    gpus = []
+    for g in row.get("gpus", []):
+        m = meta.get(g["i"], {})
+        limit_mw = m.get("power_limit_mw")
+        gpus.append(
+            GpuSample(
+                index=int(g["i"]),
+                name=str(m.get("name", f"GPU {g['i']}")),
+                mem_used=int(g["used"]),
+                mem_total=int(g.get("total") or m.get("mem_total") or 0),
+                util=g.get("util"),
+                temp_c=g.get("temp"),
+                power_w=g["power_mw"] / 1000.0 if g.get("power_mw") is not None else None,
+                power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
+                processes=tuple(
+                    GpuProcess(
+                        int(p["pid"]),
+                        p.get("used"),
+                        p["owner"] if p.get("owner") in _OWNERS else owner.owner(int(p["pid"])),
+                        "" if node else owner.name(int(p["pid"])),
+                    )
+                    for p in g.get("procs", [])
+                ),
+                node=node,
+            )
+        )
+    return tuple(gpus)
+
+
+_OWNERS = ("this run", "other", "unknown")
+
+
+def snapshot_from_row(
+    header: dict[str, Any], row: dict[str, Any], owner: OwnerResolver, source: str
+) -> GpuSnapshot:
+    return GpuSnapshot(
+        float(row["t"]),
+        "ok",
+        gpu_samples(header, row, owner),
+        driver=header.get("driver"),
+        source=source,
+    )
 
 
 @dataclass
@@ -208,64 +225,7 @@ class TraceReplaySource:
 
     def snapshot(self, row: dict[str, Any]) -> GpuSnapshot:
         self.owner.refresh()
-        meta = {g["index"]: g for g in self._header["gpus"]}
-        gpus = []
-        for g in row["gpus"]:
-            m = meta.get(g["i"], {})
-            limit_mw = m.get("power_limit_mw")
-            gpus.append(
-                GpuSample(
-                    index=int(g["i"]),
-                    name=str(m.get("name", f"GPU {g['i']}")),
-                    mem_used=int(g["used"]),
-                    mem_total=int(g.get("total") or m.get("mem_total") or 0),
-                    util=g.get("util"),
-                    temp_c=g.get("temp"),
-                    power_w=g["power_mw"] / 1000.0 if g.get("power_mw") is not None else None,
-                    power_limit_w=limit_mw / 1000.0 if limit_mw is not None else None,
-                    processes=tuple(
-                        GpuProcess(
-                            int(p["pid"]),
-                            p.get("used"),
-                            self.owner.owner(int(p["pid"])),
-                            self.owner.name(int(p["pid"])),
-                        )
-                        for p in g.get("procs", [])
-                    ),
-                )
-            )
-        return GpuSnapshot(
-            float(row["t"]),
-            "ok",
-            tuple(gpus),
-            driver=self._header.get("driver"),
-            source=f"replay:{self.path.name}",
-        )
+        return snapshot_from_row(self._header, row, self.owner, f"replay:{self.path.name}")
 
     def close(self) -> None:
         return None
-
-
-def _try(fn: Any, *args: Any) -> Any:
-    """NVML raises NotSupported for fields some boards lack; show those as unknown, not fail."""
-    try:
-        import pynvml
-    except ImportError:  # pragma: no cover - only reached with pynvml present
-        return None
-    try:
-        return fn(*args)
-    except pynvml.NVMLError:
-        return None
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _used(value: Any) -> int | None:
-    # NVML reports "not available" (e.g. under some containers / MIG) as a huge sentinel or None.
-    if value is None or int(value) >= 2**63 - 1:
-        return None
-    return int(value)

@@ -1,16 +1,17 @@
 """Samples a GpuSource on a fixed cadence without ever overlapping two samples.
 
-Each sample is one-shot: the next one is armed only after the previous returned, at
-``max(previous start + interval, now)``. A slow NVML call (a hung GPU can take seconds) therefore
-delays the next sample instead of stacking calls or bursting to catch up.
+The cadence is the per-node sampler's (``backend.entry.gpusampler.ticks``): each sample is
+one-shot, the next armed only after the previous returned, at ``max(previous + interval, now)``.
+A slow NVML call (a hung GPU can take seconds) therefore delays the next sample instead of
+stacking calls or bursting to catch up.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
+from backend.entry.gpusampler import ticks
 from backend.monitor.gpu import GpuSnapshot, GpuSource
 
 
@@ -55,16 +56,10 @@ class NvmlSampler:
     def run(self, cancel: threading.Event | None = None) -> None:
         """Blocking loop until cancelled, ``max_samples`` reached, or the source is final."""
         cancel = cancel or self._cancel
-        next_at = time.monotonic()
-        while not cancel.is_set():
-            started = time.monotonic()
+        for _tick in ticks(self.interval, cancel.is_set, cancel.wait):
             snap = self.sample_once()
             if snap.final or (self.max_samples is not None and self.samples >= self.max_samples):
                 return
-            next_at = max(next_at + self.interval, time.monotonic())
-            if started + self.interval > next_at:  # pragma: no cover - clock went backwards
-                next_at = started + self.interval
-            cancel.wait(max(0.0, next_at - time.monotonic()))
 
     def start(self) -> None:
         self._cancel.clear()

@@ -45,6 +45,7 @@ def test_entry_imports_only_stdlib_torch_transformers_fastchat(module: Path) -> 
     siblings = {p.stem for p in entry_modules()}
     allowed = {"torch", "transformers", "fastchat", "flash_attn", "liger_kernel", "__future__"}
     allowed |= {"peft", "deepspeed", "bitsandbytes", "safetensors"}  # LoRA/QLoRA/ZeRO (lora.py)
+    allowed |= {"pynvml"}  # gpusampler.py, only when it imports (nvidia-smi otherwise)
     assert roots - allowed - siblings <= set(sys.stdlib_module_names)
 
 

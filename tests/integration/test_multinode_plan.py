@@ -62,6 +62,13 @@ def test_each_node_step_is_one_quoted_ssh_command(tmp_path: Path) -> None:
         assert "NCCL_DEBUG=WARN x'y" in remote  # one word on the node, whatever it holds
         assert "--nnodes=2" in remote and "--rdzv_endpoint=gpu-a:29511" in remote
         assert not any(a.startswith(("--node_rank", "--master_port")) for a in remote)
+        # The node's GPU sampler: the same ssh, the sampler copied into the run dir.
+        gpus = steps[f"node{index}-gpus"]["argv"]
+        assert gpus[:-1] == argv[:-1]
+        sampler = shlex.split(gpus[-1].split("; exec ", 1)[1].rsplit(" 2>&1", 1)[0])
+        assert sampler[1] == "<run_dir>/entry/gpusampler.py" and f"--node=node{index}" in sampler
+        assert f"--host={node}" in sampler and "--heartbeat" in sampler
+        assert "--marker=TRAINWIZ_METRICS=<run_dir>/metrics.jsonl" in sampler
     assert "-p" in steps["node1"]["argv"] and "me" in steps["node1"]["argv"]
 
 

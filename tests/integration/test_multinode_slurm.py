@@ -78,6 +78,17 @@ def test_tiny_cpu_trains_through_sbatch_and_srun(slurm: str, tmp_path: Path) -> 
     shown = next(s for s in plan["steps"] if s["id"] == "slurm-script")["note"]
     assert shown + "\n" == (run_dir / "job.sbatch").read_text()
     assert "#SBATCH --partition=ci" in shown and "#SBATCH --time=20:00" in shown
+    # The job script started one GPU sampler task per node (this CPU host: the no-GPU record),
+    # it reported into the run and ended with the job; status.json tracked it.
+    records = [json.loads(x) for x in (run_dir / "nodes/node0/gpu.jsonl").read_text().splitlines()]
+    header = records[0]
+    assert (header["kind"], header["node"], header["host"]) == ("header", "node0", slurm)
+    assert header["state"] == "no_gpu" and any(r.get("gpus") == [] for r in records[1:])
+    assert final["nodes"][0]["sampler"]["state"] == "stopped"  # its end line: the step ended
+    assert records[-1] == {**records[-1], "kind": "end", "reason": "the training step ended"}
+    assert final["nodes"][0]["sampler"]["pid"] == header["pid"]
+    assert "--overlap" in shown and "gpusampler.py --node=auto" in shown
+    wait_no_leftovers(run_id)
 
 
 def test_stop_cancels_the_job(slurm: str, tmp_path: Path) -> None:

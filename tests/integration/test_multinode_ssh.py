@@ -128,6 +128,16 @@ def test_two_nodes_one_run_over_ssh(
         (1, True, 0),
     ]
     assert all(n["pid"] for n in nodes)
+    # One GPU sampler per node reported into the run (this CPU machine: the no-GPU record)
+    # and ended with the run; status.json tracked each one.
+    for index in (0, 1):
+        header, samples, end = sampler_file(run_dir, index)
+        assert (header["node"], header["host"], header["state"]) == (f"node{index}", node, "no_gpu")
+        assert header["source"] == "none" and "nvml" in header["message"]
+        assert samples and all(s["gpus"] == [] for s in samples)
+        assert end is not None and end["reason"]
+        sampler = nodes[index]["sampler"]
+        assert sampler["state"] == "stopped" and sampler["ssh_pid"] == header["pid"]
     wait_no_leftovers(run_id)
 
 
@@ -136,12 +146,37 @@ def test_stop_ends_every_node(tmp_path: Path, sshd_port: int, ssh_keys: dict[str
     run_id, run_dir = launch(ssh_preset(tmp_path, ssh_keys, [node, node], max_steps=2000))
     wait_steps(run_dir, 1)
     assert len(leftovers(run_id)) >= 4  # two agents and two workers train this run
+    assert len(samplers_running(run_id)) == 2  # and one GPU sampler per node
     stopped = json.loads(cli("stop", run_id, "--json").stdout)
     assert stopped["state"] == "stopped", (run_dir / "train.log").read_text()[-3000:]
     wait_no_leftovers(run_id)
+    assert samplers_running(run_id) == []
+    for index in (0, 1):
+        assert sampler_file(run_dir, index)[2] is not None  # each wrote its end line
     assert all(n["state"] == "exited" for n in runs_nodes(run_id))
     steps = [m for m in metric_lines(run_dir) if m["kind"] == "step"]
     assert len(steps) < 2000
+
+
+def sampler_file(run_dir: Path, index: int) -> tuple[dict, list[dict], dict | None]:
+    """A node's sampler file: (header, samples, end line or None)."""
+    records = [
+        json.loads(x)
+        for x in (run_dir / "nodes" / f"node{index}" / "gpu.jsonl").read_text().splitlines()
+    ]
+    header, rest = records[0], records[1:]
+    assert header["kind"] == "header"
+    ends = [r for r in rest if r.get("kind") == "end"]
+    return header, [r for r in rest if "kind" not in r], ends[-1] if ends else None
+
+
+def samplers_running(run_id: str) -> list[str]:
+    """The samplers themselves (python running gpusampler.py), not their ssh clients."""
+    return [
+        x
+        for x in leftovers(run_id)
+        if "gpusampler.py" in x and not x.split(": ", 1)[1].startswith("ssh ")
+    ]
 
 
 def runs_nodes(run_id: str) -> list[dict]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from backend.diagnosis import Diagnosis, diagnose_file
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.paths import runs_dir
 from backend.runs.rundir import RunStatus
 from backend.termsafe import terminal_safe
@@ -67,6 +68,10 @@ def _print_human(log: Path, diagnosis: Diagnosis) -> None:
         more = f" (+{finding.count - 1} more)" if finding.count > 1 else ""
         print(f"\n{finding.severity.upper():7} {finding.category}  line {finding.line}{more}")
         print(f"  {finding.title}")
+        if finding.node:
+            others = [n for n in finding.nodes if n != finding.node]
+            also = _(" (also on {nodes})").format(nodes=", ".join(others)) if others else ""
+            print("  " + _("on {node}").format(node=finding.node) + also)
         print(textwrap.indent(textwrap.fill(terminal_safe(finding.text), 96), "  > "))
         print(textwrap.indent(textwrap.fill(terminal_safe(finding.explanation), 96), "  "))
         for number, fix in enumerate(finding.fixes, 1):

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from backend.plan import Plan, PlanStep
 from backend.preset.schema import Preset
-from backend.runs.multinode import slurm, ssh
+from backend.runs.multinode import samplers, slurm, ssh
 from backend.runs.multinode.agents import agent_argv
 from backend.runs.ports import any_free_port, port_free
 from backend.runs.rundir import METRICS, STOP_REQUEST, RunStatus, read_status, update_status
@@ -81,15 +81,26 @@ def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[Pl
     env, cwd = _env(train, base), preset.launch.workdir or os.getcwd()
     train.note = "run on every node by the steps below (c10d rendezvous instead of ranks)"
     if preset.launch.scheduler == "ssh":
-        return [
-            PlanStep(
-                id=f"node{node['index']}",
-                group="train",
-                title=f"Start node {node['index']}'s torchrun agent on {node['host']} over SSH",
-                argv=node["argv"],
+        steps = []
+        for node in ssh.node_specs(preset, agent, env, cwd):
+            index, host = node["index"], node["host"]
+            steps.append(
+                PlanStep(
+                    id=f"node{index}",
+                    group="train",
+                    title=f"Start node {index}'s torchrun agent on {host} over SSH",
+                    argv=node["argv"],
+                )
             )
-            for node in ssh.node_specs(preset, agent, env, cwd)
-        ]
+            steps.append(
+                PlanStep(
+                    id=f"node{index}-gpus",
+                    group="train",
+                    title=f"Start node {index}'s GPU sampler on {host} (nodes/node{index}/gpu.jsonl)",
+                    argv=node["sampler"],
+                )
+            )
+        return steps
     script = slurm.sbatch_script(preset, agent, env, cwd, base)
     return [
         PlanStep(
@@ -116,6 +127,7 @@ def launch_spec(
     agent = _agent(preset, train, torchrun, run_dir.name, spec["notes"])
     env, cwd = _env(train, run_dir), preset.launch.workdir or os.getcwd()
     spec.update(scheduler=preset.launch.scheduler, join_timeout=preset.launch.rdzv_timeout)
+    samplers.install(run_dir)  # every node's GPU sampler runs from the run dir, like the entry
     if preset.launch.scheduler == "ssh":
         spec["nodes"] = ssh.node_specs(preset, agent, env, cwd)
     else:
@@ -176,3 +188,4 @@ def _stop_ssh_nodes(run_dir: Path, status: RunStatus) -> None:
     spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
     states = [NodeState(**n) for n in (status.model_extra or {}).get("nodes", [])]
     ssh.signal_nodes(spec.get("nodes", []), states, "TERM")
+    samplers.signal_samplers(spec.get("nodes", []), (status.model_extra or {}).get("nodes", []))

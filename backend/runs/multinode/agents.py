@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 JOINED = "Rendezvous complete for workers"
@@ -65,6 +65,7 @@ class NodeState:
     rdzv_timeout: bool = False
     exit_code: int | None = None
     last_line: str = ""
+    sampler: dict[str, Any] = field(default_factory=dict)  # its GPU sampler (samplers.py)
 
 
 class NodeLog:

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from backend.errors import BadInput
 from backend.preset.schema import Preset
+from backend.runs.multinode import samplers
 from backend.runs.multinode.agents import NodeLog, NodeState, finding
 from backend.runs.rundir import STOP_REQUEST, RunStatus, update_status
 
@@ -70,6 +71,7 @@ def sbatch_script(
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         f"cd {shlex.quote(cwd)}",
         f"mkdir -p {shlex.quote(str(Path(run_dir) / NODE_LOGS))}",
+        *samplers.slurm_lines(agent[0], run_dir, env, preset.launch.nnodes),
     ]
     srun = ["srun", f"--nodes={preset.launch.nnodes}", "--ntasks-per-node=1"]
     srun += ["--kill-on-bad-exit=1", f"--output={Path(run_dir) / NODE_LOGS}/node%n-%N.log"]
@@ -211,7 +213,7 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
             nlog.note(f"slurm job {job_id}: {info['state']} {info['nodes']}".rstrip())
             last = info
         follower.poll()
-        if nlog.changed.is_set():
+        if samplers.refresh(run_dir, nlog.nodes) or nlog.changed.is_set():
             nlog.changed.clear()
             update_status(run_dir, nodes=nlog.records())
         if (run_dir / STOP_REQUEST).exists() and not cancelled:
@@ -226,6 +228,7 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
     code = _exit_code(info)
     for node in nlog.nodes:  # the job's end is every node's end
         node.state = "exited"
+    samplers.finish(run_dir, nlog.nodes)
     update_status(run_dir, nodes=nlog.records())
     if code == 0:
         return 0, ""

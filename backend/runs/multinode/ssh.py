@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.preset.schema import Preset, SshConfig
+from backend.runs.multinode import samplers
 from backend.runs.multinode.agents import PID_MARK, NodeLog, NodeState, finding
 from backend.runs.rundir import STOP_REQUEST, update_status
 
@@ -65,6 +66,7 @@ def node_specs(
                 "host": node,
                 "ssh": base,
                 "argv": [*base, remote_command(agent, env, cwd)],
+                "sampler": samplers.ssh_argv(base, agent[0], env, index, node),
             }
         )
     return out
@@ -104,13 +106,19 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
     states = [NodeState(index=s["index"], host=s["host"]) for s in specs]
     nlog = NodeLog(log, states)
     procs: list[subprocess.Popen[bytes]] = []
+    gpus = samplers.SshSamplers(specs, states, nlog)  # one GPU sampler per node, beside it
     try:
-        return _follow(run_dir, spec, specs, states, nlog, procs)
+        gpus.start()
+        return _follow(run_dir, spec, specs, states, nlog, procs, gpus)
     except BaseException:
         signal_nodes(specs, states, "TERM")  # whatever broke here, nothing stays running there
         for proc in procs:
             proc.kill()
         raise
+    finally:
+        gpus.stop()
+        samplers.finish(run_dir, states)
+        update_status(run_dir, nodes=nlog.records())
 
 
 def _follow(
@@ -120,6 +128,7 @@ def _follow(
     states: list[NodeState],
     nlog: NodeLog,
     procs: list[subprocess.Popen[bytes]],
+    gpus: samplers.SshSamplers,
 ) -> tuple[int, str]:
     threads = []
     for node_spec, state in zip(specs, states):
@@ -149,7 +158,7 @@ def _follow(
     timeout = float(spec.get("stop_timeout", 30))
     while any(s.state != "exited" for s in states):
         nlog.changed.wait(0.5)
-        if nlog.changed.is_set():
+        if samplers.refresh(run_dir, states) or nlog.changed.is_set():
             nlog.changed.clear()
             update_status(run_dir, nodes=nlog.records())
         stopping = (run_dir / STOP_REQUEST).exists()
