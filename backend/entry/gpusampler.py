@@ -232,7 +232,7 @@ def open_reader(replay: str | None = None, replay_start: int = 0) -> Any:
     """The first reader that works here; ``None`` and the reasons when none does."""
     if replay:
         return ReplayReader(replay, replay_start), []
-    reasons = []
+    reasons: list[str] = []
     for factory in (NvmlReader, SmiReader):
         try:
             return factory(), reasons  # why the better readers were not used
@@ -343,7 +343,7 @@ class Sampler:
         if reader:
             reader.close()
         self._write({"kind": "end", "t": time.time(), "reason": self.stop_reason})
-        return self.stop_reason
+        return self.stop_reason or "stopped"
 
 
 def run_state(status: Path) -> str | None:
