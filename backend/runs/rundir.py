@@ -273,10 +273,25 @@ def list_run_dirs() -> list[Path]:
 
 
 def find_run(ref: str) -> Path:
-    """A run by id, unique id prefix, 'last', or a run directory path."""
+    """A run by id, unique id prefix, 'last', a run directory path, or a Slurm job id (this
+    home's record of it, else the run dir the job names: backend/runs/multinode/jobs.py)."""
     as_path = Path(ref).expanduser()
     if any((as_path / name).is_file() for name in (STATUS, LOG)):
         return as_path.resolve()
+    from backend.runs.multinode import jobs
+
+    if jobs.is_job_id(ref):
+        found = jobs.local_run(ref)
+        if found is not None:
+            return found
+        try:
+            return _find_run_by_id(ref)
+        except BadInput:
+            return jobs.run_dir_of_job(ref)
+    return _find_run_by_id(ref)
+
+
+def _find_run_by_id(ref: str) -> Path:
     runs = list_run_dirs()
     if ref in ("last", "latest"):
         if not runs:

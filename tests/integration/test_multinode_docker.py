@@ -144,7 +144,7 @@ def test_stop_removes_this_runs_containers_on_every_node(
     # A hostile value travels as one quoted word through ssh, the node's shell and docker run.
     data["launch"]["env"] = {"TRAINWIZ_PROBE": f"$(touch {probe}); touch {probe}' \"x"}
     other = client().containers.run(  # another run's container: stop must leave it alone
-        BASE, ["sleep", "600"], detach=True, labels={LABEL_RUN: "someone-else"}
+        BASE, ["sleep", "600"], detach=True, network_mode="none", labels={LABEL_RUN: "other"}
     )
     try:
         run_id, run_dir = launch(write_preset(tmp_path, data))
@@ -200,11 +200,10 @@ def other_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         f"SetEnv DOCKER_HOST=unix://{sock}\n"
     )
     sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(conf)])
-    daemon = docker.DockerClient(base_url=f"unix://{sock}")
     deadline = time.monotonic() + 60
     while True:
-        try:
-            daemon.ping()
+        try:  # the client asks the daemon for its API version: once it answers
+            daemon = docker.DockerClient(base_url=f"unix://{sock}")
             break
         except Exception:
             if time.monotonic() > deadline or dockerd.poll() is not None:
