@@ -243,7 +243,7 @@ def test_an_image_id_mismatch_on_node_1_is_refused_before_anything_starts(
     subprocess.run(["tar", "cf", str(empty), "-T", "/dev/null"], check=True)
     repo, tag = env_image.rsplit(":", 1)
     with open(empty, "rb") as handle:  # node 1's tag names another image than node 0's
-        daemon.images.import_image(handle.read(), repository=repo, tag=tag)
+        daemon.api.import_image_from_data(handle.read(), repository=repo, tag=tag)
     theirs = daemon.images.get(env_image).id
     ours = client().images.get(env_image).id
     assert theirs != ours
