@@ -44,7 +44,11 @@ def job_fields(job_id: str) -> dict[str, str]:
     from backend.runs.multinode.slurm import _query
 
     shown = _query(["scontrol", "-o", "show", "job", job_id])
-    return {key: value for key, value in _FIELD.findall(shown.splitlines()[0])} if shown else {}
+    return (
+        {key: value.strip() for key, value in _FIELD.findall(shown.splitlines()[0])}
+        if shown
+        else {}
+    )
 
 
 def run_dir_of_job(job_id: str) -> Path:
