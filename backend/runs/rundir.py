@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -284,14 +285,11 @@ def find_run(ref: str) -> Path:
         found = jobs.local_run(ref)
         if found is not None:
             return found
-        try:
-            return _find_run_by_id(ref)
-        except BadInput:
-            return jobs.run_dir_of_job(ref)
+        return _find_run_by_id(ref, lambda: jobs.run_dir_of_job(ref))
     return _find_run_by_id(ref)
 
 
-def _find_run_by_id(ref: str) -> Path:
+def _find_run_by_id(ref: str, not_found: Callable[[], Path] | None = None) -> Path:
     runs = list_run_dirs()
     if ref in ("last", "latest"):
         if not runs:
@@ -303,6 +301,8 @@ def _find_run_by_id(ref: str) -> Path:
     matches = [p for p in runs if p.name.startswith(ref) or re.search(re.escape(ref) + "$", p.name)]
     if len(matches) == 1:
         return matches[0]
+    if not matches and not_found is not None:
+        return not_found()
     if not matches:
         raise BadInput(f"run '{ref}': no such run (see 'trainwiz runs')")
     names = ", ".join(p.name for p in matches[:5])
