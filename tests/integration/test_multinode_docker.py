@@ -169,6 +169,26 @@ def test_stop_removes_this_runs_containers_on_every_node(
 # --- a second machine: its own dockerd behind its own sshd ----------------------------------
 
 
+def start_sshd(root: Path, docker_host: str) -> tuple[int, subprocess.Popen[bytes]]:
+    """Another real sshd on a loopback port whose sessions talk to ``docker_host``."""
+    port = any_free_port()
+    conf = root / "sshd_config"
+    conf.write_text(
+        f"ListenAddress 127.0.0.1:{port}\nHostKey {SSHD_DIR / 'host_ed25519'}\n"
+        f"PidFile {root / 'sshd.pid'}\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
+        "PermitRootLogin prohibit-password\nUsePAM no\n"
+        f"AuthorizedKeysFile {SSHD_DIR / 'authorized_keys'}\n"
+        f"SetEnv DOCKER_HOST={docker_host}\n"
+    )
+    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(conf)])
+    deadline = time.monotonic() + 20
+    while subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"]).returncode:
+        assert time.monotonic() < deadline and sshd.poll() is None, "sshd did not listen"
+        time.sleep(0.1)
+    return port, sshd
+
+
 @pytest.fixture(scope="module")
 def other_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     root = Path(f"/tmp/tw-node1-{uuid.uuid4().hex[:8]}")  # short: a unix socket path is <108
@@ -189,17 +209,7 @@ def other_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         stdout=daemon_log,
         stderr=subprocess.STDOUT,
     )
-    port = any_free_port()
-    conf = root / "sshd_config"
-    conf.write_text(
-        f"ListenAddress 127.0.0.1:{port}\nHostKey {SSHD_DIR / 'host_ed25519'}\n"
-        f"PidFile {root / 'sshd.pid'}\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
-        "PermitRootLogin prohibit-password\nUsePAM no\n"
-        f"AuthorizedKeysFile {SSHD_DIR / 'authorized_keys'}\n"
-        f"SetEnv DOCKER_HOST=unix://{sock}\n"
-    )
-    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(conf)])
+    port, sshd = start_sshd(root, f"unix://{sock}")
     deadline = time.monotonic() + 60
     while True:
         try:  # the client asks the daemon for its API version: once it answers
@@ -289,3 +299,27 @@ def test_a_missing_image_is_shipped_streamed_and_then_matches(
         refused = docker_nodes.ensure_images(nodes, NodeLog(sink, []))  # type: ignore[arg-type]
     assert "node 0" in refused and "is not there" in refused, refused
     assert not probe.exists()
+
+
+def test_node_checks_ask_for_docker_on_every_node(
+    tmp_path: Path, sshd_port: int, ssh_keys: dict[str, str]
+) -> None:
+    from tests.integration.test_multinode_checks import node_checks
+
+    root = tmp_path / "nodocker"
+    root.mkdir()
+    port, sshd = start_sshd(root, f"unix://{root}/no-daemon.sock")  # a node without a daemon
+    try:
+        trust(ssh_keys, port)
+        good = f"127.0.0.1:{sshd_port}"
+        both = write_preset(tmp_path, docker_ssh_data(tmp_path, ssh_keys, [good, good]))
+        _code, results = node_checks(both)
+        assert results["nodes_ssh"]["status"] == "ok", results["nodes_ssh"]
+        bad = f"127.0.0.1:{port}"
+        one = write_preset(tmp_path, docker_ssh_data(tmp_path, ssh_keys, [good, bad]))
+        code, results = node_checks(one)
+        assert code != 0 and results["nodes_ssh"]["status"] == "fail"
+        assert results["nodes_ssh"]["summary"] == f"docker is not usable over ssh on {bad}"
+    finally:
+        sshd.terminate()
+        sshd.wait(timeout=30)

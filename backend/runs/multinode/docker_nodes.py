@@ -212,20 +212,18 @@ def _ship(source: dict[str, Any], node: dict[str, Any], image: str, log: NodeLog
 
 
 def ensure_images(nodes: list[dict[str, Any]], log: NodeLog) -> str:
-    """Every node has node 0's image under the same tag, with the same id; '' or the finding."""
+    """Every node has node 0's image under the same tag, with the same id; '' or the finding
+    (recorded in status.json by the watcher: English, like every run record's finding)."""
     image = nodes[0]["image"]
     reference, digests, why = _inspect(nodes[0], image)
     if reference is None:
-        return _("{where}: image {image} is not there ({why}): build it first").format(
-            where=_where(nodes[0]), image=image, why=why or _("no such image")
-        )
+        missing = why or "no such image"
+        return f"{_where(nodes[0])}: image {image} is not there ({missing}): build it first"
     log.note(f"image {image} on {_where(nodes[0])}: {reference}")
     for node in nodes[1:]:
         found, _digests, why = _inspect(node, image)
         if found is None and why:
-            return _("{where}: cannot ask docker for image {image}: {why}").format(
-                where=_where(node), image=image, why=why
-            )
+            return f"{_where(node)}: cannot ask docker for image {image}: {why}"
         if found is None and digests:
             log.note(f"{_where(node)}: docker pull {image}")
             _ssh(node, ["docker", "pull", image], timeout=3600)
@@ -234,16 +232,14 @@ def ensure_images(nodes: list[dict[str, Any]], log: NodeLog) -> str:
             log.note(f"{_where(node)}: shipping {image} from node 0 (docker save | docker load)")
             failed = _ship(nodes[0], node, image, log)
             if failed:
-                return _("{where}: could not ship image {image}: {why}").format(
-                    where=_where(node), image=image, why=failed
-                )
+                return f"{_where(node)}: could not ship image {image}: {failed}"
             found, _digests, why = _inspect(node, image)
         if found != reference:
-            return _(
-                "{where}: image {image} is {found} there but {reference} on node 0: the nodes "
-                "would train in different environments; remove or retag that image there "
+            return (
+                f"{_where(node)}: image {image} is {found} there but {reference} on node 0: "
+                "the nodes would train in different environments; remove or retag that image there "
                 "(trainwiz does not replace it) so node 0's can be shipped"
-            ).format(where=_where(node), image=image, found=found, reference=reference)
+            )
         log.note(f"image {image} on {_where(node)}: {found}")
     return ""
 
