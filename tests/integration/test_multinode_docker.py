@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import uuid
@@ -164,6 +165,24 @@ def test_stop_removes_this_runs_containers_on_every_node(
         wait_no_leftovers(run_id)
     finally:
         other.remove(force=True)
+
+
+def test_stop_without_a_watcher_still_removes_every_nodes_container(
+    tmp_path: Path, home: Path, sshd_port: int, ssh_keys: dict[str, str], env_image: str
+) -> None:
+    # The containers are detached: they outlive a killed watcher, and stop still ends them.
+    node = f"127.0.0.1:{sshd_port}"
+    data = docker_ssh_data(home, ssh_keys, [node, node], max_steps=2000)
+    run_id, run_dir = launch(write_preset(tmp_path, data))
+    wait_steps(run_dir, 1, timeout=300)
+    status = json.loads((run_dir / "status.json").read_text())
+    os.kill(status["watcher_pid"], signal.SIGKILL)
+    time.sleep(1)
+    assert {c.status for c in run_containers(run_id)} == {"running"}
+    stopped = json.loads(cli("stop", run_id, "--timeout", "5", "--json", check=False).stdout)
+    assert stopped["state"] == "stopped", stopped["message"]
+    assert run_containers(run_id) == []
+    wait_no_leftovers(run_id)
 
 
 # --- a second machine: its own dockerd behind its own sshd ----------------------------------
