@@ -203,7 +203,9 @@ def start_sshd(root: Path, docker_host: str) -> tuple[int, subprocess.Popen[byte
     sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(conf)])
     deadline = time.monotonic() + 20
     while subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"]).returncode:
-        assert time.monotonic() < deadline and sshd.poll() is None, "sshd did not listen"
+        if time.monotonic() > deadline or sshd.poll() is not None:
+            sshd.kill()
+            raise AssertionError(f"the test sshd did not listen on 127.0.0.1:{port}")
         time.sleep(0.1)
     return port, sshd
 
@@ -213,42 +215,46 @@ def other_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     root = Path(f"/tmp/tw-node1-{uuid.uuid4().hex[:8]}")  # short: a unix socket path is <108
     root.mkdir()
     sock = root / "docker.sock"
-    daemon_log = open(root / "dockerd.log", "wb")  # noqa: SIM115 (closed below)
-    dockerd = subprocess.Popen(
-        [
-            "dockerd",
-            f"--data-root={root / 'data'}",
-            f"--exec-root={root / 'exec'}",
-            f"--pidfile={root / 'dockerd.pid'}",
-            f"--host=unix://{sock}",
-            "--bridge=none",
-            "--iptables=false",
-            "--ip6tables=false",
-        ],
-        stdout=daemon_log,
-        stderr=subprocess.STDOUT,
-    )
-    port, sshd = start_sshd(root, f"unix://{sock}")
-    deadline = time.monotonic() + 60
-    while True:
-        try:  # the client asks the daemon for its API version: once it answers
-            daemon = docker.DockerClient(base_url=f"unix://{sock}")
-            break
-        except Exception:
-            if time.monotonic() > deadline or dockerd.poll() is not None:
-                raise AssertionError((root / "dockerd.log").read_text()[-2000:]) from None
-            time.sleep(0.3)
-    try:
+    started: list[subprocess.Popen[bytes]] = []
+    daemon: docker.DockerClient | None = None
+    try:  # whatever fails in the setup, the daemons it started are ended
+        with open(root / "dockerd.log", "wb") as daemon_log:
+            started.append(
+                subprocess.Popen(
+                    [
+                        "dockerd",
+                        f"--data-root={root / 'data'}",
+                        f"--exec-root={root / 'exec'}",
+                        f"--pidfile={root / 'dockerd.pid'}",
+                        f"--host=unix://{sock}",
+                        "--bridge=none",
+                        "--iptables=false",
+                        "--ip6tables=false",
+                    ],
+                    stdout=daemon_log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        port, sshd = start_sshd(root, f"unix://{sock}")
+        started.insert(0, sshd)
+        deadline = time.monotonic() + 60
+        while daemon is None:
+            try:  # the client asks the daemon for its API version: once it answers
+                daemon = docker.DockerClient(base_url=f"unix://{sock}")
+            except Exception:
+                if time.monotonic() > deadline or started[-1].poll() is not None:
+                    raise AssertionError((root / "dockerd.log").read_text()[-2000:]) from None
+                time.sleep(0.3)
         yield {"node": f"127.0.0.1:{port}", "port": port, "daemon": daemon}
     finally:
-        daemon.close()
-        for proc in (sshd, dockerd):
+        if daemon is not None:
+            daemon.close()
+        for proc in started:
             proc.terminate()
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        daemon_log.close()
         subprocess.run(["rm", "-rf", str(root)], check=False)
 
 
