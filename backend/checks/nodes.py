@@ -22,6 +22,7 @@ from typing import Any
 from backend import paths
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
+from backend.i18n import _
 
 _PROBE_TIMEOUT = 40.0
 
@@ -34,12 +35,17 @@ def _skip() -> CheckResult:
     return finding("skip", "single-node preset (launch.scheduler is not 'ssh')")
 
 
+_DOCKER = "docker"  # what the probe checks instead of torchrun for launch.runner: docker
+
+
 def _probe_script(torchrun: str, token_path: str, endpoint: tuple[str, int] | None) -> str:
+    # runner docker: the agent's torchrun is the image's; the node needs a usable docker.
+    usable = "docker version" if torchrun == _DOCKER else f"test -x {shlex.quote(torchrun)}"
     parts = [
         "echo trainwiz-probe",
         "nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null"
         " | sed 's/^/gpu=/' || true",
-        f"test -x {shlex.quote(torchrun)} && echo torchrun=ok || echo torchrun=missing",
+        f"{usable} >/dev/null 2>&1 && echo torchrun=ok || echo torchrun=missing",
         f"cat {shlex.quote(token_path)} 2>/dev/null | sed 's/^/token=/' || true",
         # The training environment's versions: the same preset must train the same code.
         f"{shlex.quote(str(Path(torchrun).parent / 'python'))} -c "
@@ -65,6 +71,8 @@ def _torchrun(ctx: CheckContext) -> str:
     from backend.runs.launch import training_bin
 
     assert ctx.preset is not None
+    if ctx.preset.launch.runner == "docker":
+        return _DOCKER
     try:
         return str(training_bin(ctx.preset))
     except BadInput:
@@ -171,6 +179,15 @@ def check_nodes_reach(ctx: CheckContext) -> CheckResult:
             data={"nodes": probes},
         )
     missing = [p["node"] for p in probes if p["torchrun"] != "ok"]
+    if missing and _torchrun(ctx) == _DOCKER:
+        return finding(
+            ctx.severity("fail"),
+            _("docker is not usable over ssh on {nodes}").format(nodes=", ".join(missing)),
+            why=_("every node runs its agent in a container of the same image"),
+            fix=_("install docker there and let the ssh user run it (the docker group)"),
+            blocks=["launch"],
+            data={"nodes": probes},
+        )
     if missing:
         return finding(
             ctx.severity("fail"),

@@ -214,6 +214,8 @@ def build_plan(
     if preset.launch.scheduler != "local":  # multi-node: one agent per node (issue 18)
         from backend.runs.multinode import plan_steps
 
+        if preset.launch.runner == "docker":
+            container.note = "the single-node form: each node starts its own (the node steps)"
         steps.extend(plan_steps(preset, run_dir, train))
     return Plan(preset=preset.name, runner=preset.launch.runner, transformers=target, steps=steps)
 

@@ -408,10 +408,10 @@ def _multinode_checks(launch: LaunchConfig) -> None:
         if launch.nodes:
             raise ValueError("launch.nodes is set but launch.scheduler is 'local': use 'ssh'")
         return
-    if launch.runner != "host":
+    if launch.runner != "host" and launch.scheduler == "slurm":
         raise ValueError(
-            f"launch.scheduler '{launch.scheduler}' runs torchrun on each node's host for now: "
-            "set launch.runner: host (with environment.venv on every node)"
+            "launch.scheduler 'slurm' runs torchrun on each node's host: set launch.runner: "
+            "host (with environment.venv on every node), or use scheduler ssh for docker"
         )
     if launch.scheduler == "ssh":
         if not launch.nodes:

@@ -178,7 +178,9 @@ def launch_spec(
     if preset.launch.scheduler != "local":  # multi-node: backend/runs/multinode
         from backend.runs import multinode
 
-        return multinode.launch_spec(preset, plan, run_dir, spec, str(training_bin(preset)))
+        # docker: the image's own torchrun; host: the training venv's on every node.
+        torchrun = "torchrun" if preset.launch.runner == "docker" else str(training_bin(preset))
+        return multinode.launch_spec(preset, plan, run_dir, spec, torchrun)
     if preset.launch.runner == "host":
         argv = free_master_port(train.argv, nnodes, notes, taken)
         if argv[0] == "torchrun":

@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -273,10 +274,22 @@ def list_run_dirs() -> list[Path]:
 
 
 def find_run(ref: str) -> Path:
-    """A run by id, unique id prefix, 'last', or a run directory path."""
+    """A run by id, unique id prefix, 'last', a run directory path, or a Slurm job id (this
+    home's record of it, else the run dir the job names: backend/runs/multinode/jobs.py)."""
     as_path = Path(ref).expanduser()
     if any((as_path / name).is_file() for name in (STATUS, LOG)):
         return as_path.resolve()
+    from backend.runs.multinode import jobs
+
+    if jobs.is_job_id(ref):
+        found = jobs.local_run(ref)
+        if found is not None:
+            return found
+        return _find_run_by_id(ref, lambda: jobs.run_dir_of_job(ref))
+    return _find_run_by_id(ref)
+
+
+def _find_run_by_id(ref: str, not_found: Callable[[], Path] | None = None) -> Path:
     runs = list_run_dirs()
     if ref in ("last", "latest"):
         if not runs:
@@ -288,6 +301,8 @@ def find_run(ref: str) -> Path:
     matches = [p for p in runs if p.name.startswith(ref) or re.search(re.escape(ref) + "$", p.name)]
     if len(matches) == 1:
         return matches[0]
+    if not matches and not_found is not None:
+        return not_found()
     if not matches:
         raise BadInput(f"run '{ref}': no such run (see 'trainwiz runs')")
     names = ", ".join(p.name for p in matches[:5])

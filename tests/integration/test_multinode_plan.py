@@ -97,3 +97,36 @@ def test_plan_prints_the_scaling_of_a_two_node_preset(tmp_path: Path) -> None:
     assert across["comm_inter_s"] > 0
     text = cli("plan", str(path), "--gpu", "a100").stdout
     assert "# multi-node: 2 nodes, full_shard:" in text and "scaling efficiency" in text
+
+
+def test_docker_nodes_each_run_one_quoted_docker_run(tmp_path: Path) -> None:
+    hostile = "$(touch /tmp/tw-pwned) 'y\";"
+    path = preset_file(
+        tmp_path, runner="docker", scheduler="ssh", nnodes=2, nodes=["gpu-a", "gpu-b"]
+    )
+    data = yaml.safe_load(path.read_text())
+    data["launch"]["env"] = {"TW_PROBE": hostile}
+    data["container"] = {"gpus": None, "interactive": False, "tty": False, "remove": True}
+    path.write_text(yaml.safe_dump(data))
+    plan = json.loads(cli("plan", str(path), "--json").stdout)
+    steps = {s["id"]: s for s in plan["steps"]}
+    for index in (0, 1):
+        remote = steps[f"node{index}"]["argv"][-1]
+        words = shlex.split(remote)
+        run = words[words.index("run") - 1 :]
+        assert run[:3] == ["cid=$(docker", "run", "-d"]
+        assert "--rm" not in run  # the node's shell reads the exit code, then removes it
+        assert {"--network=host", "--pid=host", f"--name=trainwiz-<run_id>-node{index}"} <= set(run)
+        assert f"trainwiz.node={index}" in run and f"TW_PROBE={hostile}" in run
+        assert "torchrun" in run and "--rdzv_backend=c10d" in run
+    bad_node = refused(
+        preset_file(tmp_path, runner="docker", scheduler="ssh", nnodes=2, nodes=["a", "b;reboot"])
+    )
+    assert "launch.nodes" in bad_node and "b;reboot" in bad_node
+    data["container"]["network"] = "bridge"
+    path.write_text(yaml.safe_dump(data))
+    assert "container.network: 'bridge'" in refused(path)
+    data["container"].pop("network")
+    data["environment"]["mode"] = "in_container"
+    path.write_text(yaml.safe_dump(data))
+    assert "environment.mode: in_container" in refused(path)

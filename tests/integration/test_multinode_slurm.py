@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -120,3 +121,58 @@ def test_a_bad_sbatch_option_is_refused_naming_the_field(tmp_path: Path) -> None
     out = cli("plan", str(path), check=False)
     assert out.returncode == 2
     assert "launch.slurm.extra_options" in out.stderr and "$(reboot)" in out.stderr
+
+
+def cli_in(other_home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as another login would run it: its own TRAINWIZ_HOME, no record of the run."""
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TRAINWIZ_HOME": str(other_home)},
+    )
+
+
+def test_attach_and_stop_by_job_id_from_another_home(slurm: str, tmp_path: Path) -> None:
+    run_id, run_dir = launch(slurm_preset(tmp_path, 5000))
+    wait_steps(run_dir, 1)
+    job_id = str(runs_json()[run_id]["slurm_job_id"])
+    here = json.loads(cli("attach", job_id, "--json").stdout)  # this home's record has it
+    assert here["run_id"] == run_id and here["run_dir"] == str(run_dir)
+    other = tmp_path / "other-home"
+    other.mkdir()
+    seen = cli_in(other, "attach", job_id, "--json")
+    assert seen.returncode == 0, seen.stderr
+    record = json.loads(seen.stdout)
+    assert record["run_id"] == run_id and Path(record["run_dir"]) == run_dir.resolve()
+    assert record["state"] == "running" and record["slurm_state"] == "RUNNING"
+    assert record["slurm_nodes"] == slurm
+    logs = cli_in(other, "logs", job_id)
+    assert logs.returncode == 0 and f"[node0 {slurm}] " in logs.stdout
+    stopped = cli_in(other, "stop", job_id, "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["state"] == "stopped"
+    assert job_state(job_id).startswith("CANCELLED")
+    assert not (other / "runs").exists() or not any((other / "runs").iterdir())
+    wait_no_leftovers(run_id)
+
+
+def test_a_job_that_is_not_trainwizs_is_refused(slurm: str, tmp_path: Path) -> None:
+    sbatch = ["sbatch", "--parsable", "--job-name=someone-else", f"--output={tmp_path}/o-%j.out"]
+    job = subprocess.run(
+        [*sbatch, "--wrap", "sleep 60"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.strip()
+    try:
+        out = cli("attach", job, "--json", check=False)
+        assert out.returncode == 2
+        assert f"Slurm job {job} ('someone-else') is not a trainwiz run" in out.stderr
+        gone = cli("stop", "987654321", check=False)
+        assert gone.returncode == 2 and "neither a run here nor a Slurm job" in gone.stderr
+    finally:
+        subprocess.run(["scancel", job], check=False)

@@ -11,6 +11,8 @@ from pathlib import Path
 from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
 from tui.commands._common import add_json_flag, print_json
 
+_REF_HELP = "run id, unique prefix, 'last', a run dir or a Slurm job id"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     runs = subparsers.add_parser("runs", help="list runs with their state")
@@ -20,13 +22,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     attach = subparsers.add_parser(
         "attach", help="open the wizard's monitor on a live or finished run"
     )
-    attach.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    attach.add_argument("run", metavar="RUN", help=_REF_HELP)
+    add_json_flag(attach)  # the refreshed record instead of the wizard (scripts, other logins)
     attach.set_defaults(func=run_attach)
 
     stop = subparsers.add_parser(
         "stop", help="stop a run gracefully (SIGTERM / docker stop, then kill)"
     )
-    stop.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    stop.add_argument("run", metavar="RUN", help=_REF_HELP)
     stop.add_argument(
         "--timeout",
         type=_seconds,
@@ -37,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     stop.set_defaults(func=run_stop)
 
     logs = subparsers.add_parser("logs", help="print a run's log (train.log)")
-    logs.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    logs.add_argument("run", metavar="RUN", help=_REF_HELP)
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
     logs.set_defaults(func=run_logs)
 
@@ -108,6 +111,9 @@ def attach_preset(run_dir: Path) -> tuple[str | None, list[str]]:
 
 def run_attach(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
+    if args.json:
+        print_json({**refresh(run_dir).model_dump(), "run_dir": str(run_dir)})
+        return 0
     from tui.app import run_wizard
 
     preset, notes = attach_preset(run_dir)

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from backend.plan import Plan, PlanStep
 from backend.preset.schema import Preset
-from backend.runs.multinode import samplers, slurm, ssh
+from backend.runs.multinode import docker_nodes, samplers, slurm, ssh
 from backend.runs.multinode.agents import agent_argv
 from backend.runs.ports import any_free_port, port_free
 from backend.runs.rundir import METRICS, STOP_REQUEST, RunStatus, read_status, update_status
@@ -67,6 +67,8 @@ def _torchrun(preset: Preset) -> str:
     from backend.errors import BadInput
     from backend.runs.launch import training_bin
 
+    if preset.launch.runner == "docker":
+        return "torchrun"  # the image's own
     try:
         return str(training_bin(preset))
     except BadInput:
@@ -82,7 +84,7 @@ def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[Pl
     train.note = "run on every node by the steps below (c10d rendezvous instead of ranks)"
     if preset.launch.scheduler == "ssh":
         steps = []
-        for node in ssh.node_specs(preset, agent, env, cwd):
+        for node in _node_specs(preset, base, agent, env, cwd):
             index, host = node["index"], node["host"]
             steps.append(
                 PlanStep(
@@ -119,6 +121,20 @@ def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[Pl
     ]
 
 
+def _node_specs(
+    preset: Preset, run_dir: Path | str, agent: list[str], env: dict[str, str], cwd: str
+) -> list[dict[str, Any]]:
+    """Each node's ssh argv: its agent on the host, or in a container (runner: docker)."""
+    if preset.launch.runner == "docker":
+        nodes = docker_nodes.node_specs(preset, run_dir, agent, env)
+        for node in nodes:  # the sampler runs on the node's host (python3), beside the container
+            node["sampler"] = samplers.ssh_argv(
+                node["ssh"], "python3", env, node["index"], node["host"]
+            )
+        return nodes
+    return ssh.node_specs(preset, agent, env, cwd)
+
+
 def launch_spec(
     preset: Preset, plan: Plan, run_dir: Path, spec: dict[str, Any], torchrun: str
 ) -> dict[str, Any]:
@@ -129,7 +145,7 @@ def launch_spec(
     spec.update(scheduler=preset.launch.scheduler, join_timeout=preset.launch.rdzv_timeout)
     samplers.install(run_dir)  # every node's GPU sampler runs from the run dir, like the entry
     if preset.launch.scheduler == "ssh":
-        spec["nodes"] = ssh.node_specs(preset, agent, env, cwd)
+        spec["nodes"] = _node_specs(preset, run_dir, agent, env, cwd)
     else:
         (run_dir / slurm.SCRIPT).write_text(
             slurm.sbatch_script(preset, agent, env, cwd, run_dir), encoding="utf-8"
@@ -141,6 +157,8 @@ def launch_spec(
 def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
     """The watcher's training step for a multi-node run: (exit code, finding if it failed)."""
     update_status(run_dir, scheduler=spec["scheduler"], watcher_host=socket.gethostname())
+    if spec["scheduler"] == "ssh" and spec.get("runner") == "docker":
+        return docker_nodes.run(run_dir, spec, log)
     if spec["scheduler"] == "ssh":
         return ssh.run(run_dir, spec, log)
     return slurm.run(run_dir, spec, log)
@@ -176,16 +194,29 @@ def stop_run(run_dir: Path, timeout: float, wait: float) -> RunStatus:
         if status.final:
             break
         time.sleep(0.2)
+    nodes = _launched_nodes(run_dir)
+    if any(node.get("container") for node in nodes):
+        docker_nodes.remove_containers(nodes)  # exactly this run's, by name, on every node
     return status
 
 
-def _stop_ssh_nodes(run_dir: Path, status: RunStatus) -> None:
+def _launched_nodes(run_dir: Path) -> list[dict[str, Any]]:
     import json
 
-    from backend.runs.multinode.agents import NodeState
     from backend.runs.rundir import LAUNCH
 
-    spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
+    try:
+        spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    nodes = spec.get("nodes", []) if isinstance(spec, dict) else []
+    return [n for n in nodes if isinstance(n, dict)]
+
+
+def _stop_ssh_nodes(run_dir: Path, status: RunStatus) -> None:
+    from backend.runs.multinode.agents import NodeState
+
     states = [NodeState(**n) for n in (status.model_extra or {}).get("nodes", [])]
-    ssh.signal_nodes(spec.get("nodes", []), states, "TERM")
-    samplers.signal_samplers(spec.get("nodes", []), (status.model_extra or {}).get("nodes", []))
+    nodes = _launched_nodes(run_dir)
+    ssh.signal_nodes(nodes, states, "TERM")
+    samplers.signal_samplers(nodes, (status.model_extra or {}).get("nodes", []))

@@ -92,6 +92,7 @@ def sbatch_argv(run_dir: Path | str, run_id: str, cwd: str) -> list[str]:
         "--parsable",
         f"--job-name=trainwiz-{run_id}",
         f"--output={run_dir}/slurm-%j.out",
+        f"--comment=trainwiz-run={run_dir}",  # how `attach JOBID` finds it from any login
         f"--chdir={cwd}",
         str(Path(run_dir) / SCRIPT),
     ]

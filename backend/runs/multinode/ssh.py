@@ -73,10 +73,15 @@ def node_specs(
 
 
 def signal_nodes(nodes: list[dict[str, Any]], states: list[NodeState], sig: str) -> None:
-    """``kill -SIG -- -PID`` on every node whose agent told its pid (in parallel)."""
+    """``kill -SIG -- -PID`` on every node whose agent told its pid (in parallel); a node spec
+    with its own ``signal`` commands (a container: docker_nodes) is signalled with those."""
     calls = [
         subprocess.Popen(
-            [*spec["ssh"], f"kill -{sig} -- -{state.pid} 2>/dev/null || true"],
+            [
+                *spec["ssh"],
+                spec.get("signal", {}).get(sig)
+                or f"kill -{sig} -- -{state.pid} 2>/dev/null || true",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
