@@ -27,6 +27,9 @@ class RunStart:
     packing: int | None = None  # packed row budget, None when FastChat pads
     attempt: int | None = None
     resumed_from: int | None = None  # the checkpoint step a resumed attempt started from
+    # The real-token ETA's total (entries since issue 16 item 5; None before: step-based ETA).
+    real_tokens_total: int | None = None
+    real_tokens_per_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ def event_from_json(obj: dict[str, Any]) -> MetricsEvent | None:
             _int(obj.get("packing")),
             _int(obj.get("attempt")),
             _int(obj.get("resumed_from")),
+            _int(obj.get("real_tokens_total")),
+            _int(obj.get("real_tokens_per_epoch")),
         )
     if kind == "end":
         return RunEnd(
