@@ -251,9 +251,10 @@ class MetricsCallback(transformers.TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         info = self.start_info
-        info.update(realtokens.run_fields(info.get("real_tokens_per_epoch"), info.get(
-            "real_tokens_source"), kwargs.get("train_dataloader"),
-            args.gradient_accumulation_steps, state.max_steps))  # fmt: skip
+        if info.get("real_tokens_per_epoch") is not None:  # the real-token ETA's total
+            info.update(realtokens.run_fields(info["real_tokens_per_epoch"], info.get(
+                "real_tokens_source"), kwargs.get("train_dataloader"),
+                args.gradient_accumulation_steps, state.max_steps))  # fmt: skip
         self.write({"kind": "start", "time": time.time(), **self.start_info})
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()

@@ -1,29 +1,34 @@
 """A real host out-of-memory in a plain `trainwiz launch`, and the automatic OOM fallback (issue 16).
 
 The OOM is real: ``TRAINWIZ_TRAIN_AS_HEADROOM_MB`` (backend/entry/memlimit.py) lets the trainer's
-address space grow by at most that much once training starts, so tiny-cpu at micro-batch 64 and
-512-token rows fails to allocate (torch's "DefaultCPUAllocator: can't allocate memory") while the
-planner's next candidate, the same batch with recompute, fits. A CPU machine has no GPU for tune
-to rank by, so ``TRAINWIZ_FALLBACK_GPU=h200`` names the one the chain is planned for.
+address space grow by at most that much once training starts, so an 8-layer tiny-cpu Llama at
+micro-batch 64 and 512-token rows fails to allocate (torch's "DefaultCPUAllocator: can't allocate
+memory") while the planner's next candidate, the same batch with recompute, fits. A CPU machine
+has no GPU for tune to rank by, so ``TRAINWIZ_FALLBACK_GPU=h200`` names the one the chain is for.
 
-Measured here (2 cores, torch 2.13 CPU): b64 without recompute needs 800-1000 MiB of headroom,
-with recompute it trains in 800; the test gives 800.
+Measured here (2 cores, torch 2.13 CPU; VmPeak - VmSize at the first step, +~75 MiB from the
+cap's point): without recompute the trainer grows by ~2,680 MiB, with recompute by ~1,085 MiB;
+the test gives 1,800, some 700 MiB from either (2 layers were too close: 970 vs 650, and glibc's
+arenas move the address space by tens of MiB between runs).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from pathlib import Path
 
 import pytest
 import yaml
 
+from backend.preset.loader import load_preset
 from tests.faults.helpers import ROOT, cli, metric_lines, runs_json
 
 pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
 
-HEADROOM_MB = "800"
+HEADROOM_MB = "1800"
+LAYERS = 8
 STEPS = 3
 
 
@@ -33,9 +38,27 @@ def _port() -> int:
         return int(sock.getsockname()[1])
 
 
+@pytest.fixture(scope="module")
+def deep_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from backend.model.tiny import make_tiny
+
+    target = tmp_path_factory.mktemp("deep") / "tiny-deep"
+    make_tiny(target, load_preset(oom_preset(target.parent, "spec")).model.tiny)
+    return target
+
+
+@pytest.fixture
+def squeezed(monkeypatch: pytest.MonkeyPatch, home: Path, deep_model: Path) -> None:
+    shutil.copytree(deep_model, home / "models" / "tiny-deep")
+    monkeypatch.setenv("TRAINWIZ_TRAIN_AS_HEADROOM_MB", HEADROOM_MB)
+    monkeypatch.setenv("TRAINWIZ_FALLBACK_GPU", "h200")
+
+
 def oom_preset(tmp_path: Path, name: str, **launch: object) -> Path:
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["name"] = name
+    data["model"]["dir"] = "@home/models/tiny-deep"
+    data["model"]["tiny"]["num_hidden_layers"] = LAYERS
     data["launch"].update(master_port=_port(), **launch)
     data["training"].update(
         per_device_train_batch_size=64,
@@ -46,12 +69,6 @@ def oom_preset(tmp_path: Path, name: str, **launch: object) -> Path:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-@pytest.fixture
-def squeezed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRAINWIZ_TRAIN_AS_HEADROOM_MB", HEADROOM_MB)
-    monkeypatch.setenv("TRAINWIZ_FALLBACK_GPU", "h200")
 
 
 def _run_dir(stderr: str) -> Path:
