@@ -107,3 +107,10 @@ def test_entry_counts_real_tokens_per_epoch() -> None:
     fields = realtokens.run_fields(1000, "counted", Loader(), 2, 10)
     assert fields["steps_per_epoch"] == 25 and fields["real_tokens_total"] == 400
     assert realtokens.run_fields(None, "why", Loader(), 1, 10)["real_tokens_per_epoch"] is None
+
+
+def test_meter_shows_the_oom_fallback_line() -> None:
+    said = "host OOM at step 1 with b64 no-recompute; restarted with b64 + recompute (candidate 2 of 4)"
+    assert str(render_summary(None, "running", note=said)).endswith(said)
+    s = track(lines(TINY)).summary()
+    assert said in str(render_summary(s, "finished", note=said))

@@ -201,3 +201,12 @@ def test_oom_without_candidates_is_the_cause(tmp_path: Path) -> None:
     (run_dir / "attempts.json").write_text(json.dumps([other]))
     assert fall_back(run_dir, {"train": {}}, other, [other], (tmp_path / "l2").open("wb")) is None
     assert final_record(run_dir, "exit code 1", "exit_code") == ("exit code 1", "exit_code")
+
+
+def test_probe_uses_the_one_classifier_for_oom() -> None:
+    from backend.planner.probe import _out_of_memory
+
+    assert _out_of_memory(f"step 1\n{CPU_ALLOC}\n")
+    assert _out_of_memory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB")
+    assert _out_of_memory("    exitcode  : -9 (pid: 4242)")
+    assert not _out_of_memory("ValueError: bad value\n")
