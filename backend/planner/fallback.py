@@ -9,7 +9,9 @@ in its first steps (``backend.runs.fallback``).
 The ranking is tune's own (``tune.tune(...).ranked``: configurations predicted to fit the GPU
 and the host's RAM, most real tokens/s first); this module only walks it: candidate 1 is the
 launched preset, then up to ``MAX_FALLBACKS`` ranked configurations, each predicted to need
-less GPU memory per GPU than the one before it (a fallback that needs as much would OOM again).
+at least ``FIT_MARGIN`` (5 %) less GPU memory per GPU than the one before it (a smaller saving is
+inside the planner's error and would likely run out again) and differing from the launch only in
+memory knobs (``memory_knobs_only``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.planner.gpu import GpuSpec
+from backend.planner.memory import FIT_MARGIN
 from backend.planner.settings import TrainSettings
 
 MAX_FALLBACKS = 3
@@ -76,6 +79,25 @@ def preset_overrides(before: Any, after: Any) -> dict[str, Any]:
     return out
 
 
+def memory_knobs_only(launched: TrainSettings, other: TrainSettings) -> bool:
+    """True when ``other`` differs from ``launched`` only in what trades speed for memory and
+    needs nothing new installed: micro-batch/accumulation, recompute, CPU offload, the packed
+    row budget. A fallback never switches packing, kernels, optimizer or attention on a run
+    whose environment was built for the launched preset."""
+    keep = {
+        "micro_batch": launched.micro_batch,
+        "grad_accum": launched.grad_accum,
+        "trainer_gc": launched.trainer_gc,
+        "fsdp_ac": launched.fsdp_ac,
+        "pack_tokens": launched.pack_tokens,
+    }
+    same_rest = other.with_(**keep)
+    strip = [t for t in other.fsdp_tokens if t != "offload"]
+    return same_rest.with_(fsdp=" ".join(strip)) == launched.with_(
+        fsdp=" ".join(t for t in launched.fsdp_tokens if t != "offload")
+    )
+
+
 def _same(a: TrainSettings, b: TrainSettings) -> bool:
     return describe(a) == describe(b) and a.label() == b.label()
 
@@ -104,7 +126,8 @@ def chain_from_ranked(preset: Any, ranked: list[Any], before: Any) -> list[Candi
     for est in ranked[at + 1 :]:
         if len(out) > MAX_FALLBACKS:
             break
-        if est.memory.total_per_gpu >= last:
+        smaller = est.memory.total_per_gpu <= (1 - FIT_MARGIN) * last
+        if not smaller or not memory_knobs_only(before.settings, est.settings):
             continue
         candidate = _apply(preset, est.settings)
         overrides = preset_overrides(preset, candidate)

@@ -210,3 +210,34 @@ def test_probe_uses_the_one_classifier_for_oom() -> None:
     assert _out_of_memory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB")
     assert _out_of_memory("    exitcode  : -9 (pid: 4242)")
     assert not _out_of_memory("ValueError: bad value\n")
+
+
+def test_a_tuned_7b_falls_back_only_on_memory_knobs_with_real_savings() -> None:
+    """tune's pick for 7B on an H200 (packed, Liger, fused AdamW, 122 GiB: tight): the chain
+    never switches packing, kernels or optimizer, and each step saves >= the fit margin."""
+    from backend.planner.fallback import chain_from_ranked, memory_knobs_only
+    from backend.planner.gpu import gpu_spec
+    from backend.planner.memory import FIT_MARGIN
+    from backend.planner.shape import shape_from_config
+    from backend.planner.tune import tune
+
+    base = load_preset(ROOT / "tests" / "fixtures" / "perf" / "7b-base.yaml")
+    shape = shape_from_config(
+        {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
+        source="vicuna-7b shape",
+    )  # fmt: skip
+    tuned = tune(base, gpu_spec("h200"), shape, host_ram=128 << 30).preset
+    again = tune(tuned, gpu_spec("h200"), shape, host_ram=128 << 30)
+    chain = chain_from_ranked(tuned, again.ranked, again.before)
+    assert len(chain) >= 2 and tuned.training.packing
+    launched = settings_from_preset(tuned)
+    for prev, cand in itertools.pairwise(chain):
+        assert cand.predicted_gpu_gib <= (1 - FIT_MARGIN) * prev.predicted_gpu_gib + 1e-3
+        assert memory_knobs_only(launched, settings_from_preset(cand.preset))
+        assert not {"training.packing", "training.use_liger_kernel", "training.optim"} & set(
+            cand.overrides
+        )
+    padded = launched.with_(packing=False, liger=False, optim="adamw_torch")
+    assert not memory_knobs_only(launched, padded)
+    assert memory_knobs_only(launched, launched.with_(micro_batch=2, trainer_gc=True))
