@@ -180,14 +180,14 @@ def fall_back(
 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """After a failed attempt: switch the run to the next candidate when the rule says so.
     Returns (the new launch spec, the next attempt's record fields), or None (with a log line
-    saying why when the failure was an OOM)."""
+    saying why when the run has candidates and the failure was an OOM)."""
     candidates = read_fallback(run_dir)
-    current = current_candidate(attempts)
     category = ended.get("diagnosis_category")
+    if category not in OOM_CATEGORIES or not candidates:  # no fallback here: nothing to say
+        return None
+    current = current_candidate(attempts)
     steps, last = attempt_steps(run_dir, int(ended["attempt"]))
     chosen, why = next_after(candidates, current, category, steps)
-    if category not in OOM_CATEGORIES:
-        return None
     now = next((c for c in candidates if c.get("number") == current), {})
     oom = oom_text(ended, steps, last, now)
     if chosen is None:
@@ -229,7 +229,7 @@ def final_record(run_dir: Path, message: str, cause: str | None) -> tuple[str, s
     if not attempts:
         return message, cause
     category = attempts[-1].get("diagnosis_category")
-    if category in OOM_CATEGORIES and cause in ("exit_code", "signal"):
+    if category in OOM_CATEGORIES and cause == "exit_code":  # a signal stays its own cause
         cause = str(category)
     current = current_candidate(attempts)
     candidates = read_fallback(run_dir)

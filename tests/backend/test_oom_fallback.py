@@ -194,8 +194,18 @@ def test_oom_without_candidates_is_the_cause(tmp_path: Path) -> None:
     log = (tmp_path / "log").open("wb")
     assert fall_back(run_dir, {"train": {}}, ended, [ended], log) is None
     log.close()
-    assert "no OOM fallback: no fallback candidates were recorded" in (tmp_path / "log").read_text()
+    assert (tmp_path / "log").read_text() == ""  # a run without candidates: nothing to say
     assert final_record(run_dir, "exit code 1", "exit_code") == ("exit code 1", "host_oom")
+    # A trainer killed by a signal keeps that cause (the classifier's host_oom is a guess).
+    assert final_record(run_dir, "killed", "signal") == ("killed", "signal")
+    # With candidates but none left, the log and status say why.
+    (run_dir / FALLBACK).write_text(json.dumps({"candidates": CANDS[:1]}))
+    log = (tmp_path / "log3").open("wb")
+    assert fall_back(run_dir, {"train": {}}, ended, [ended], log) is None
+    log.close()
+    said = "host OOM at step 1 with b8 no-recompute; no OOM fallback: no candidate after 1 of 1"
+    assert said in (tmp_path / "log3").read_text()
+    assert said in (read_status(run_dir).model_extra or {})["fallback"]
     # A failure that is no OOM is left alone, and says nothing about a fallback.
     other = {"attempt": 1, "diagnosis_category": "nccl"}
     (run_dir / "attempts.json").write_text(json.dumps([other]))
