@@ -254,7 +254,8 @@ class MonitorScreen(StepScreen):
             pane.classifier_missing = True
             return
         state = str(message.status.get("state") or "")
-        self.query_one(ThroughputMeter).show(None, state)
+        note = str(message.status.get("fallback") or "")  # OOM fallback (backend/runs/fallback)
+        self.query_one(ThroughputMeter).show(None, state, note)
 
     def on_open_troubleshoot(self, message: OpenTroubleshoot) -> None:
         """The app owns the Troubleshoot view; until it handles this message, open it plainly."""

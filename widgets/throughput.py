@@ -26,7 +26,10 @@ def _num(v: float | None, fmt: str = ",.0f") -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
-def render_summary(s: ThroughputSummary | None, state: str = "", width: int = 30) -> Text:
+def render_summary(
+    s: ThroughputSummary | None, state: str = "", width: int = 30, note: str = ""
+) -> Text:
+    """The panel's text; ``note``: the run's OOM fallback line (status.json ``fallback``)."""
     head = Text(_("Throughput"), style="bold")
     if s is not None:
         head.append(f" ({'metrics.jsonl' if s.source == 'metrics' else 'log'})", style="dim")
@@ -36,6 +39,8 @@ def render_summary(s: ThroughputSummary | None, state: str = "", width: int = 30
         head.append(f" {word}", style=style.get(state, ""))
     if s is None or (s.step == 0 and not s.finished):
         head.append("\n" + _("no training steps yet"), style="dim")
+        if note:
+            head.append("\n" + note, style="yellow")
         return head
     out = head
     if s.method:  # LoRA/QLoRA: only the adapters train (issue 21)
@@ -62,8 +67,27 @@ def render_summary(s: ThroughputSummary | None, state: str = "", width: int = 30
     out.append(f"  step {_num(s.step_time_s, '.3f')}s")
     mfu = "n/a" if s.mfu is None else f"{s.mfu:.1%}"
     out.append(f"\npadded MFU {mfu}")
-    out.append(f"\nETA {_dur(s.eta_s)}  ran {_dur(s.elapsed_s)}")
+    out.append(f"\nETA {_dur(s.eta_s)}")
+    if s.eta_basis == "steps":  # the run's entry predates the real-token count (issue 16)
+        out.append(" " + _("(step-based)"), style="dim")
+    out.append(f"  ran {_dur(s.elapsed_s)}")
+    if s.eta_basis == "real tokens" and s.real_tokens_left is not None:
+        left = _("{tokens} real tokens left").format(tokens=_tokens(s.real_tokens_left))
+        out.append("\n" + left, style="dim")
+    if note:
+        out.append("\n" + note, style="yellow")
     return out
+
+
+def _tokens(n: int) -> str:
+    """12.3M, 456k, 789: a token count that fits the panel."""
+    if n >= 10**9:
+        return f"{n / 1e9:.2f}B"
+    if n >= 10**6:
+        return f"{n / 1e6:.1f}M"
+    if n >= 10**4:
+        return f"{n / 1e3:.0f}k"
+    return str(n)
 
 
 class ThroughputMeter(Static):
@@ -75,10 +99,15 @@ class ThroughputMeter(Static):
         super().__init__(render_summary(None), id=id)
         self.summary: ThroughputSummary | None = None
         self.state = ""
+        self.note = ""
 
-    def show(self, summary: ThroughputSummary | None, state: str | None = None) -> None:
+    def show(
+        self, summary: ThroughputSummary | None, state: str | None = None, note: str | None = None
+    ) -> None:
         if summary is not None:
             self.summary = summary
         if state is not None:
             self.state = state
-        self.update(render_summary(self.summary, self.state, self.size.width or 30))
+        if note is not None:
+            self.note = note
+        self.update(render_summary(self.summary, self.state, self.size.width or 30, self.note))

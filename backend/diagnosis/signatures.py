@@ -295,6 +295,15 @@ SIGNATURES: tuple[Signature, ...] = (
             "zsh: killed",
         ),
     ),
+    # --- host memory: an allocation refused (no RAM left, or an address-space limit) ---
+    _sig(
+        "host_oom",
+        "error",
+        "The host ran out of memory: an allocation failed",
+        r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)"
+        r"|^\s*(?:\[rank\d+\]:\s*)?MemoryError\b|\[Errno 12\] Cannot allocate memory",
+        ("DefaultCPUAllocator", "MemoryError", "Errno 12"),
+    ),
     # --- NCCL (symptom: look for a root cause first) ---
     _sig(
         "nccl",

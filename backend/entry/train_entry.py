@@ -26,6 +26,7 @@ import traceback
 import kernels
 import lora
 import packing
+import realtokens
 import torch
 import transformers
 from fastchat.train import train as fastchat_train
@@ -249,6 +250,11 @@ class MetricsCallback(transformers.TrainerCallback):
         return torch.device("cpu")
 
     def on_train_begin(self, args, state, control, **kwargs):
+        info = self.start_info
+        if info.get("real_tokens_per_epoch") is not None:  # the real-token ETA's total
+            info.update(realtokens.run_fields(info["real_tokens_per_epoch"], info.get(
+                "real_tokens_source"), kwargs.get("train_dataloader"),
+                args.gradient_accumulation_steps, state.max_steps))  # fmt: skip
         self.write({"kind": "start", "time": time.time(), **self.start_info})
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -450,6 +456,8 @@ def main(argv=None):
         **active_kernels,
     }
     start_info.update(lora.start_fields(model, lora_args, start_info))  # method, LoRA FLOPs
+    real = realtokens.per_epoch(data_module["train_dataset"])  # the real-token ETA's total
+    start_info.update(real_tokens_per_epoch=real[0], real_tokens_source=real[1])
     resume = checkpoints.resume_point(training_args.output_dir, log)
     start_info["resumed_from"] = int(resume.rsplit("-", 1)[1]) if resume else None
     counter = TokenCounter()
@@ -469,6 +477,9 @@ def main(argv=None):
         **data_module,
     )
     started = time.time()
+    import memlimit  # TRAINWIZ_TRAIN_AS_HEADROOM_MB: a real host OOM on a small machine (tests)
+
+    memlimit.apply(log)
     try:
         if resume:
             log(f"resuming from {resume} (attempt {attempt})")

@@ -30,6 +30,9 @@ class RunStart:
     method: str | None = None  # full | lora | qlora (entries since issue 21)
     trainable_params: int | None = None  # LoRA/QLoRA: the adapters' parameters
     lora_r: int | None = None
+    # The real-token ETA's total (entries since issue 16 item 5; None before: step-based ETA).
+    real_tokens_total: int | None = None
+    real_tokens_per_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,8 @@ def event_from_json(obj: dict[str, Any]) -> MetricsEvent | None:
             obj.get("method") if isinstance(obj.get("method"), str) else None,
             _int(obj.get("trainable_params")),
             _int(obj.get("lora_r")),
+            _int(obj.get("real_tokens_total")),
+            _int(obj.get("real_tokens_per_epoch")),
         )
     if kind == "end":
         return RunEnd(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from array import array
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -39,6 +40,10 @@ class ThroughputSummary:
     mfu: float | None = None
     mfu_nonpad: float | None = None  # headline: real-token MFU (6N, the data's tokens only)
     eta_s: float | None = None
+    # "real tokens": real tokens left / recent real tokens/s; "steps": steps left x step time
+    # (a run whose entry predates real_tokens_total, or a log-only run).
+    eta_basis: Literal["real tokens", "steps"] | None = None
+    real_tokens_left: int | None = None
     elapsed_s: float | None = None
     last_loss: float | None = None
     peak_mem_gib: tuple[float, ...] | None = None
@@ -83,6 +88,9 @@ class RunTracker:
     nonfinite_loss: deque[int] = field(default_factory=lambda: deque(maxlen=50), init=False)
     evals: dict[int, float] = field(default_factory=dict, init=False)  # step -> eval loss
     _recent: deque[StepRecord] = field(default_factory=deque, init=False, repr=False)
+    # Real tokens done up to each step (index step-1): 8 bytes a step, truncated where an
+    # attempt restarts (its checkpoint step, or 0), so repeated steps are counted once.
+    _real_done: array[int] = field(default_factory=lambda: array("q"), init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._recent = deque(maxlen=self.window)
@@ -96,6 +104,7 @@ class RunTracker:
             n += 1
             if isinstance(ev, RunStart):
                 self.start = ev
+                del self._real_done[ev.resumed_from or 0 :]
             elif isinstance(ev, RunEnd):
                 self.end = ev
             elif isinstance(ev, StepRecord):
@@ -104,7 +113,18 @@ class RunTracker:
                 self.evals[ev.step] = ev.eval_loss  # a resumed attempt's eval replaces the old
         return n
 
+    def _count_real(self, rec: StepRecord) -> None:
+        done = self._real_done
+        if rec.step < 1 or rec.tokens_nonpad is None:
+            return
+        del done[rec.step - 1 :]  # a step seen again (an attempt without a start line)
+        before = done[-1] if done else 0
+        while len(done) < rec.step:  # a gap (lines lost): the missing steps count like this one
+            before += rec.tokens_nonpad
+            done.append(before)
+
     def _step(self, rec: StepRecord) -> None:
+        self._count_real(rec)
         self.last = rec
         if rec.time is not None and self.first_time is None:
             self.first_time = rec.time - (rec.step_time_s or 0.0)
@@ -150,11 +170,7 @@ class RunTracker:
             per_gpu = tokens_per_s / (st.world_size or 1)
             mfu = per_gpu * st.flops_per_token / st.peak_flops
         mfu_nonpad = _median(steady, "mfu_nonpad") or real_mfu(nonpad, st)
-        eta = None
-        if finished:
-            eta = 0.0
-        elif last.max_steps and step_time:
-            eta = max(0, last.max_steps - last.step) * step_time
+        eta, basis, left = self._eta(last, finished, nonpad, step_time)
         elapsed = None
         if self.end is not None and self.end.train_runtime is not None:
             elapsed = self.end.train_runtime
@@ -173,6 +189,8 @@ class RunTracker:
             mfu=mfu,
             mfu_nonpad=mfu_nonpad,
             eta_s=eta,
+            eta_basis=basis,
+            real_tokens_left=left,
             elapsed_s=elapsed,
             last_loss=self.loss.last[1] if self.loss.last else None,
             peak_mem_gib=last.peak_mem_gib,
@@ -181,6 +199,21 @@ class RunTracker:
             ok=self.end.ok if self.end else None,
             method=method_line(st),
         )
+
+    def _eta(
+        self, last: StepRecord, finished: bool, real_rate: float | None, step_time: float | None
+    ) -> tuple[float | None, Literal["real tokens", "steps"] | None, int | None]:
+        """(seconds, basis, real tokens left): from real tokens left when the start line says
+        how many the run has, else from steps left (the word tells the user which)."""
+        if finished:
+            return 0.0, None, 0
+        total = self.start.real_tokens_total if self.start else None
+        if total and real_rate and self._real_done:
+            left = max(0, total - self._real_done[-1])
+            return left / real_rate, "real tokens", left
+        if last.max_steps and step_time:
+            return max(0, last.max_steps - last.step) * step_time, "steps", None
+        return None, None, None
 
     def view(self, width: int | None = None, now: float | None = None) -> MetricsView:
         return MetricsView(

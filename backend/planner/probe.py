@@ -21,8 +21,6 @@ from typing import Any
 
 from backend.planner.tune import Estimate, TuneResult, _apply
 
-OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "Killed", "SIGKILL", "exitcode  : -9")
-
 
 @dataclass
 class ProbeRow:
@@ -121,7 +119,7 @@ def probe(
             shutil.rmtree(output, ignore_errors=True)
         if row.steps < steps:
             log = (launched.run_dir / "train.log").read_text(encoding="utf-8", errors="replace")
-            row.oom = any(m in log for m in OOM_MARKERS)
+            row.oom = _out_of_memory(log)
             why = "out of memory" if row.oom else f"ended {row.state} after {row.steps} steps"
             out.notes.append(f"{row.label}: {why}; falling back to the next candidate")
             row.measured_real_tokens_per_s = None
@@ -141,3 +139,12 @@ def _row(est: Estimate) -> ProbeRow:
         predicted_real_tokens_per_s=est.throughput.real_tokens_per_s,
         predicted_peak_gib=round(est.memory.peak_allocated / 2**30, 2),
     )
+
+
+def _out_of_memory(log: str) -> bool:
+    """The one classifier's verdict (GPU or host out-of-memory), as the OOM fallback uses."""
+    from backend.diagnosis import diagnose_text
+    from backend.runs.fallback import OOM_CATEGORIES
+
+    top = diagnose_text(log).top
+    return top is not None and top.category in OOM_CATEGORIES

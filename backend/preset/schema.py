@@ -449,6 +449,11 @@ class LaunchConfig(_Strict):
         le=100,
         description="after a crash, resume from the last complete checkpoint up to N times",
     )
+    oom_fallback: bool = Field(
+        True,
+        description="an out-of-memory in the first steps restarts on the next smaller candidate "
+        "tune ranks (fallback.json; docs/launch.md)",
+    )
     # Multi-node (issue 18; docs/multi-node.md).
     scheduler: Literal["local", "ssh", "slurm"] = Field(
         "local", description="local: this machine; ssh: launch.nodes over SSH; slurm: sbatch"

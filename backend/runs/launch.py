@@ -29,6 +29,7 @@ from backend.preset.loader import preset_to_yaml
 from backend.preset.schema import Preset, map_container_path
 from backend.redact import redact_preset, write_secret_preset
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN
+from backend.runs.fallback import record_chain
 from backend.runs.ports import PortLock, chosen_port, claimed_ports, free_master_port
 from backend.runs.procs import RUN_ENV, start_time
 from backend.runs.rundir import (
@@ -335,6 +336,12 @@ def launch(
             spec = launch_spec(
                 resolved, plan, run_dir, prepare, claimed_ports(run_dir), prepare_file
             )
+            fallback_note = record_chain(  # fallback.json (backend/runs/fallback.py)
+                preset, run_dir, transformers_version=transformers_version,
+                taken=claimed_ports(run_dir), prepare_file=prepare_file,
+            )  # fmt: skip
+            if fallback_note:
+                spec["notes"].append(fallback_note)
             write_json(run_dir / LAUNCH, spec)
             update_status(run_dir, master_port=chosen_port(spec))
     except BaseException as exc:

@@ -106,8 +106,9 @@ def _nnodes(run_dir: Path) -> int:
         return 1
 
 
-def begin_attempt(run_dir: Path, how: str) -> dict[str, Any]:
-    """Record the start of an attempt; a pending one (from ``trainwiz resume``) is reused."""
+def begin_attempt(run_dir: Path, how: str, **fields: Any) -> dict[str, Any]:
+    """Record the start of an attempt; a pending one (from ``trainwiz resume``) is reused.
+    ``fields`` join the record (an OOM fallback's candidate and the cause it follows)."""
     attempts = read_attempts(run_dir)
     latest = latest_checkpoint(run_dir)
     if attempts and attempts[-1].get("pending"):
@@ -116,6 +117,7 @@ def begin_attempt(run_dir: Path, how: str) -> dict[str, Any]:
     else:
         record = {"attempt": len(attempts) + 1, "how": how if attempts else "launch"}
         attempts.append(record)
+    record.update(fields)
     record["resumed_from"] = latest[0] if latest and record["attempt"] > 1 else None
     record["started_at"] = time.time()
     log = run_dir / LOG
@@ -135,12 +137,12 @@ def end_attempt(run_dir: Path, number: int, code: int | None, message: str) -> d
     if code not in (0, None):
         found = _diagnosed_cause(run_dir, int(record.get("log_offset") or 0))
         if found:
-            record["diagnosis"] = found
+            record["diagnosis_category"], record["diagnosis"] = found
     _write_attempts(run_dir, attempts)
     return record
 
 
-def _diagnosed_cause(run_dir: Path, offset: int) -> str | None:
+def _diagnosed_cause(run_dir: Path, offset: int) -> tuple[str, str] | None:
     from backend.diagnosis import diagnose_text
 
     try:
@@ -151,7 +153,7 @@ def _diagnosed_cause(run_dir: Path, offset: int) -> str | None:
     except OSError:
         return None
     top = diagnose_text(text).top
-    return f"{top.category}: {top.title}" if top is not None else None
+    return (top.category, f"{top.category}: {top.title}") if top is not None else None
 
 
 def attempt_spec(spec: dict[str, Any], attempt: int, nnodes: int = 1) -> dict[str, Any]:
@@ -184,18 +186,27 @@ def run_attempts(
     final_state: Callable[[int], tuple[str, str]],
 ) -> int:
     """The watcher's training step: run one attempt, and resume after a failure while
-    ``launch.max_restarts`` allows and a complete checkpoint exists. Returns the last exit code."""
+    ``launch.max_restarts`` allows and a complete checkpoint exists; an out-of-memory in the
+    first steps restarts on the next OOM fallback candidate instead (``backend.runs.fallback``;
+    bounded by the candidates, not counted as a restart). Returns the last exit code."""
+    from backend.runs.fallback import fall_back
+
     record = begin_attempt(run_dir, "launch")
     limit = max_restarts(run_dir)
     while True:
         number = int(record["attempt"])
-        if number > 1:
+        if number > 1 and record.get("resumed_from") is not None:
             _note(log, f"attempt {number}: resuming from step {record.get('resumed_from')}")
         code = train_once(attempt_spec(spec, number, _nnodes(run_dir)))
         state, message = final_state(code)
-        end_attempt(run_dir, number, code, message)
+        ended = end_attempt(run_dir, number, code, message)
         if state != "failed" or (run_dir / STOP_REQUEST).exists():
             return code
+        switched = fall_back(run_dir, spec, ended, read_attempts(run_dir), log)
+        if switched is not None:
+            spec, fields = switched
+            record = begin_attempt(run_dir, "oom_fallback", **fields)
+            continue
         autos = sum(1 for a in read_attempts(run_dir) if a.get("how") == "auto")
         if autos >= limit:
             return code

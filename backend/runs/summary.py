@@ -83,3 +83,46 @@ def summarize_run(run_dir: Path, *, with_diagnosis: bool = False) -> RunSummary:
         output_dir=end.saved_to if end is not None else None,
         top_finding=top,
     )
+
+
+def duration(seconds: float | None) -> str:
+    """'1h02m', '3m05s', '12s' ('–' when unknown)."""
+    if seconds is None:
+        return "–"
+    total = round(seconds)
+    h, rem = divmod(total, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
+
+
+class ProgressLine:
+    """The CLI follower's progress line, from metrics.jsonl read incrementally (the monitor's
+    reader and tracker, so the ETA is the monitor's: real tokens left / recent real tokens/s,
+    or step-based, said so, for a run whose entry predates the real-token count)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from backend.monitor.tracker import RunTracker
+
+        self.follower = MetricsFollower(run_dir / "metrics.jsonl")
+        self.tracker = RunTracker(source="metrics")
+
+    def line(self) -> str | None:
+        while True:
+            events = self.follower.poll()
+            self.tracker.update(events)
+            if not events or not self.follower.behind:
+                break
+        if self.tracker.last is None:
+            return None
+        s = self.tracker.summary()
+        step = f"step {s.step}/{s.max_steps}" if s.max_steps else f"step {s.step}"
+        parts = [step]
+        if s.tokens_nonpad_per_s is not None:
+            parts.append(f"{s.tokens_nonpad_per_s:,.0f} real tok/s")
+        eta = f"ETA {duration(s.eta_s)}"
+        if s.eta_basis == "real tokens" and s.real_tokens_left is not None:
+            eta += f" ({s.real_tokens_left:,} real tokens left)"
+        elif s.eta_basis == "steps":
+            eta += " (step-based: the run's entry does not count real tokens)"
+        parts.append(eta)
+        return " · ".join(parts)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from backend.runs.fallback import final_record
 from backend.runs.procs import RUN_ENV, end_processes, start_time
 from backend.runs.resume import run_attempts
 from backend.runs.rundir import (
@@ -248,6 +249,7 @@ def watch(run_dir: Path) -> int:
             lambda c: final_state(run_dir, c, log)[:2],
         )
         state, message, cause = final_state(run_dir, code, log)
+        message, cause = final_record(run_dir, message, cause)  # OOM fallback: candidate, cause
         try:
             failed_step = read_status(run_dir).step
         except Exception:

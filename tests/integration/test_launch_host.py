@@ -119,6 +119,10 @@ def test_tiny_cpu_detached_end_to_end(home: Path) -> None:
     assert sum(losses[-10:]) / 10 < sum(losses[:10]) / 10 - 1.0
     assert all(s["tokens"] == 4 * 256 and 0 < s["tokens_nonpad"] <= s["tokens"] for s in steps)
     assert lines[0]["attn_implementation"] == "sdpa" and lines[0]["world_size"] == 1
+    # The real-token ETA's total is exact for whole epochs: every conversation, 3 times.
+    assert lines[0]["real_tokens_source"] == "counted" and lines[0]["steps_per_epoch"] == 50
+    assert lines[0]["real_tokens_total"] == 3 * lines[0]["real_tokens_per_epoch"]
+    assert sum(s["tokens_nonpad"] for s in steps) == lines[0]["real_tokens_total"]
     assert lines[-1]["ok"] is True
     assert (run_dir / "output" / "model.safetensors").is_file()
     assert (run_dir / "output" / "tokenizer.model").is_file()

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from pathlib import Path
 
 from backend.plan.commands import check_version
 from backend.preset import load_preset
 from backend.runs import follow_log, launch, refresh
-from backend.runs.summary import RunSummary, summarize_run
+from backend.runs.summary import ProgressLine, RunSummary, summarize_run
 from tui.commands._common import add_json_flag, print_json, to_jsonable
 from tui.commands._risks import confirm_risks
 
@@ -72,9 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"trainwiz: run {result.run_id} ({result.run_dir})", file=sys.stderr)
     try:
-        for text in follow_log(result.run_dir):
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        follow_with_progress(result.run_dir)
     except KeyboardInterrupt:
         print(
             f"\ntrainwiz: stopped following; the run continues (trainwiz stop {result.run_id})",
@@ -97,6 +97,28 @@ def run(args: argparse.Namespace) -> int:
         f"trainwiz: see what went wrong with 'trainwiz diagnose {status.run_id}'", file=sys.stderr
     )
     return status.exit_code if status.exit_code not in (None, 0) and status.exit_code > 0 else 1
+
+
+PROGRESS_EVERY = 30.0  # seconds between the follower's progress lines
+
+
+def follow_with_progress(run_dir: Path, every: float = PROGRESS_EVERY) -> None:
+    """Print the log as it grows and, every ``every`` seconds of it, a progress line with the
+    ETA on stderr (real tokens left / recent real tokens/s); the last one when the run ends."""
+    progress = ProgressLine(run_dir)
+    shown, due = None, time.monotonic() + every
+    for text in follow_log(run_dir):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        if time.monotonic() >= due:
+            due = time.monotonic() + every
+            line = progress.line()
+            if line and line != shown:
+                shown = line
+                print(f"\ntrainwiz: {line}", file=sys.stderr, flush=True)
+    line = progress.line()
+    if line and line != shown:
+        print(f"trainwiz: {line}", file=sys.stderr, flush=True)
 
 
 def _print_failure_hint(run_id: str, summary: RunSummary) -> None:

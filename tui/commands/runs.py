@@ -142,9 +142,14 @@ def run_stop(args: argparse.Namespace) -> int:
 def run_logs(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
     try:
-        for text in follow_log(run_dir, follow=args.follow):
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        if args.follow:
+            from tui.commands.launch import follow_with_progress
+
+            follow_with_progress(run_dir)  # the log, and a progress line with the ETA
+        else:
+            for text in follow_log(run_dir, follow=False):
+                sys.stdout.write(text)
+                sys.stdout.flush()
     except KeyboardInterrupt:
         return 130
     if args.follow:
