@@ -120,6 +120,7 @@ def build_env_image(
     """Build (or find) the environment image; never raises for a failed build, only for no daemon."""
     started = time.monotonic()
     plan = plan_environment(preset, host, base)
+    plan.notes += plan.indexes.notes()  # how a private index is reached (image builds only)
     tag = env_tag_for(plan)
     dockerfile = render_dockerfile(plan)
     api = client or docker_client()

@@ -234,7 +234,6 @@ def plan_environment(
         raise BadInput(f"environment.pip_cert: {cert} is not a file")
     flash = wants_flash_attn(image, facts, preset)
     indexes = pip_indexes(preset, flash)
-    notes += indexes.notes()
     fastchat = env.fastchat
     editable = None
     spec: str | None = None

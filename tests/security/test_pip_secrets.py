@@ -68,7 +68,7 @@ def test_dockerfile_context_and_tag_hold_no_credential(tmp_path: Path) -> None:
     plan = _plan(secret_preset())
     text = render_dockerfile(plan)
     write_context(plan, tmp_path)
-    blobs = [text, env_tag_for(plan), json.dumps(plan.notes)]
+    blobs = [text, env_tag_for(plan)]
     blobs += [p.read_bytes().decode() for p in tmp_path.rglob("*") if p.is_file()]
     for blob in blobs:
         for secret in (PASSWORD, FA_PASSWORD, TOKEN):
@@ -87,7 +87,9 @@ def test_dockerfile_context_and_tag_hold_no_credential(tmp_path: Path) -> None:
         at = argv.index("--trusted-host")
         assert argv[at : at + 2] == ["--trusted-host", "127.0.0.1"], argv
     assert not any("--index-url" in r or "--extra-index-url" in r for r in runs)
-    assert sum("build-time proxy" in note for note in plan.notes) == 3
+    notes = plan.indexes.notes()  # what `env build` adds to its notes
+    assert sum("build-time proxy" in note for note in notes) == 3
+    assert not any(s in " ".join(notes) for s in (PASSWORD, FA_PASSWORD, TOKEN))
 
 
 def test_tag_ignores_the_password_and_the_proxy_port_but_not_the_index() -> None:
@@ -315,3 +317,12 @@ def test_pip_installs_through_the_proxy_without_knowing_the_credentials(
     assert done.returncode == 0, done.stdout + done.stderr
     assert (target / "twsecret_probe.py").is_file()
     assert PASSWORD not in done.stdout + done.stderr
+
+
+def test_the_plan_says_the_index_goes_through_the_build_proxy() -> None:
+    from backend.plan import build_plan
+
+    preset = secret_preset(flash_attn={"install": "never"})
+    plan = build_plan(preset)
+    assert "build-time proxy on 127.0.0.1" in plan.step("environment").note
+    assert PASSWORD not in plan.to_json() and TOKEN not in plan.to_json()
