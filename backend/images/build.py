@@ -166,11 +166,10 @@ def _build_args(plan: EnvPlan) -> Iterator[dict[str, str]]:
     if not _local_daemon():
         raise TrainwizError(
             _(
-                "environment.pip_index_url: an index with credentials is reached through "
-                "trainwiz's proxy on this machine's 127.0.0.1, which the Docker daemon at "
-                "DOCKER_HOST={host} cannot reach; build with a local daemon, or use "
-                "launch.runner: host"
-            ).format(host=os.environ.get("DOCKER_HOST", ""))
+                "{field}: an index with credentials is reached through trainwiz's proxy on "
+                "this machine's 127.0.0.1, which the Docker daemon at DOCKER_HOST={host} cannot "
+                "reach; build with a local daemon, or use launch.runner: host"
+            ).format(field=plan.indexes.secret_fields()[0], host=os.environ.get("DOCKER_HOST", ""))
         )
     from backend.images.pipproxy import index_proxy
 

@@ -100,6 +100,17 @@ class PipIndexes:
         """A docker build must not see these URLs: one of them carries a secret."""
         return any(has_credentials(u) for u in self.urls())
 
+    def secret_fields(self) -> list[str]:
+        """The preset fields whose URL carries credentials (for messages that name the field)."""
+        fields = []
+        if self.index_url and has_credentials(self.index_url):
+            fields.append("environment.pip_index_url")
+        if any(has_credentials(u) for u in self.extra_index_urls):
+            fields.append("environment.pip_extra_index_urls")
+        if self.flash_attn_index_url and has_credentials(self.flash_attn_index_url):
+            fields.append("environment.flash_attn.index_url")
+        return fields
+
     def secrets(self) -> list[str]:
         """The passwords/tokens the URLs hold (for scrubbing logs and for the tests' searches)."""
         found = []

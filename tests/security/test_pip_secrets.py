@@ -326,3 +326,17 @@ def test_the_plan_says_the_index_goes_through_the_build_proxy() -> None:
     plan = build_plan(preset)
     assert "build-time proxy on 127.0.0.1" in plan.step("environment").note
     assert PASSWORD not in plan.to_json() and TOKEN not in plan.to_json()
+
+
+def test_a_remote_docker_daemon_cannot_reach_the_proxy_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from backend.errors import TrainwizError
+    from backend.images.build import _build_args
+
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.9.8.7:2375")
+    plan = _plan(secret_preset(pip_index_url=None))
+    with pytest.raises(TrainwizError) as caught, _build_args(plan):
+        pass
+    assert str(caught.value).startswith("environment.pip_extra_index_urls: ")
+    assert "DOCKER_HOST=tcp://10.9.8.7:2375" in str(caught.value)
