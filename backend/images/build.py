@@ -7,16 +7,19 @@ first error line plus its findings come back in ``BuildResult`` for the screen a
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backend.errors import TrainwizError
+from backend.i18n import _
 from backend.images.catalog import ImageInfo
 from backend.images.docker_client import docker_client
 from backend.images.dockerfile import env_tag_for, render_dockerfile, write_context
@@ -117,6 +120,7 @@ def build_env_image(
     """Build (or find) the environment image; never raises for a failed build, only for no daemon."""
     started = time.monotonic()
     plan = plan_environment(preset, host, base)
+    plan.notes += plan.indexes.notes()  # how a private index is reached (image builds only)
     tag = env_tag_for(plan)
     dockerfile = render_dockerfile(plan)
     api = client or docker_client()
@@ -127,9 +131,9 @@ def build_env_image(
     log_dir = cache_dir() / "env-builds"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{tag.split(':', 1)[1]}.log"
-    with tempfile.TemporaryDirectory(prefix="trainwiz-build-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trainwiz-build-") as tmp, _build_args(plan) as args:
         context = write_context(plan, Path(tmp))
-        lines, error, image_id = _stream_build(api, context, tag, log_path, progress, cancel)
+        lines, error, image_id = _stream_build(api, context, tag, log_path, progress, cancel, args)
     result = BuildResult(
         tag, error is None, False, dockerfile, str(log_path), lines[-40:], error, notes=plan.notes
     )
@@ -145,6 +149,34 @@ def build_env_image(
     return result
 
 
+def _local_daemon() -> bool:
+    """Does the build's 127.0.0.1 mean this machine? (a unix socket, or TCP to loopback)"""
+    host = os.environ.get("DOCKER_HOST", "")
+    if not host or host.startswith(("unix://", "npipe://")):
+        return True
+    return host.startswith(("tcp://127.0.0.1", "tcp://localhost", "tcp://[::1]"))
+
+
+@contextmanager
+def _build_args(plan: EnvPlan) -> Iterator[dict[str, str]]:
+    """The build's ARG values: none, or the build-time proxy's URLs while it runs."""
+    if not plan.indexes.needs_proxy:
+        yield {}
+        return
+    if not _local_daemon():
+        raise TrainwizError(
+            _(
+                "{field}: an index with credentials is reached through trainwiz's proxy on "
+                "this machine's 127.0.0.1, which the Docker daemon at DOCKER_HOST={host} cannot "
+                "reach; build with a local daemon, or use launch.runner: host"
+            ).format(field=plan.indexes.secret_fields()[0], host=os.environ.get("DOCKER_HOST", ""))
+        )
+    from backend.images.pipproxy import index_proxy
+
+    with index_proxy(plan.indexes, plan.pip_cert) as proxy:
+        yield plan.indexes.build_arg_values(proxy.base)
+
+
 def _stream_build(
     api: Any,
     context: Path,
@@ -152,6 +184,7 @@ def _stream_build(
     log_path: Path,
     progress: Progress,
     cancel: threading.Event | None,
+    buildargs: dict[str, str] | None = None,
 ) -> tuple[list[str], str | None, str | None]:
     """Run the classic builder over the context; returns (log lines, error, image id)."""
     from docker.errors import APIError
@@ -179,7 +212,8 @@ def _stream_build(
                 forcerm=True,
                 pull=False,
                 decode=True,
-                network_mode="host",
+                network_mode="host",  # also how a build reaches the pip proxy on 127.0.0.1
+                buildargs=buildargs or None,
             )
             for chunk in stream:
                 if cancel is not None and cancel.is_set():

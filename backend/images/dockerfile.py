@@ -3,7 +3,9 @@
 Every RUN that carries preset values is in exec form (a JSON argv), so nothing the user typed
 is ever parsed by a shell. Heavy layers come first (torch) so a changed pin rebuilds only what
 follows it. The classic builder has no build mounts, so local wheels and the pip CA bundle travel
-in the build context and are used from /opt/trainwiz inside the image.
+in the build context and are used from /opt/trainwiz inside the image. Nor has it secret mounts:
+an index with credentials is reached through the build-time proxy (pipproxy.py), whose address
+comes in as ``ARG``s, so neither this text nor the image holds the secret or the proxy's port.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.images.pipindex import ARG_EXTRA, ARG_FLASH, ARG_INDEX
 from backend.images.plan import EnvPlan
 from backend.preset.grammar import IMAGE_REF
 
@@ -28,6 +31,14 @@ _SCRIPTS_DIR = Path(__file__).resolve().parent / "context"
 IN_IMAGE = "/opt/trainwiz"
 CONSTRAINTS = f"{IN_IMAGE}/constraints.txt"
 TAG_REPO = "trainwiz-env"
+# flash-attn's own proxied index, for its step only: the ARG becomes PIP_INDEX_URL and the
+# common extra indexes are dropped, as ``--index-url`` alone does on an unproxied build. A
+# constant program (exec form, no shell); the step's preset values follow it as argv.
+FLASH_ATTN_INDEX_SWAP = (
+    "import os, sys; e = os.environ; "
+    f"e['{ARG_INDEX}'] = e.pop('{ARG_FLASH}'); e.pop('{ARG_EXTRA}', None); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 def env_hash(plan: EnvPlan) -> str:
@@ -100,6 +111,13 @@ def _render(plan: EnvPlan, inputs: str) -> str:
     lines.append(f"COPY trainwiz/ {IN_IMAGE}/")
     if plan.apt_packages:
         lines.append(_run(*py, f"{IN_IMAGE}/apt_install.py", *plan.apt_packages))
+    if plan.indexes.needs_proxy:
+        # After apt (which needs no index), so that layer stays cached whatever the proxy's port.
+        lines.append(
+            "# pip's indexes: trainwiz's build-time proxy on 127.0.0.1 adds the credentials "
+            "on the host; these ARGs hold only its address and are not kept in the image."
+        )
+        lines += [f"ARG {name}" for name in plan.indexes.build_args()]
     if plan.upgrade_pip:
         lines.append(_run(*pip, *common, "--upgrade", "pip", "setuptools", "wheel"))
     if plan.torch_spec:
@@ -119,7 +137,11 @@ def _render(plan: EnvPlan, inputs: str) -> str:
         fa_args = [*plan.flash_attn_pip_args, "-c", CONSTRAINTS]
         if plan.local_wheels():
             fa_args += ["--find-links", f"{IN_IMAGE}/wheels"]
-        lines.append(_run(*py, f"{IN_IMAGE}/flash_attn.py", str(plan.max_jobs), *fa_args))
+        script = [f"{IN_IMAGE}/flash_attn.py", str(plan.max_jobs), *fa_args]
+        if plan.indexes.needs_proxy and plan.indexes.flash_attn_index_url:
+            lines.append(_run(*py, "-c", FLASH_ATTN_INDEX_SWAP, *script))
+        else:
+            lines.append(_run(*py, *script))
     if plan.fsdp_patch:
         lines.append(_run(*py, f"{IN_IMAGE}/fsdp_patch.py"))
     lines.append(_run(*py, f"{IN_IMAGE}/verify.py"))

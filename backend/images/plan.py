@@ -20,6 +20,7 @@ from backend.errors import BadInput
 from backend.images.catalog import ImageInfo, describe_ref
 from backend.images.compat import wants_flash_attn
 from backend.images.host import HostGpus, detect_host_gpus
+from backend.images.pipindex import PipIndexes
 from backend.plan.deepspeed import method_packages
 from backend.preset.grammar import check_apt_package, check_pip_requirement
 from backend.preset.schema import Preset
@@ -55,13 +56,12 @@ class EnvPlan:
     fastchat_spec: str | None
     fastchat_editable: tuple[str, str] | None  # (git_url, path)
     requirements: list[str]
-    pip_args: list[str]
+    indexes: PipIndexes  # the URLs as written, secrets included: see pipindex.py for their forms
     find_links: list[Path]
     pip_cert: Path | None
     apt_packages: list[str]
     upgrade_pip: bool
     flash_attn: bool
-    flash_attn_pip_args: list[str]
     max_jobs: int
     fsdp_patch: bool
     notes: list[str] = field(default_factory=list)
@@ -87,8 +87,22 @@ class EnvPlan:
                     found.append(wheel)
         return found
 
+    @property
+    def pip_args(self) -> list[str]:
+        """pip options every install step of the image takes: never a credential (a proxied
+        build names only the loopback proxy as a trusted host; its URLs arrive as ARGs)."""
+        if self.indexes.needs_proxy:
+            return self.indexes.proxy_argv()
+        return self.indexes.argv()
+
+    @property
+    def flash_attn_pip_args(self) -> list[str]:
+        if self.indexes.needs_proxy:
+            return self.indexes.proxy_argv()
+        return self.indexes.flash_attn_argv()
+
     def inputs_hash(self) -> str:
-        payload = {
+        payload: dict[str, object] = {
             "base": self.base.ref,
             "torch": self.torch_spec,
             "fastchat": self.fastchat_spec,
@@ -106,6 +120,10 @@ class EnvPlan:
             "scripts": _scripts_digest(),
             "format": 1,
         }
+        if self.indexes.needs_proxy:
+            # Passwords hidden (a hash of a secret is one too) and no proxy port (a rebuild of
+            # unchanged inputs stays a lookup); a plan without secrets hashes as it always did.
+            payload["pip_proxy"] = self.indexes.for_hash()
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -162,16 +180,17 @@ def max_jobs_for(host: HostGpus, explicit: int | None) -> int:
     return max(1, min(host.cpu_count or 1, int(ram_jobs)))
 
 
-def pip_index_args(preset: Preset) -> list[str]:
+def pip_indexes(preset: Preset, flash_attn: bool) -> PipIndexes:
+    """The preset's indexes, checked again here (a preset built in code skips the loader), with
+    flash-attn's own index only when this plan builds flash-attn."""
     env = preset.environment
-    args: list[str] = []
-    if env.pip_index_url:
-        args += ["--index-url", _check_spec(env.pip_index_url, "pip_index_url")]
-    for url in env.pip_extra_index_urls:
-        args += ["--extra-index-url", _check_spec(url, "pip_extra_index_urls")]
-    for host in env.pip_trusted_hosts:
-        args += ["--trusted-host", _check_spec(host, "pip_trusted_hosts")]
-    return args
+    fa_url = env.flash_attn.index_url if flash_attn else None
+    return PipIndexes.checked(
+        _check_spec(env.pip_index_url, "pip_index_url") if env.pip_index_url else None,
+        [_check_spec(url, "pip_extra_index_urls") for url in env.pip_extra_index_urls],
+        [_check_spec(host, "pip_trusted_hosts") for host in env.pip_trusted_hosts],
+        _check_spec(fa_url, "flash_attn.index_url") if fa_url else None,
+    )
 
 
 def requirement_list(preset: Preset) -> list[str]:
@@ -214,9 +233,7 @@ def plan_environment(
     if cert is not None and not cert.is_file():
         raise BadInput(f"environment.pip_cert: {cert} is not a file")
     flash = wants_flash_attn(image, facts, preset)
-    fa_args: list[str] = []
-    if env.flash_attn.index_url:
-        fa_args = ["--index-url", _check_spec(env.flash_attn.index_url, "flash_attn.index_url")]
+    indexes = pip_indexes(preset, flash)
     fastchat = env.fastchat
     editable = None
     spec: str | None = None
@@ -231,13 +248,12 @@ def plan_environment(
         fastchat_spec=spec,
         fastchat_editable=editable,
         requirements=requirement_list(preset),
-        pip_args=pip_index_args(preset),
+        indexes=indexes,
         find_links=find_links,
         pip_cert=cert,
         apt_packages=list(env.apt_packages),
         upgrade_pip=env.upgrade_pip,
         flash_attn=flash,
-        flash_attn_pip_args=fa_args or pip_index_args(preset),
         max_jobs=max_jobs_for(facts, env.flash_attn.max_jobs),
         fsdp_patch=env.fsdp_state_dict_patch,
         notes=notes,

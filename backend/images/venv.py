@@ -57,25 +57,35 @@ def venv_path(preset: Preset, host: HostGpus | None = None, python: str | None =
     return envs_dir() / venv_hash(plan, python or sys.executable)
 
 
-def _pip_commands(plan: EnvPlan, py: str) -> list[list[str]]:
-    """The same installs as the Dockerfile, in the same order, as argv lists."""
+PipCommand = tuple[list[str], dict[str, str]]
+
+
+def _pip_commands(plan: EnvPlan, py: str) -> list[PipCommand]:
+    """The same installs as the Dockerfile, in the same order: (argv, extra environment).
+
+    The index URLs go in the environment (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL), never in argv:
+    ``/proc/<pid>/cmdline`` is readable by every user of the host, a process's environment only
+    by its own user, and a mirror URL may carry a password.
+    """
     pip = [py, "-m", "pip", "install"]
-    common = list(plan.pip_args)
+    common = plan.indexes.host_argv()
     for folder in plan.find_links:
         common += ["--find-links", str(folder)]
     if plan.pip_cert:
         common += ["--cert", str(plan.pip_cert)]
-    cmds: list[list[str]] = [[*pip, *common, "--upgrade", "pip", "setuptools", "wheel"]]
-    cmds.append([*pip, *common, plan.torch_spec or "torch"])
+    env = plan.indexes.pip_env()
+    cmds: list[PipCommand] = [([*pip, *common, "--upgrade", "pip", "setuptools", "wheel"], env)]
+    cmds.append(([*pip, *common, plan.torch_spec or "torch"], env))
     if plan.fastchat_editable:
-        cmds.append([*pip, *common, "-e", plan.fastchat_editable[1]])
+        cmds.append(([*pip, *common, "-e", plan.fastchat_editable[1]], env))
     install = [*plan.requirements]
     if plan.fastchat_spec:
         install.insert(0, plan.fastchat_spec)
-    cmds.append([*pip, *common, *install])
+    cmds.append(([*pip, *common, *install], env))
     if plan.flash_attn:
-        cmds.append([*pip, *common, "ninja", "packaging", "psutil"])
-        cmds.append([*pip, *plan.flash_attn_pip_args, "--no-build-isolation", "flash-attn"])
+        cmds.append(([*pip, *common, "ninja", "packaging", "psutil"], env))
+        fa_argv = [*pip, *plan.indexes.host_argv(flash_attn=True), "--no-build-isolation"]
+        cmds.append(([*fa_argv, "flash-attn"], plan.indexes.pip_env(flash_attn=True)))
     return cmds
 
 
@@ -141,10 +151,10 @@ def build_host_env(
     code = _run([py, "-m", "venv", str(partial)], lines, progress, cancel)
     ppy = str(partial / "bin" / "python")
     env = dict(os.environ, MAX_JOBS=str(plan.max_jobs), PIP_DISABLE_PIP_VERSION_CHECK="1")
-    for argv in _pip_commands(plan, ppy):
+    for argv, index_env in _pip_commands(plan, ppy):
         if code != 0 or (cancel is not None and cancel.is_set()):
             break
-        code = _run(argv, lines, progress, cancel, env)
+        code = _run(argv, lines, progress, cancel, {**env, **index_env})
     if code == 0 and not (cancel is not None and cancel.is_set()):
         probe = subprocess.run(
             [

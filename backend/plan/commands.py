@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.plan.deepspeed import config_path, config_text, method_packages
 from backend.plan.hf_flags import training_flags
 from backend.preset.schema import Preset, map_host_path
@@ -146,6 +147,22 @@ ENTRY_FILE = "entry/train_entry.py"
 LORA_SCRIPT = "fastchat/train/train_lora.py"
 
 
+def _private_index_note(preset: Preset) -> str:
+    """Said on the environment step when an index URL carries credentials (images.md)."""
+    from backend.images.pipindex import has_credentials
+
+    env = preset.environment
+    urls = [env.pip_index_url, *env.pip_extra_index_urls, env.flash_attn.index_url]
+    if not any(url and has_credentials(url) for url in urls):
+        return ""
+    if preset.launch.runner == "docker":
+        return "; " + _(
+            "private pip index: reached through trainwiz's build-time proxy on 127.0.0.1, "
+            "its credentials stay out of the image"
+        )
+    return "; " + _("private pip index: its URL goes to pip's environment, not its command line")
+
+
 def build_plan(
     preset: Preset,
     *,
@@ -182,7 +199,8 @@ def build_plan(
                 argv=["trainwiz", "env", "build", ref],
                 note="FastChat, transformers=="
                 f"{preset.environment.transformers}, "
-                f"{', '.join([*preset.environment.extra_packages, *method_packages(preset)]) or 'no extras'}",
+                f"{', '.join([*preset.environment.extra_packages, *method_packages(preset)]) or 'no extras'}"
+                + _private_index_note(preset),
             )
         )
     train = _train_step(preset, run_dir, target)
