@@ -83,6 +83,7 @@ class StepCommands(Provider):
             (_("Open preset…"), app.action_open_preset, _("load a shipped preset or a YAML file")),
             (_("Save the current preset"), app.action_save_preset, _("write it as YAML")),
             (_("Troubleshoot a run or a log"), app.action_troubleshoot, _("diagnose a failure")),
+            (_("Chat with the run's model"), app.action_chat, _("the run on the Monitor")),
             (_("Run all steps (replay the preset)"), app.action_run_all, _("asks first")),
             (
                 "Language: 中文 / English",
@@ -287,6 +288,17 @@ class TrainwizApp(App[int]):
     def action_troubleshoot(self) -> None:
         run_id = self.current_run.name if self.current_run is not None else None
         self._open_troubleshoot(run_id, None)
+
+    def action_chat(self) -> None:
+        """The Chat view on the run the Monitor shows (the palette's way in)."""
+        from screens.chat import ChatScreen
+
+        if self.current_run is None:
+            self.notify(_("No run yet: launch one, or open one with trainwiz attach RUN."),
+                        title=_("Chat"), severity="warning")  # fmt: skip
+            return
+        if not isinstance(self.screen, ChatScreen):
+            self.push_screen(ChatScreen(self.current_run))
 
     def on_open_troubleshoot(self, message: object) -> None:
         """The log pane's request: troubleshoot this run (or this log file)."""

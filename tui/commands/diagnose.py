@@ -74,20 +74,6 @@ def _print_human(log: Path, diagnosis: Diagnosis) -> None:
                 print(f"      {change.path}: {change.value!r}  # {change.reason}")
 
 
-def _offer_resume(run_dir: Path, diagnosis: Diagnosis) -> None:
-    """A run with a complete checkpoint: resuming comes first among each error's fixes."""
-    if not (run_dir / "status.json").is_file():
-        return
-    from backend.runs.resume import resume_fix
-
-    fix = resume_fix(run_dir)
-    if fix is None:
-        return
-    for finding in diagnosis.findings:
-        if finding.severity == "error":
-            finding.fixes.insert(0, fix)
-
-
 def run(args: argparse.Namespace) -> int:
     log, run_preset = resolve_log(args.target)
     preset = None
@@ -97,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
 
         preset = load_preset(preset_source)
     diagnosis = diagnose_file(log, preset=preset)
-    _offer_resume(log.parent, diagnosis)
+    from backend.runs.resume import offer_resume  # a run with a checkpoint: resume first
+
+    offer_resume(log.parent, diagnosis.findings)
     if args.json:
         print_json(
             {
