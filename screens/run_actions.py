@@ -114,6 +114,9 @@ class RunActions(Horizontal):
         chat.tooltip = offers.chat.reason
         self.query_one("#run-actions-note", Static).update(self.note_text(offers))
         self.screen.refresh_bindings()  # the footer dims r / a with the buttons
+        if getattr(self.app, "resume_requested", None) == self.run_dir:  # from Troubleshoot
+            self.app.resume_requested = None  # type: ignore[attr-defined]
+            self.request_resume()
 
     def note_text(self, offers: RunOffers) -> Text:
         text = Text()

@@ -140,6 +140,7 @@ class TrainwizApp(App[int]):
         self.edited = False
         self.start_step = start_step
         self.current_run: Path | None = attach_run
+        self.resume_requested: Path | None = None  # Troubleshoot's resume, for the Monitor
         self.plan_gpu = plan_gpu
         self.sub_title = _("preset: {name}").format(name=preset.name)
         for step_id in STEP_IDS:
@@ -347,6 +348,22 @@ class TrainwizApp(App[int]):
                 self.goto_step("monitor")
 
         self.push_screen(RunAllScreen(self.preset), finished)
+
+    def resume_run(self, run_dir: Path) -> None:
+        """Resume from Troubleshoot: the run on the Monitor, whose Resume asks first (the one
+        resume flow: ``screens.run_actions``); it picks up ``resume_requested`` once it knows
+        whether the run can resume."""
+        from screens.troubleshoot import TroubleshootScreen
+
+        if isinstance(self.screen, TroubleshootScreen):
+            self.pop_screen()
+        self.current_run = run_dir
+        self.resume_requested = run_dir
+        self.goto_step("monitor")
+        monitor = self.step_screen("monitor")
+        for bar in monitor.query("RunActions") if monitor is not None else []:
+            if getattr(bar, "run_dir", None) == run_dir:  # already shown: ask it again now
+                bar.refresh_offers()  # type: ignore[attr-defined]
 
     def relaunch(self, preset: Preset) -> None:
         """Apply-and-relaunch from Troubleshoot: load the fixed preset, then the Launch step's

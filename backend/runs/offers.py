@@ -54,12 +54,12 @@ def resume_offer(run_dir: Path, state: str) -> Offer:
 
     if state == "finished":
         return Offer(False, "the run finished: nothing to resume (its final model is saved)")
+    if state not in RESUMABLE_STATES:
+        return Offer(False, f"the run is {state}: resume is for a failed or stopped run")
     try:
         _status, (step, path) = check_resumable(run_dir)
     except BadInput as exc:
         return Offer(False, _first_line(exc))
-    if state not in RESUMABLE_STATES:  # final states are failed/stopped/finished
-        return Offer(False, f"the run is {state}")
     return Offer(True, f"from checkpoint-{step}", checkpoint=step, path=path)
 
 
