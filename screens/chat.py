@@ -112,11 +112,11 @@ class ChatScreen(Screen[None]):
         cancel = self.cancel
         started = time.monotonic()
         if self.checkpoint is None:  # the Monitor's rule, for the palette's way in too
-            from backend.runs.control import refresh
             from backend.runs.offers import chat_offer
+            from backend.runs.rundir import read_status
 
             try:
-                offer = chat_offer(self.run_dir, refresh(self.run_dir).state)
+                offer = chat_offer(self.run_dir, read_status(self.run_dir).state)
             except (TrainwizError, OSError, ValueError) as exc:
                 self.post_message(self.Failed(str(exc)))
                 return

@@ -26,34 +26,29 @@ from backend.runs.offers import Offer, RunOffers, run_offers
 from screens.dialogs import ConfirmDialog
 
 
-def short_reason(offer: Offer, run_id: str) -> str:
-    """The refusal without the run id the Monitor already shows."""
+def short_reason(offer: Offer, run_id: str, run_dir: Path | None = None) -> str:
+    """The refusal without what the Monitor already shows: the run id, the run's directory."""
     reason = offer.reason
     prefix = f"run {run_id}: "
-    return reason[len(prefix) :] if reason.startswith(prefix) else reason
+    reason = reason[len(prefix) :] if reason.startswith(prefix) else reason
+    return reason.replace(f"{run_dir}/", "") if run_dir is not None else reason
 
 
 def resume_dialog(offers: RunOffers, run_dir: Path) -> ConfirmDialog:
     """What a resume runs and where, said before anything starts."""
     step = offers.resume.checkpoint
     runs = [
-        _("attempt {n} of run {run}: its launch.json again, with TRAINWIZ_ATTEMPT={n}").format(
-            n=offers.attempt + 1, run=offers.run_id
+        _("attempt {n}: the run's launch.json again (runner {runner}, detached)").format(
+            n=offers.attempt + 1, runner=offers.runner
         ),
         _(
-            "training continues at step {step} from checkpoint-{step} (optimizer, scheduler, "
-            "RNG and data order restored; metrics continue the same series)"
+            "training continues at step {step}: weights, optimizer, scheduler, RNG and data "
+            "order from the checkpoint; metrics continue the same series"
         ).format(step=step),
     ]
-    if offers.train_command:
-        runs.append(offers.train_command)
     where = [
-        _("this machine, runner {runner}; detached (survives closing trainwiz)").format(
-            runner=offers.runner
-        ),
         _("run directory: {dir}").format(dir=run_dir),
-        _("checkpoint: {path}").format(path=offers.resume.path),
-        _("output: {dir}").format(dir=offers.output_dir or "?"),
+        _("from: {path}").format(path=offers.resume.path),
     ]
     return ConfirmDialog(
         _("Resume run {run} from checkpoint-{step}?").format(run=offers.run_id, step=step),
@@ -69,7 +64,7 @@ class RunActions(Horizontal):
     DEFAULT_CSS = """
     RunActions { height: auto; padding: 0 1; }
     RunActions Button { margin: 0 1 0 0; }
-    RunActions #run-actions-note { width: 1fr; height: 1; text-wrap: nowrap;
+    RunActions #run-actions-note { width: 1fr; height: auto; max-height: 2;
         text-overflow: ellipsis; color: $text-muted; }
     """
 
@@ -127,7 +122,7 @@ class RunActions(Horizontal):
             mark = "✓" if offer.available else "✗"
             style = "green" if offer.available else "yellow"
             text.append(f" · {mark} {label}: ", style=style)
-            text.append(short_reason(offer, offers.run_id))
+            text.append(short_reason(offer, offers.run_id, self.run_dir))
         return text
 
     def available(self, action: str) -> bool:

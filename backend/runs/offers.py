@@ -3,7 +3,8 @@
 The wizard's Monitor shows both actions for every run, enabled or disabled *with the reason*;
 the reasons are the CLI's own refusals (``check_resumable`` for ``trainwiz resume``,
 ``model_dir`` for ``trainwiz chat``), so the wizard and the CLI never disagree about a run.
-Everything here only reads the run (plus ``refresh``'s repair of a dead watcher's status).
+Everything here only reads the run: the state is status.json as the Monitor shows it (a
+resume's own check, ``check_resumable``, then refreshes a failed or stopped run's record).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.errors import BadInput, TrainwizError
-from backend.runs.rundir import LAUNCH
+from backend.runs.rundir import LAUNCH, read_status
 
 RESUMABLE_STATES = ("failed", "stopped")
 
@@ -36,10 +37,7 @@ class RunOffers:
     resumed_from: int | None
     resume: Offer
     chat: Offer
-    # what the resume confirmation says it will run, and where
-    runner: str = ""
-    train_command: str = ""
-    output_dir: str = ""
+    runner: str = ""  # what the resume confirmation says will run the next attempt
 
 
 def _first_line(exc: TrainwizError) -> str:
@@ -80,11 +78,10 @@ def chat_offer(run_dir: Path, state: str) -> Offer:
 
 def run_offers(run_dir: Path) -> RunOffers:
     """Resume and chat for ``run_dir``, each with its reason; what the confirmation shows."""
-    from backend.runs.control import refresh
-    from backend.runs.resume import output_dir, read_attempts
+    from backend.runs.resume import read_attempts
 
     try:
-        status = refresh(run_dir)
+        status = read_status(run_dir)
         state = status.state
         run_id = status.run_id
     except (TrainwizError, OSError, ValueError) as exc:
@@ -94,15 +91,10 @@ def run_offers(run_dir: Path) -> RunOffers:
     attempts = read_attempts(run_dir)
     current = attempts[-1] if attempts else {}
     runner: str = status.runner
-    command = ""
     try:
-        spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
-        train = spec.get("train") or {}
-        command = str(train.get("display") or train.get("title") or "")
-        runner = str(spec.get("runner") or runner)
-    except (OSError, ValueError, AttributeError):
+        runner = str(json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))["runner"])
+    except (OSError, ValueError, KeyError, TypeError):
         pass
-    out = output_dir(run_dir)
     return RunOffers(
         run_id=run_id,
         state=state,
@@ -111,6 +103,4 @@ def run_offers(run_dir: Path) -> RunOffers:
         resume=resume_offer(run_dir, state),
         chat=chat_offer(run_dir, state),
         runner=runner,
-        train_command=command,
-        output_dir=str(out) if out is not None else "",
     )
