@@ -51,7 +51,7 @@ def resume_offer(run_dir: Path, state: str) -> Offer:
     from backend.runs.resume import check_resumable
 
     if state == "finished":
-        return Offer(False, "the run finished: nothing to resume (its final model is saved)")
+        return Offer(False, "the run finished: nothing to resume")
     if state not in RESUMABLE_STATES:
         return Offer(False, f"the run is {state}: resume is for a failed or stopped run")
     try:
