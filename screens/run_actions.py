@@ -64,7 +64,8 @@ class RunActions(Horizontal):
     DEFAULT_CSS = """
     RunActions { height: auto; padding: 0 1; }
     RunActions Button { margin: 0 1 0 0; }
-    RunActions #run-actions-note { width: 1fr; height: auto; max-height: 2;
+    RunActions Button { min-width: 0; }
+    RunActions #run-actions-note { width: 1fr; height: 1; text-wrap: nowrap;
         text-overflow: ellipsis; color: $text-muted; }
     """
 
@@ -114,15 +115,25 @@ class RunActions(Horizontal):
             self.request_resume()
 
     def note_text(self, offers: RunOffers) -> Text:
-        text = Text()
-        text.append(_("attempt {n}").format(n=offers.attempt), style="bold")
-        if offers.resumed_from is not None:
-            text.append(" " + _("(from checkpoint-{step})").format(step=offers.resumed_from))
-        for label, offer in ((_("Resume"), offers.resume), (_("Chat"), offers.chat)):
+        """One line: the attempt after a resume, then what can be done, then what cannot and
+        why (so on a narrow terminal the cut-off part is the least useful)."""
+        parts: list[tuple[str, str, str]] = []
+        if offers.attempt > 1:
+            what = _("attempt {n}").format(n=offers.attempt)
+            if offers.resumed_from is not None:
+                what += " " + _("(from checkpoint-{step})").format(step=offers.resumed_from)
+            parts.append((what, "", "bold"))
+        pairs = ((_("Resume"), offers.resume), (_("Chat"), offers.chat))
+        for label, offer in sorted(pairs, key=lambda pair: not pair[1].available):
             mark = "✓" if offer.available else "✗"
-            style = "green" if offer.available else "yellow"
-            text.append(f" · {mark} {label}: ", style=style)
-            text.append(short_reason(offer, offers.run_id, self.run_dir))
+            reason = short_reason(offer, offers.run_id, self.run_dir)
+            parts.append((f"{mark} {label}: ", reason, "green" if offer.available else "yellow"))
+        text = Text()
+        for number, (head, tail, style) in enumerate(parts):
+            if number:
+                text.append(" · ", style="dim")
+            text.append(head, style=style)
+            text.append(tail)
         return text
 
     def available(self, action: str) -> bool:

@@ -20,6 +20,7 @@ import pytest
 from textual import work
 from textual.app import App
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from screens.chat import ChatScreen
 from screens.monitor import MonitorScreen
@@ -53,9 +54,9 @@ def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     shutil.rmtree(ROOT, ignore_errors=True)
 
 
-def recorded_run(_root: Path) -> Path:
+def recorded_run(root: Path = ROOT) -> Path:
     """The recorded run as a run directory (status, launch.json, checkpoint-10 without weights)."""
-    run = ROOT / "runs" / RUN_ID
+    run = root / "runs" / RUN_ID
     ckpt = run / "output" / "checkpoint-10"
     ckpt.mkdir(parents=True)
     for name in ("train.log", "metrics.jsonl", "attempts.json"):
@@ -84,11 +85,18 @@ def recorded_run(_root: Path) -> Path:
 
 def monitor_app(tmp_path: Path) -> MonitorHarness:
     screen = MonitorScreen(
-        recorded_run(tmp_path),
+        recorded_run(),
         gpu_source=replay_factory(one_row_trace(tmp_path)),
         gpu_interval=0.05,
     )
     return MonitorHarness(screen)
+
+
+def chart_drawn(chart: Any) -> bool:
+    """The chart drew the metrics file's view (a run that is not finished redraws at most once
+    a second, so a timer may still hold the last view back)."""
+    view = chart.view
+    return view is not None and view.summary.source == "metrics" and chart._pending is None
 
 
 async def settled(pilot: Pilot, app: Any) -> None:  # type: ignore[type-arg]
@@ -104,6 +112,7 @@ async def settled(pilot: Pilot, app: Any) -> None:  # type: ignore[type-arg]
             and meter.summary.step == 10
             and meter.state == "failed"
             and screen.query_one("LogPane").model.total > 40
+            and chart_drawn(screen.query_one("LossChart"))
         ):
             await pilot.pause()
             return
@@ -159,9 +168,10 @@ class ChatHarness(App[None]):
 
 
 def chat_snapshot(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> bool:
-    app = ChatHarness(recorded_run(tmp_path))
+    app = ChatHarness(recorded_run())
 
     async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        app._chat.query_one("#chat-input", Input).cursor_blink = False  # one frame, not two
         for _ in range(500):
             await pilot.pause()
             if app._chat.ready:
