@@ -72,7 +72,8 @@ class ChatSession:
         ready = self._read(load_timeout, progress)
         if not ready.get("ready"):
             self.close()
-            raise TrainwizError(f"the chat worker did not start: {ready}")
+            raise TrainwizError(f"the chat worker exited: {ready.get('error') or ready} "
+                                f"(full log: {self._err_path})")  # fmt: skip
         self.device = str(ready.get("device"))
         self.template = str(ready.get("template"))
 
@@ -124,7 +125,11 @@ class ChatSession:
             self.proc.stdin.flush()
         except BrokenPipeError as exc:
             raise TrainwizError(f"the chat worker is gone: {self._tail()}") from exc
-        return str(self._read(self.reply_timeout).get("reply", ""))
+        answer = self._read(self.reply_timeout)
+        if "error" in answer:
+            self.close()
+            raise TrainwizError(f"the chat worker failed: {answer['error']} ({self._err_path})")
+        return str(answer.get("reply", ""))
 
     def close(self) -> None:
         """End the worker: stdin closed (it exits after its reply), killed when cancelled or
