@@ -41,6 +41,7 @@ from backend.monitor.logmodel import load_classifier
 from backend.monitor.nodegpu import NodeGpuSource, is_node_run
 from backend.monitor.owner import OwnerResolver
 from screens.base import StepScreen
+from screens.run_actions import RunActions
 from widgets.gpu_panel import GpuPanel
 from widgets.log_pane import LogPane, OpenTroubleshoot
 from widgets.loss_chart import LossChart
@@ -87,6 +88,8 @@ class MonitorScreen(StepScreen):
         Binding("g", "focus_gpus", N_("GPUs"), id="monitor.focus_gpus", show=False),
         Binding("l", "focus_log", N_("Log"), id="monitor.focus_log", show=False),
         Binding("c", "focus_chart", N_("Chart"), id="monitor.focus_chart", show=False),
+        Binding("r", "resume", N_("Resume"), id="monitor.resume"),
+        Binding("a", "chat", N_("Chat"), id="monitor.chat"),
     ]
     DEFAULT_CSS = """
     MonitorScreen #monitor-middle { height: 1fr; min-height: 7; }
@@ -131,6 +134,7 @@ class MonitorScreen(StepScreen):
         with Horizontal(id="monitor-middle"):
             yield LossChart(id="loss")
             yield ThroughputMeter(id="throughput")
+        yield RunActions(self.run.run_dir, id="run-actions")
         yield LogPane(run_id=self.run.run_id, log_path=self.run.log, id="log")
 
     def on_mount(self) -> None:
@@ -256,6 +260,7 @@ class MonitorScreen(StepScreen):
         state = str(message.status.get("state") or "")
         note = str(message.status.get("fallback") or "")  # OOM fallback (backend/runs/fallback)
         self.query_one(ThroughputMeter).show(None, state, note)
+        self.query_one(RunActions).refresh_offers()  # resume / chat follow the run's state
 
     def on_open_troubleshoot(self, message: OpenTroubleshoot) -> None:
         """The app owns the Troubleshoot view; until it handles this message, open it plainly."""
@@ -286,3 +291,21 @@ class MonitorScreen(StepScreen):
 
     def action_focus_gpus(self) -> None:
         self.query_one(GpuPanel).focus()
+
+    # Resume and Chat: shown for every run, dimmed in the footer while they do not apply
+    # (the actions bar says why); the flows live in screens/run_actions.py.
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("resume", "chat"):
+            bars = self.query(RunActions)
+            if self.run is None or not bars:
+                return False if self.run is None else None
+            return True if bars.first().available(action) else None
+        return True
+
+    def action_resume(self) -> None:
+        if self.run is not None:
+            self.query_one(RunActions).request_resume()
+
+    def action_chat(self) -> None:
+        if self.run is not None:
+            self.query_one(RunActions).open_chat()

@@ -62,10 +62,13 @@ def list_runs(root: Path | None = None) -> list[RunEntry]:
 
 
 class DiagnosisReady(Message):
-    def __init__(self, diagnosis: Diagnosis, source: str) -> None:
+    def __init__(
+        self, diagnosis: Diagnosis, source: str, resume: tuple[Fix, Path] | None = None
+    ) -> None:
         super().__init__()
         self.diagnosis = diagnosis
         self.source = source
+        self.resume = resume  # the "resume from checkpoint-N" fix and its run, when it has one
 
 
 class DiagnosisProgress(Message):
@@ -164,6 +167,7 @@ class TroubleshootScreen(Screen[None]):
         self._preset_source = ""
         self.diagnosis: Diagnosis | None = None
         self._finding: Finding | None = None
+        self._resume: tuple[Fix, Path] | None = None
         self._cancel = threading.Event()
 
     def compose(self) -> ComposeResult:
@@ -260,12 +264,16 @@ class TroubleshootScreen(Screen[None]):
         def progress(done: int, total: int | None) -> None:
             self.post_message(DiagnosisProgress(source, done, total))
 
+        resume = None
         try:
             if log is not None and (log.parent / "status.json").is_file():
                 # A run: its record's cause and the resume fix join the log's findings.
-                result = diagnose_run(
+                run_result = diagnose_run(
                     log.parent, cancel=cancel, progress=progress, preset=preset
-                ).diagnosis
+                )
+                result = run_result.diagnosis
+                if run_result.resume is not None:  # resuming beats a relaunch
+                    resume = (run_result.resume, log.parent)
             elif log is not None:
                 result = diagnose_file(log, cancel=cancel, progress=progress, preset=preset)
             else:
@@ -274,7 +282,7 @@ class TroubleshootScreen(Screen[None]):
             self.post_message(DiagnosisFailed(str(exc)))
             return
         if not cancel.is_set():
-            self.post_message(DiagnosisReady(result, source))
+            self.post_message(DiagnosisReady(result, source, resume))
 
     # ---- results ------------------------------------------------------------------------
     def _status(self, text: str) -> None:
@@ -293,6 +301,7 @@ class TroubleshootScreen(Screen[None]):
 
     def on_diagnosis_ready(self, message: DiagnosisReady) -> None:
         self.diagnosis = message.diagnosis
+        self._resume = message.resume
         findings = self.query_one("#ts-findings", OptionList)
         findings.clear_options()
         self.query_one("#ts-fixes", OptionList).clear_options()
@@ -337,6 +346,8 @@ class TroubleshootScreen(Screen[None]):
         fixes.clear_options()
         for number, fix in enumerate(finding.fixes):
             kind = "preset change" if fix.changes else "advice"
+            if self._resume is not None and fix is self._resume[0]:
+                kind = _("resume: asks first")
             fixes.add_option(Option(f"{number + 1}. {fix.title}  ({kind})", id=str(number)))
         if finding.fixes:
             fixes.highlighted = 0
@@ -348,6 +359,10 @@ class TroubleshootScreen(Screen[None]):
         if self._finding is None or event.option.id is None:
             return
         fix = self._finding.fixes[int(event.option.id)]
+        resume_run = getattr(self.app, "resume_run", None)
+        if self._resume is not None and fix is self._resume[0] and callable(resume_run):
+            resume_run(self._resume[1])  # the Monitor's Resume: confirmation, then the attempt
+            return
         if not fix.changes or self._preset is None:
             why = "no preset is open" if self._preset is None else "it is not a preset change"
             self.notify(f"{fix.title}: {fix.reason}", title=f"Advice ({why})")

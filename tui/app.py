@@ -83,6 +83,7 @@ class StepCommands(Provider):
             (_("Open preset…"), app.action_open_preset, _("load a shipped preset or a YAML file")),
             (_("Save the current preset"), app.action_save_preset, _("write it as YAML")),
             (_("Troubleshoot a run or a log"), app.action_troubleshoot, _("diagnose a failure")),
+            (_("Chat with the run's model"), app.action_chat, _("the run on the Monitor")),
             (_("Run all steps (replay the preset)"), app.action_run_all, _("asks first")),
             (
                 "Language: 中文 / English",
@@ -139,6 +140,7 @@ class TrainwizApp(App[int]):
         self.edited = False
         self.start_step = start_step
         self.current_run: Path | None = attach_run
+        self.resume_requested: Path | None = None  # Troubleshoot's resume, for the Monitor
         self.plan_gpu = plan_gpu
         self.sub_title = _("preset: {name}").format(name=preset.name)
         for step_id in STEP_IDS:
@@ -288,6 +290,17 @@ class TrainwizApp(App[int]):
         run_id = self.current_run.name if self.current_run is not None else None
         self._open_troubleshoot(run_id, None)
 
+    def action_chat(self) -> None:
+        """The Chat view on the run the Monitor shows (the palette's way in)."""
+        from screens.chat import ChatScreen
+
+        if self.current_run is None:
+            self.notify(_("No run yet: launch one, or open one with trainwiz attach RUN."),
+                        title=_("Chat"), severity="warning")  # fmt: skip
+            return
+        if not isinstance(self.screen, ChatScreen):
+            self.push_screen(ChatScreen(self.current_run))
+
     def on_open_troubleshoot(self, message: object) -> None:
         """The log pane's request: troubleshoot this run (or this log file)."""
         self._open_troubleshoot(
@@ -335,6 +348,22 @@ class TrainwizApp(App[int]):
                 self.goto_step("monitor")
 
         self.push_screen(RunAllScreen(self.preset), finished)
+
+    def resume_run(self, run_dir: Path) -> None:
+        """Resume from Troubleshoot: the run on the Monitor, whose Resume asks first (the one
+        resume flow: ``screens.run_actions``); it picks up ``resume_requested`` once it knows
+        whether the run can resume."""
+        from screens.troubleshoot import TroubleshootScreen
+
+        if isinstance(self.screen, TroubleshootScreen):
+            self.pop_screen()
+        self.current_run = run_dir
+        self.resume_requested = run_dir
+        self.goto_step("monitor")
+        monitor = self.step_screen("monitor")
+        for bar in monitor.query("RunActions") if monitor is not None else []:
+            if getattr(bar, "run_dir", None) == run_dir:  # already shown: ask it again now
+                bar.refresh_offers()  # type: ignore[attr-defined]
 
     def relaunch(self, preset: Preset) -> None:
         """Apply-and-relaunch from Troubleshoot: load the fixed preset, then the Launch step's

@@ -45,7 +45,7 @@ def binding_ids() -> set[str]:
     modules = [
         "tui.app", "screens.checks", "screens.model", "screens.image", "screens.hyperparams",
         "screens.launch", "screens.monitor", "screens.troubleshoot", "screens.replay",
-        "screens.preset_picker", "screens.dialogs", "widgets.log_pane",
+        "screens.preset_picker", "screens.dialogs", "screens.chat", "widgets.log_pane",
     ]  # fmt: skip
     ids: set[str] = set()
     for name in modules:

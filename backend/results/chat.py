@@ -3,7 +3,9 @@
 The worker (``worker.py chat``) runs with the training side's python and answers one JSON line
 per prompt, keeping FastChat's conversation between turns. ``ChatSession`` is the wizard side:
 start it, ``ask`` as often as wanted, ``close``. Every read has a deadline, so a worker that hangs
-or dies becomes an error naming its last stderr lines, never a frozen terminal.
+or dies becomes an error naming its last stderr lines, never a frozen terminal. A ``cancel``
+event (the wizard's Chat view closing) kills the worker within a fraction of a second, while it
+loads the model or generates, so closing the view never leaves a process behind.
 """
 
 from __future__ import annotations
@@ -12,15 +14,25 @@ import json
 import os
 import selectors
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from backend.errors import TrainwizError
 from backend.results.weights import WORKER, model_dir, worker_python
 
+_POLL_S = 0.1  # how quickly a cancel is noticed while waiting for the worker
+
+
+class ChatCancelled(TrainwizError):
+    """The caller's cancel event was set: the worker was killed."""
+
 
 class ChatSession:
+    """``progress(seconds_waited)`` is called about every second while the model loads."""
+
     def __init__(
         self,
         run_dir: Path,
@@ -30,9 +42,12 @@ class ChatSession:
         max_new_tokens: int = 128,
         load_timeout: float = 300.0,
         reply_timeout: float = 600.0,
+        cancel: threading.Event | None = None,
+        progress: Callable[[float], None] | None = None,
     ) -> None:
         self.model = model_dir(run_dir, checkpoint)
         self.reply_timeout = reply_timeout
+        self.cancel = cancel or threading.Event()
         argv = [
             worker_python(run_dir),
             str(WORKER),
@@ -54,26 +69,43 @@ class ChatSession:
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
         )
-        ready = self._read(load_timeout)
+        ready = self._read(load_timeout, progress)
         if not ready.get("ready"):
             self.close()
-            raise TrainwizError(f"the chat worker did not start: {ready}")
+            raise TrainwizError(f"the chat worker exited: {ready.get('error') or ready} "
+                                f"(full log: {self._err_path})")  # fmt: skip
         self.device = str(ready.get("device"))
         self.template = str(ready.get("template"))
 
-    def _read(self, timeout: float) -> dict[str, Any]:
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(
+        self, timeout: float, progress: Callable[[float], None] | None = None
+    ) -> dict[str, Any]:
         assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
+        told = 0
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
             while time.monotonic() < deadline:
-                if sel.select(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
+                if self.cancel.is_set():
+                    self.close()
+                    raise ChatCancelled("the chat was closed: its worker was stopped")
+                wait = min(_POLL_S, max(0.0, deadline - time.monotonic()))
+                if sel.select(timeout=wait):
                     line = self.proc.stdout.readline()
                     if not line:
                         break
                     return dict(json.loads(line))
                 if self.proc.poll() is not None:
                     break
+                waited = time.monotonic() - start
+                if progress is not None and int(waited) > told:
+                    told = int(waited)
+                    progress(waited)
         code = self.proc.poll()
         self.close()
         what = "exited" if code is not None else f"gave no answer within {timeout:.0f} s"
@@ -93,9 +125,17 @@ class ChatSession:
             self.proc.stdin.flush()
         except BrokenPipeError as exc:
             raise TrainwizError(f"the chat worker is gone: {self._tail()}") from exc
-        return str(self._read(self.reply_timeout).get("reply", ""))
+        answer = self._read(self.reply_timeout)
+        if "error" in answer:
+            self.close()
+            raise TrainwizError(f"the chat worker failed: {answer['error']} ({self._err_path})")
+        return str(answer.get("reply", ""))
 
     def close(self) -> None:
+        """End the worker: stdin closed (it exits after its reply), killed when cancelled or
+        when it does not exit within 10 s."""
+        if self.cancel.is_set() and self.proc.poll() is None:
+            self.proc.kill()
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()

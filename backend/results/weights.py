@@ -47,9 +47,16 @@ def model_dir(run_dir: Path, checkpoint: int | None = None) -> Path:
         return path
     if has_weights(out):
         return out
-    for _, path in reversed(checkpoints(run_dir)):
+    found = checkpoints(run_dir)
+    for _, path in reversed(found):
         if has_weights(path):
             return path
+    if found:  # FSDP's SHARDED_STATE_DICT checkpoints: each rank's shard, nothing to load whole
+        raise BadInput(
+            f"run {run_dir.name}: no saved model in {out}, and checkpoint-{found[-1][0]} holds "
+            "FSDP-sharded weights only (refused: they load only into the same FSDP world): "
+            f"resume the run to its end (trainwiz resume {run_dir.name}), then use the final model"
+        )
     raise BadInput(
         f"run {run_dir.name}: no saved model in {out} and no checkpoint with full weights: "
         "let the run finish (or resume it: trainwiz resume)"

@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from typing import Any
 
 OUT = sys.stdout
@@ -117,6 +118,13 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout = sys.stderr  # library chatter goes to stderr: stdout (OUT) is the JSON channel
     try:
         (chat if args.command == "chat" else export)(args)
+    except Exception as exc:  # a model that does not load: say so on the channel, then go
+        traceback.print_exc(file=sys.stderr)
+        emit({"error": f"{type(exc).__name__}: {exc}"})
+        sys.stderr.flush()
+        # A library thread (a hub lookup, a conversion) must not keep a failed worker alive:
+        # the caller would wait for an answer that never comes.
+        os._exit(1)
     finally:
         sys.stdout = OUT
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.diagnosis import Diagnosis, Finding, diagnose_file
+from backend.diagnosis import Diagnosis, Finding, Fix, diagnose_file
 from backend.preset.schema import Preset
 from backend.runs.rundir import CorruptRun, RunStatus, read_status
 
@@ -28,6 +28,7 @@ class RunDiagnosis:
 
     diagnosis: Diagnosis
     status: RunStatus | None
+    resume: Fix | None = None  # put first among the errors' fixes when a checkpoint exists
 
 
 def record_finding(status: RunStatus) -> Finding | None:
@@ -58,7 +59,7 @@ def diagnose_run(
     progress: Callable[..., None] | None = None,
 ) -> RunDiagnosis:
     """Findings for a run directory: its log, then the record's cause, then the resume fix."""
-    from backend.runs.resume import resume_fix
+    from backend.runs.resume import offer_resume
 
     log = run_dir / "train.log"
     diagnosis = diagnose_file(log, cancel=cancel, progress=progress, preset=preset)
@@ -70,10 +71,5 @@ def diagnose_run(
         finding = record_finding(status)
         if finding is not None:
             diagnosis.findings.insert(0, finding)
-    if status is not None:
-        fix = resume_fix(run_dir)
-        if fix is not None:
-            for finding in diagnosis.findings:
-                if finding.severity == "error":
-                    finding.fixes.insert(0, fix)
-    return RunDiagnosis(diagnosis, status)
+    resume = offer_resume(run_dir, diagnosis.findings) if status is not None else None
+    return RunDiagnosis(diagnosis, status, resume)

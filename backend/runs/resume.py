@@ -30,6 +30,7 @@ from backend.runs.rundir import (
     LOG,
     PRESET,
     STOP_REQUEST,
+    RunStatus,
     atomic_write,
     read_status,
     update_status,
@@ -247,9 +248,10 @@ def trainer_pids(run_dir: Path) -> list[int]:
     return sorted(pids)
 
 
-def prepare_resume(run_dir: Path) -> dict[str, Any]:
-    """Check that the run can resume and record the pending attempt; the caller starts the
-    watcher. Refuses a live run and a run without a complete checkpoint (nothing is changed)."""
+def check_resumable(run_dir: Path) -> tuple[RunStatus, tuple[int, Path]]:
+    """The run's status and the checkpoint a resume would start from, or BadInput saying why
+    it cannot resume (a live run, training processes still alive, no launch.json, no complete
+    checkpoint). Reads only: the CLI's refusal and the wizard's disabled Resume say the same."""
     from backend.runs.control import refresh
 
     status = refresh(run_dir)
@@ -271,6 +273,13 @@ def prepare_resume(run_dir: Path) -> dict[str, Any]:
             f"start it again with 'trainwiz launch {run_dir / PRESET}' (set training.save_steps "
             "or save_minutes so the next run can resume)"
         )
+    return status, latest
+
+
+def prepare_resume(run_dir: Path) -> dict[str, Any]:
+    """Check that the run can resume and record the pending attempt; the caller starts the
+    watcher. Refuses a live run and a run without a complete checkpoint (nothing is changed)."""
+    status, latest = check_resumable(run_dir)
     attempts = read_attempts(run_dir) or [
         {"attempt": 1, "how": "launch", "ended_at": status.ended_at, "cause": status.message}
     ]
@@ -323,3 +332,17 @@ def resume_fix(run_dir: Path) -> Fix | None:
         f"the run continues at step {latest[0]} with its optimizer and data order, instead of "
         "a relaunch from step 0",
     )
+
+
+def offer_resume(run_dir: Path, findings: list[Any]) -> Fix | None:
+    """Put the resume fix first among each error finding's fixes when the run has a complete
+    checkpoint (``trainwiz diagnose`` and the wizard's Troubleshoot both call this); returns it."""
+    if not (run_dir / "status.json").is_file():
+        return None
+    fix = resume_fix(run_dir)
+    if fix is None:
+        return None
+    for finding in findings:
+        if finding.severity == "error":
+            finding.fixes.insert(0, fix)
+    return fix

@@ -1,0 +1,194 @@
+"""Snapshots: the Monitor of a failed run with a checkpoint (Resume offered), its Resume
+confirmation, and the Chat view, at 120x40 and 80x24.
+
+The run is the recorded real tiny run of tests/fixtures/resumeui (SIGKILLed after checkpoint-10).
+The Chat view's worker is replaced by ``RecordedChat``, which answers with the reply the real
+worker gave for that prompt: a snapshot fixes the layout, and the model's timing would make it
+differ on every run. The real worker is what tests/tui/test_run_actions.py and the tmux e2e use.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual import work
+from textual.app import App
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from screens.chat import ChatScreen
+from screens.monitor import MonitorScreen
+from screens.run_actions import RunActions
+from tests.tui.test_monitor import MonitorHarness, one_row_trace, replay_factory
+
+REC = Path(__file__).resolve().parents[1] / "fixtures" / "resumeui"
+RUN_ID = "20261201-124616-tiny-resume"
+PROMPT = "Hello there"
+REPLY = "The capital of 100000000000000000000000000000000000000000000000000000000  1000  10"
+
+
+ENDED_AT = 1796129235.8152156
+# The confirmation prints the run's directory: a fixed one keeps the picture the same each time.
+ROOT = Path(tempfile.gettempdir()) / "trainwiz-snapshot-resumeui"
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A killed run has no end line, so "ran" counts to now: stop the clock where it died."""
+    import backend.monitor.tracker as tracker
+
+    class Clock:
+        @staticmethod
+        def time() -> float:
+            return ENDED_AT
+
+    monkeypatch.setattr(tracker, "time", Clock)
+    shutil.rmtree(ROOT, ignore_errors=True)
+    yield
+    shutil.rmtree(ROOT, ignore_errors=True)
+
+
+def recorded_run(root: Path = ROOT) -> Path:
+    """The recorded run as a run directory (status, launch.json, checkpoint-10 without weights)."""
+    run = root / "runs" / RUN_ID
+    ckpt = run / "output" / "checkpoint-10"
+    ckpt.mkdir(parents=True)
+    for name in ("train.log", "metrics.jsonl", "attempts.json"):
+        shutil.copy(REC / name, run / name)
+    for name in ("trainer_state.json", "trainwiz-complete.json", "config.json"):
+        shutil.copy(REC / name, ckpt / name)
+    preset = (REC / "preset.yaml").read_text().replace("@RUN", str(run))
+    (run / "preset.yaml").write_text(preset)
+    (run / "launch.json").write_text(
+        json.dumps({"runner": "host", "train": {"display": "torchrun … train_entry.py …"}})
+    )
+    status = {
+        "run_id": RUN_ID,
+        "preset": "tiny-resume",
+        "runner": "host",
+        "state": "failed",
+        "started_at": 1796129178.357969,
+        "ended_at": ENDED_AT,
+        "exit_code": 1,
+        "message": "trainer pid 13968 killed by signal SIGKILL (exit code 1)",
+        "cause": "signal",
+    }
+    (run / "status.json").write_text(json.dumps(status))
+    return run
+
+
+def monitor_app(tmp_path: Path) -> MonitorHarness:
+    screen = MonitorScreen(
+        recorded_run(),
+        gpu_source=replay_factory(one_row_trace(tmp_path)),
+        gpu_interval=0.05,
+    )
+    return MonitorHarness(screen)
+
+
+def chart_drawn(chart: Any) -> bool:
+    """The chart drew the metrics file's view (a run that is not finished redraws at most once
+    a second, so a timer may still hold the last view back)."""
+    view = chart.view
+    return view is not None and view.summary.source == "metrics" and chart._pending is None
+
+
+async def settled(pilot: Pilot, app: Any) -> None:  # type: ignore[type-arg]
+    for _ in range(3000):
+        await pilot.pause()
+        screen = app.screen
+        bars = screen.query(RunActions)
+        meter = screen.query_one("ThroughputMeter")
+        if (
+            bars
+            and bars.first().offers is not None
+            and meter.summary is not None
+            and meter.summary.step == 10
+            and meter.state == "failed"
+            and screen.query_one("LogPane").model.total > 40
+            and chart_drawn(screen.query_one("LossChart"))
+        ):
+            await pilot.pause()
+            return
+    raise AssertionError("the monitor did not settle")
+
+
+def test_monitor_resume_offered_120x40(snap_compare: Any, tmp_path: Path) -> None:
+    app = monitor_app(tmp_path)
+
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot, app)
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
+
+
+def test_monitor_resume_offered_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    app = monitor_app(tmp_path)
+
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot, app)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_monitor_resume_confirmation_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    app = monitor_app(tmp_path)
+
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot, app)
+        await pilot.press("r")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+class RecordedChat(ChatScreen):
+    """The Chat view with the real worker's recorded answer instead of a model process."""
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="chat-session")
+    def _session_worker(self) -> None:
+        self.post_message(self.Ready("/home/user/.trainwiz/runs/…/output", "cpu", 3.2))
+        while (prompt := self._prompts.get()) is not None:
+            self.post_message(self.Reply(prompt, REPLY, 0.4))
+
+
+class ChatHarness(App[None]):
+    def __init__(self, run: Path) -> None:
+        super().__init__()
+        self._chat = RecordedChat(run)
+
+    def on_mount(self) -> None:
+        self.push_screen(self._chat)
+
+
+def chat_snapshot(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> bool:
+    app = ChatHarness(recorded_run())
+
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        app._chat.query_one("#chat-input", Input).cursor_blink = False  # one frame, not two
+        for _ in range(500):
+            await pilot.pause()
+            if app._chat.ready:
+                break
+        await pilot.press(*PROMPT, "enter")
+        for _ in range(500):
+            await pilot.pause()
+            if app._chat.replies:
+                break
+        await pilot.pause()
+
+    return bool(snap_compare(app, terminal_size=size, run_before=run_before))
+
+
+def test_chat_view_120x40(snap_compare: Any, tmp_path: Path) -> None:
+    assert chat_snapshot(snap_compare, tmp_path, (120, 40))
+
+
+def test_chat_view_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    assert chat_snapshot(snap_compare, tmp_path, (80, 24))
