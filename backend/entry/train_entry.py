@@ -206,6 +206,13 @@ def make_trainer_class(counter):
             counter.add(inputs)
             return super().training_step(model, inputs, *args, **kwargs)
 
+        def _load_optimizer_and_scheduler(self, checkpoint):
+            import checkpoints  # Adam's state must exist to be loaded (docs/checkpoints.md)
+
+            if checkpoint and self.is_fsdp_enabled and checkpoints.has_fsdp_optimizer(checkpoint):
+                checkpoints.prime_optimizer_state(self.optimizer, torch)
+            return super()._load_optimizer_and_scheduler(checkpoint)
+
     return CountingTrainer
 
 
