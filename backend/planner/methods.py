@@ -25,6 +25,7 @@ from backend.planner.gpu import GIB, GpuSpec
 from backend.planner.memory import (
     CUDA_CONTEXT_BYTES,
     FIT_MARGIN,
+    HOST_MARGIN,
     LOGIT_BYTES,
     MISC_BYTES,
     NCCL_BYTES,
@@ -306,9 +307,15 @@ RESULT_NOTES = {
 
 
 def propose_methods(
-    shape: ModelShape, s: TrainSettings, gpu: GpuSpec, *, lora_r: int = 8
+    shape: ModelShape,
+    s: TrainSettings,
+    gpu: GpuSpec,
+    *,
+    lora_r: int = 8,
+    host_ram: int | None = None,
 ) -> list[MethodProposal]:
-    """LoRA, then QLoRA, then ZeRO-3 + offload: each that fits, fastest first within kind."""
+    """LoRA, then QLoRA, then ZeRO-3 + offload: each that fits the GPU (and the host's RAM,
+    when known), fastest first within kind."""
     targets = ("q_proj", "v_proj")
     trials = [
         MethodSettings("lora", lora_r=lora_r, target_modules=targets),
@@ -322,7 +329,9 @@ def propose_methods(
         for gc in (s.checkpointing, True):
             trial = s.with_(fsdp="", trainer_gc=gc)
             memory = plan_method_memory(shape, trial, m, gpu)
-            if memory.fits:
+            if memory.fits and (
+                host_ram is None or memory.host_ram_peak <= (1 - HOST_MARGIN) * host_ram
+            ):
                 changes: dict[str, Any] = {"training.method": m.method}
                 if m.adapters:
                     changes["training.lora.lora_r"] = m.lora_r
@@ -344,14 +353,19 @@ def propose_methods(
 
 
 def estimate_method(
-    shape: ModelShape, s: TrainSettings, m: MethodSettings, gpu: GpuSpec, dist: Any = None
+    shape: ModelShape,
+    s: TrainSettings,
+    m: MethodSettings,
+    gpu: GpuSpec,
+    dist: Any = None,
+    host_ram: int | None = None,
 ) -> Any:
-    """An ``Estimate`` (tune.py's record) for a LoRA/QLoRA/ZeRO preset, for plan_preset."""
+    """An ``Estimate`` (tune.py's record) for a LoRA/QLoRA/ZeRO preset, for plan_preset; held to
+    the host's RAM like FSDP's (ZeRO-Offload of 7B needs ~126 GiB: the H200 host killed it)."""
     from backend.planner.tune import Estimate
 
-    return Estimate(
-        s, plan_method_memory(shape, s, m, gpu), predict_method_throughput(shape, s, m, gpu, dist)
-    )
+    memory = plan_method_memory(shape, s, m, gpu)
+    return Estimate(s, memory, predict_method_throughput(shape, s, m, gpu, dist), host_ram)
 
 
 def estimate_preset(
@@ -368,7 +382,7 @@ def estimate_preset(
 
     settings, method = settings_from_preset(preset), method_from_preset(preset)
     if method.adapters or method.zero_stage:
-        return estimate_method(shape, settings, method, gpu, dist)
+        return estimate_method(shape, settings, method, gpu, dist, host_ram)
     return estimate(shape, settings, gpu, dist, host_ram)
 
 

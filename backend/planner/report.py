@@ -199,7 +199,7 @@ def planner_report(
         result = tune(preset, gpu, shape, free_batch=free_batch, dist=dist, host_ram=host_ram)
         lines += tune_lines(result, preset_to_yaml(preset), preset_to_yaml(result.preset))
         if preset.training.method == "full" and not result.before.memory.fits:
-            proposals = propose_methods(shape, settings_from_preset(preset), gpu)
+            proposals = propose_methods(shape, settings_from_preset(preset), gpu, host_ram=host_ram)
             lines += proposal_lines(proposals)
             data["methods"] = [{"changes": p.changes, "result": p.result_note} for p in proposals]
         data["tune"] = {

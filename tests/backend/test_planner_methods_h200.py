@@ -17,6 +17,7 @@ import pytest
 
 from backend.planner.gpu import GIB, gpu_spec
 from backend.planner.methods import (
+    estimate_preset,
     method_from_preset,
     plan_method_memory,
     predict_method_throughput,
@@ -72,3 +73,11 @@ def test_zero_offload_of_7b_does_not_fit_a_128_gib_host() -> None:
         SHAPE, settings_from_preset(p), method_from_preset(p), gpu_spec("h200")
     )
     assert mem.host_ram_peak > 115 * GIB  # what the FSDP host-RAM check allows of 128 GiB
+
+
+def test_the_plan_holds_methods_to_the_host_s_ram() -> None:
+    """`trainwiz plan --host-ram 128` said ZeRO-Offload fits the host; the H200's killed it."""
+    gpu, host = gpu_spec("h200"), 128 * GIB
+    assert not estimate_preset(SHAPE, preset("zero3off"), gpu, host_ram=host).fits_host
+    assert estimate_preset(SHAPE, preset("zero3"), gpu, host_ram=host).fits_host
+    assert estimate_preset(SHAPE, preset("lora"), gpu, host_ram=host).fits_host
