@@ -124,6 +124,8 @@ def test_zero_writes_a_deepspeed_config_and_passes_its_path(tmp_path: Path) -> N
     i = train.argv.index("--deepspeed")
     assert train.argv[i + 1] == str(tmp_path / "deepspeed.json")
     assert '"stage": 3' in train.note  # the plan shows the generated config
+    script = build_plan(preset, run_dir=tmp_path).as_script()  # readable: one line each
+    assert '\n#       "stage": 3,\n' in script and "\\n" not in script
     path = write_config(preset, tmp_path)
     assert path == tmp_path / "deepspeed.json"
     config = json.loads(path.read_text())
