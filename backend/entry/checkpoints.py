@@ -142,6 +142,47 @@ def full_state_dict_for_final_save(trainer: Any) -> None:
     plugin.set_state_dict_type("FULL_STATE_DICT")
 
 
+def has_fsdp_optimizer(checkpoint: str | os.PathLike[str]) -> bool:
+    """The checkpoint holds an FSDP optimizer (accelerate's sharded folder or full file)."""
+    path = Path(checkpoint)
+    return any((path / name).exists() for name in ("optimizer_0", "optimizer.bin"))
+
+
+def prime_optimizer_state(optimizer: Any, torch: Any) -> bool:
+    """Create the optimizer's per-parameter state (Adam's moments and step) before an FSDP
+    checkpoint's optimizer is loaded into it; return whether it had to.
+
+    Why: accelerate's ``load_fsdp_optimizer`` (1.15) reads a SHARDED_STATE_DICT optimizer with
+    ``torch.distributed.checkpoint.load``, which fills only the keys of the template it is given,
+    and the template is ``FSDP.optim_state_dict`` of the Trainer's fresh optimizer, whose state is
+    empty until its first step. So only the param groups came back: the resumed run restarted
+    Adam from zero moments and step 0 (a bias-corrected first step, about lr per weight), which
+    is issue 19's divergence from the first update after the checkpoint (docs/checkpoints.md).
+    Torch's own ``get_optimizer_state_dict`` primes the same way: one step with zero gradients
+    and the learning rate set to 0 leaves every weight bit-identical (AdamW's decay is
+    ``1 - lr * wd``); the load then overwrites the zeros with the checkpoint's values."""
+    inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer
+    if inner.state:
+        return False
+    params = [p for group in inner.param_groups for p in group["params"] if p.requires_grad]
+    if not params or any(p.grad is not None for p in params):
+        return False
+    for param in params:
+        param.grad = torch.zeros_like(param)
+    saved = []
+    for group in inner.param_groups:
+        saved.append(group.get("lr"))
+        if "lr" in group:
+            lr = group["lr"]
+            group["lr"] = torch.zeros_like(lr) if isinstance(lr, torch.Tensor) else 0.0
+    inner.step()
+    for group, lr in zip(inner.param_groups, saved):
+        if lr is not None:
+            group["lr"] = lr
+    inner.zero_grad(set_to_none=True)
+    return True
+
+
 def resume_point(output_dir: str, log: Any) -> str | None:
     """The checkpoint to resume from (the newest complete one), naming any incomplete one."""
     latest = latest_complete(output_dir)

@@ -162,11 +162,24 @@ def peak_flops_for(name):
     return None
 
 
+def true_numel(param):
+    """A parameter's element count as the model defines it: under ZeRO-3 ``numel()`` is this
+    rank's partition (0 on one GPU: issue 21 measured MFU 0), and a bitsandbytes 4-bit weight
+    packs two values a byte (QLoRA counted 3.5 of 6.7 B); both keep the real shape aside."""
+    ds_numel = getattr(param, "ds_numel", None)
+    if ds_numel:
+        return int(ds_numel)
+    shape = getattr(getattr(param, "quant_state", None), "shape", None)
+    if shape is not None:
+        return int(math.prod(shape))
+    return param.numel()
+
+
 def count_flops_per_token(model, config, seq_len):
     """PaLM's 6·N + 12·L·h·s, N without the input embedding (an lm_head tied to it counts)."""
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = sum(true_numel(p) for p in model.parameters())
     embed = model.get_input_embeddings()
-    n_embed = embed.weight.numel() if embed is not None else 0
+    n_embed = true_numel(embed.weight) if embed is not None else 0
     tied = bool(getattr(config, "tie_word_embeddings", False))
     n_compute = n_params - (0 if tied else n_embed)
     layers = getattr(config, "num_hidden_layers", 0)
@@ -206,6 +219,13 @@ def make_trainer_class(counter):
         def training_step(self, model, inputs, *args, **kwargs):
             counter.add(inputs)
             return super().training_step(model, inputs, *args, **kwargs)
+
+        def _load_optimizer_and_scheduler(self, checkpoint):
+            import checkpoints  # Adam's state must exist to be loaded (docs/checkpoints.md)
+
+            if checkpoint and self.is_fsdp_enabled and checkpoints.has_fsdp_optimizer(checkpoint):
+                checkpoints.prime_optimizer_state(self.optimizer, torch)
+            return super()._load_optimizer_and_scheduler(checkpoint)
 
     return CountingTrainer
 
@@ -451,7 +471,7 @@ def main(argv=None):
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "seq_len": training_args.model_max_length,
-        "flops_6n": 6 * (n_params - model.get_input_embeddings().weight.numel()),
+        "flops_6n": 6 * (n_params - true_numel(model.get_input_embeddings().weight)),
         "packing": pack.pack_tokens or training_args.model_max_length if pack.enabled else None,
         **active_kernels,
     }

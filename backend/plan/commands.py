@@ -106,8 +106,8 @@ class Plan:
         for step in self.steps:
             lines.append("")
             lines.append(comment(f"[{step.group}] {redact_text(step.title)}"))
-            if step.note:
-                lines.append(comment(f"  {redact_text(step.note)}"))
+            if step.note:  # one comment per line: a ZeRO step's note is a JSON config
+                lines += [comment(f"  {line}") for line in redact_text(step.note).splitlines()]
             lines.append(step.display())
         return "\n".join(lines) + "\n"
 

@@ -50,6 +50,14 @@ def zero_config(zero: ZeroSettings, training: TrainingArgs) -> dict[str, Any]:
         "steps_per_print": 2000,
         "wall_clock_breakdown": False,
     }
+    if zero.offload_optimizer:
+        # DeepSpeed refuses a client (torch) optimizer with ZeRO-Offload
+        # (zero_force_ds_cpu_optimizer); named here it builds its CPU Adam, and the Trainer fills
+        # the "auto" hyper-parameters from the preset's flags and keeps its own LR schedule.
+        config["optimizer"] = {
+            "type": "AdamW",
+            "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"},
+        }
     if training.bf16:
         config["bf16"] = {"enabled": "auto"}
     if training.fp16:

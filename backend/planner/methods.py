@@ -45,10 +45,24 @@ from backend.planner.throughput import (
 
 # nf4 with double quantisation: 4 bits + an 8-bit absmax per 64 weights + fp32 per 256 absmax.
 NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
-# Frozen weights do no weight-gradient matmul: forward 2N + input-grad 2N of a full step's 6N.
+# Frozen weights do no weight-gradient matmul: forward 2N + input-grad 2N of a full step's 6N
+# (the FLOPs really done, for MFU).
 LORA_COMPUTE_FRACTION = 4 / 6
-# bitsandbytes dequantises every 4-bit weight in forward, recompute and backward.
-QLORA_SLOWDOWN = 1.35
+# Time is another matter. Fitted on the H200 (docs/lora.md, 7B, b1, recompute, r 8 on q/k/v/o,
+# one row each, so in-sample): a LoRA micro-step took as long as the full fine-tune's predicted
+# one (the saved weight-gradient matmuls go to PEFT's per-module dropout copies and thin r-wide
+# matmuls), and QLoRA 1.43x LoRA (bitsandbytes dequantises every weight in forward, recompute and
+# backward). First-principles values were 4/6 and 1.35: 30 % and 35 % too fast.
+LORA_TIME_FRACTION = 1.02
+QLORA_SLOWDOWN = 1.43
+# ZeRO-3 on the H200 (same row set): each micro-step 2.56x the unsharded prediction (the gather/
+# release hooks around every module run even on one GPU), and DeepSpeed's CPU Adam 1.32x the
+# host Adam rate that FSDP's offload was calibrated on. First principles predicted 2.5x / 1.5x
+# the measured tokens/s.
+ZERO3_MICRO_FACTOR = 2.56
+ZERO_CPU_ADAM_FACTOR = 1.32
+# DeepSpeed builds the fp32 gradient of one optimizer sub-group at a time (sub_group_size 1e9).
+ZERO_SUB_GROUP_PARAMS = 1_000_000_000
 # ZeRO adds allocator fragmentation from its bucketed reduce/gather buffers.
 ZERO_BUCKET_BYTES = int(0.5 * GIB)
 LLAMA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -195,13 +209,14 @@ def plan_method_memory(
     if m.offload_param:
         weights = 0
     gathered = 2 * 2 * shape.layer_params + 2 * shape.root_params if m.zero_stage == 3 else 0
-    # the bf16 partition of the reduced grads, and its fp32 copy unless CPU-Adam holds it
-    grads = 2 * P // N + (0 if m.offload_optimizer else 4 * P // N)
+    # the bf16 partition of the reduced grads and the fp32 grads of one optimizer sub-group; with
+    # CPU-Adam the grads stream to the host bucket by bucket (measured 14.7 GiB in all at 7B)
+    grads = 0 if m.offload_optimizer else 2 * P // N + 4 * min(P // N, ZERO_SUB_GROUP_PARAMS)
     optim = 0 if m.offload_optimizer else 12 * P // N
     plan.breakdown = {
         "bf16 weights" + (" (sharded)" if m.zero_stage == 3 else ""): weights,
         "gathered layers (stage 3 prefetch)": gathered,
-        "grads bf16 + fp32 (partitioned)": grads,
+        "grads bf16 + one fp32 sub-group": grads,
         "fp32 master + adam (sharded)": optim,
         "activations": acts + recompute,
         "logits + loss": logits,
@@ -211,12 +226,16 @@ def plan_method_memory(
         "optimizer step": weights + grads + optim,
     }
     plan.host_ram_load = 4 * P * (1 if m.zero_stage == 3 else s.nproc)
-    host = (12 * P // N * s.nproc if m.offload_optimizer else 0) + (
+    # CPU-Adam holds fp32 master + Adam (12 B) and the fp32 grads (4 B) per parameter, pinned
+    host = (16 * P // N * s.nproc if m.offload_optimizer else 0) + (
         2 * P // N * s.nproc if m.offload_param else 0
     )
     plan.host_ram_offload = host
     plan.notes.append(f"ZeRO-{m.zero_stage} over {N} GPU(s): states divided {N} ways")
-    return _finish(plan, s, gpu, frag)
+    _finish(plan, s, gpu, frag)
+    if host:  # the fp32 load (or the final save's gathered copy) comes on top: 125.8 GiB at 7B
+        plan.host_ram_peak = host + plan.host_ram_load
+    return plan
 
 
 def predict_method_throughput(
@@ -236,16 +255,20 @@ def predict_method_throughput(
     compute = base.compute_s
     optimizer = base.optimizer_s
     if m.adapters:
-        compute *= LORA_COMPUTE_FRACTION * (QLORA_SLOWDOWN if m.method == "qlora" else 1.0)
+        compute *= LORA_TIME_FRACTION * (QLORA_SLOWDOWN if m.method == "qlora" else 1.0)
         optimizer *= adapter_params(shape, m) / P
         out.comm_s = base.comm_s * adapter_params(shape, m) / P  # only adapter grads reduce
     elif m.offload_optimizer:
-        optimizer = HOST_ADAM_S_PER_PARAM * P / N + 4 * P / N / OFFLOAD_PCIE_BYTES_PER_S
+        optimizer = ZERO_CPU_ADAM_FACTOR * (
+            HOST_ADAM_S_PER_PARAM * P / N + 4 * P / N / OFFLOAD_PCIE_BYTES_PER_S
+        )
         out.notes.append("ZeRO CPU-Adam: the optimizer step runs on the host over PCIe")
     if m.offload_param:
         compute += 3 * 2 * P / N / OFFLOAD_PCIE_BYTES_PER_S  # weights in for fwd, recompute, bwd
     overhead = base.micro_step_s - max(base.compute_s, base.comm_s)
     micro = max(compute, out.comm_s) + overhead
+    if m.zero_stage == 3:
+        micro *= ZERO3_MICRO_FACTOR
     step = s.grad_accum * micro + optimizer + STEP_OVERHEAD_S
     out.compute_s, out.optimizer_s, out.micro_step_s, out.step_time_s = (
         compute,
@@ -255,18 +278,20 @@ def predict_method_throughput(
     )
     out.tokens_per_s_per_gpu = s.grad_accum * s.micro_batch * s.seq / step
     out.tokens_per_s = out.tokens_per_s_per_gpu * s.world
+    if m.adapters:  # no weight-gradient matmuls: count the FLOPs really done
+        out.flops_per_token = base.flops_per_token * LORA_COMPUTE_FRACTION
+    out.mfu = out.tokens_per_s_per_gpu * out.flops_per_token / gpu.peak_flops
     out.real_fraction, out.length_source, out.startup_s = (
         base.real_fraction,
         base.length_source,
         base.startup_s,
     )
     out.real_tokens_per_s = out.tokens_per_s * out.real_fraction
+    # The FLOPs really done (LoRA: no weight-gradient matmuls), on real tokens only: the same
+    # count the entry's metrics use, so predicted and measured real-token MFU compare.
+    out.real_mfu = out.mfu * out.real_fraction
     if base.epoch_time_s and out.real_tokens_per_s:
         out.epoch_time_s = base.epoch_time_s * base.real_tokens_per_s / out.real_tokens_per_s
-    if m.adapters:  # no weight-gradient matmuls: count the FLOPs really done
-        out.flops_per_token = base.flops_per_token * LORA_COMPUTE_FRACTION
-    out.mfu = out.tokens_per_s_per_gpu * out.flops_per_token / gpu.peak_flops
-    out.real_mfu = out.mfu * out.real_fraction
     return out
 
 
@@ -278,15 +303,12 @@ def estimate_method(
     dist: LengthDist | None = None,
     host_ram: int | None = None,
 ) -> Any:
-    """An ``Estimate`` (tune.py's record) for a LoRA/QLoRA/ZeRO configuration."""
+    """An ``Estimate`` (tune.py's record) for a LoRA/QLoRA/ZeRO preset, for plan_preset; held to
+    the host's RAM like FSDP's (ZeRO-Offload of 7B needs ~126 GiB: the H200 host killed it)."""
     from backend.planner.tune import Estimate
 
-    return Estimate(
-        s,
-        plan_method_memory(shape, s, m, gpu),
-        predict_method_throughput(shape, s, m, gpu, dist),
-        host_ram,
-    )
+    memory = plan_method_memory(shape, s, m, gpu)
+    return Estimate(s, memory, predict_method_throughput(shape, s, m, gpu, dist), host_ram)
 
 
 def estimate_preset(

@@ -4,11 +4,12 @@
 # Makes ShareGPT-shaped data (benchmarks/make_conversations.py) and a random-weight Llama,
 # measures the lengths (trainwiz data check), asks `trainwiz tune` for the configuration (host RAM
 # read from this machine), launches it through `trainwiz launch`, then the extra rows
-# (padded: FastChat's padding at b4 ga2; nolig: packed without Liger) while time is left.
+# (padded: FastChat's padding at b4 ga2; nolig: packed without Liger; ga4/ga8: the tuned rows with
+# 4/8 rows per optimizer step, PSTEPS steps) while time is left.
 set -uo pipefail
 SHAPE=$1; shift
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if ls .whl/*.whl >/dev/null 2>&1; then
+if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/transformers ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRAINWIZ_HOME=/tmp/tw
@@ -76,6 +77,7 @@ run() { # name
   d=$TRAINWIZ_HOME/runs/$id; mkdir -p $R/$n
   cp $d/metrics.jsonl $d/status.json $d/plan.json $d/preset.yaml $R/$n/ 2>/dev/null
   grep -v 'it/s\]$' $d/train.log | tail -n 80 > $R/$n/train.log.tail
+  rm -rf $d/output  # the 64 GB disk holds the models; the saved weights are not measured
   stamp "end $n: $(python3 -c "import json; print(json.load(open('$d/status.json'))['state'])")"
 }
 [ -n "${PROBE:-}" ] || run tuned
@@ -87,6 +89,8 @@ for extra in "$@"; do
     padded) variant padded 's/^  packing: true/  packing: false/' '/pack_tokens/d' '/use_liger_kernel/d' 's/per_device_train_batch_size: .*/per_device_train_batch_size: 4/' 's/gradient_accumulation_steps: .*/gradient_accumulation_steps: 2/' "s/max_steps: .*/max_steps: ${PSTEPS:-25}/" ;;
     nolig) variant nolig '/use_liger_kernel/d' "s/max_steps: .*/max_steps: 20/" ;;
     gc) variant gc 's/gradient_checkpointing: .*/gradient_checkpointing: true/' "s/max_steps: .*/max_steps: 20/" ;;
+    ga4) variant ga4 's/gradient_accumulation_steps: .*/gradient_accumulation_steps: 4/' "s/max_steps: .*/max_steps: ${PSTEPS:-20}/" ;;
+    ga8) variant ga8 's/gradient_accumulation_steps: .*/gradient_accumulation_steps: 8/' "s/max_steps: .*/max_steps: ${PSTEPS:-20}/" ;;
     p16k) variant p16k 's/pack_tokens: .*/pack_tokens: 16384/' "s/max_steps: .*/max_steps: 20/" ;;
   esac
   run $extra

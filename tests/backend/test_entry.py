@@ -125,6 +125,31 @@ def test_flops_per_token_matches_the_formula(entry: ModuleType) -> None:
     assert flops == 6 * n_without_embedding + 12 * 2 * 64 * 256
 
 
+def test_flops_count_the_model_s_parameters_under_zero3_and_4bit(entry: ModuleType) -> None:
+    """On the H200, ZeRO-3 reported 0 parameters (partitioned numel) and QLoRA 3.5 of 6.7 B
+    (two 4-bit values a byte). DeepSpeed keeps the full count in ``ds_numel``, bitsandbytes the
+    shape in ``quant_state.shape``; both emptied/packed the same way here (no GPU, no DeepSpeed)."""
+    cfg = entry.transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=512,
+    )  # fmt: skip
+    torch = entry.torch
+    model = entry.transformers.LlamaForCausalLM(cfg)
+    expected = entry.count_flops_per_token(model, cfg, 256)
+    partitioned = entry.transformers.LlamaForCausalLM(cfg)
+    for param in partitioned.parameters():  # what deepspeed.zero.Init leaves on one rank
+        param.ds_numel = param.numel()
+        param.data = torch.empty(0)
+    assert entry.count_flops_per_token(partitioned, cfg, 256) == expected
+    packed = entry.transformers.LlamaForCausalLM(cfg)
+    proj = packed.model.layers[0].mlp.down_proj
+    shape = proj.weight.shape
+    proj.weight = torch.nn.Parameter(torch.empty(shape.numel() // 2, 1, dtype=torch.uint8),
+                                     requires_grad=False)  # fmt: skip
+    proj.weight.quant_state = type("QuantState", (), {"shape": shape})()
+    assert entry.count_flops_per_token(packed, cfg, 256) == expected
+
+
 def test_metrics_callback_writes_step_lines_with_loss(entry: ModuleType, tmp_path: Path) -> None:
     path = tmp_path / "m.jsonl"
     counter = entry.TokenCounter()

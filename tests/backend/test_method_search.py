@@ -63,11 +63,13 @@ def test_13b_on_8_a100_keeps_the_full_fine_tune_and_lists_the_methods() -> None:
     assert all(within(c.estimate, gpu, host) for c in result.methods)
 
 
-@pytest.mark.parametrize(("host_gib", "offered"), [(64, False), (96, False), (128, True)])
+# 128 GiB does not hold it: measured on the H200 host (128 GiB), 7B ZeRO-3 + CPU-Adam peaked at
+# 125.8 GiB and was SIGKILLed at its save (docs/lora.md); the fitted host-RAM model says so too.
+@pytest.mark.parametrize(("host_gib", "offered"), [(64, False), (128, False), (192, True)])
 def test_zero3_offload_is_offered_only_when_the_host_ram_holds_it(
     host_gib: int, offered: bool
 ) -> None:
-    # one 24 GB GPU, 7B: ZeRO-3 with optimizer and weight offload keeps ~100 GiB on the host
+    # one 24 GB GPU, 7B: ZeRO-3 with optimizer and weight offload keeps >100 GiB on the host
     host = host_gib * GIB
     candidates, notes = search_methods(one_gpu_7b(), gpu_spec("4090"), SHAPE_7B, host_ram=host)
     offload = [c for c in candidates if c.method.offload_param]

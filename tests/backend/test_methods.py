@@ -122,12 +122,17 @@ def test_zero_writes_a_deepspeed_config_and_passes_its_path(tmp_path: Path) -> N
     i = train.argv.index("--deepspeed")
     assert train.argv[i + 1] == str(tmp_path / "deepspeed.json")
     assert '"stage": 3' in train.note  # the plan shows the generated config
+    script = build_plan(preset, run_dir=tmp_path).as_script()  # readable: one line each
+    assert '\n#       "stage": 3,\n' in script and "\\n" not in script
     path = write_config(preset, tmp_path)
     assert path == tmp_path / "deepspeed.json"
     config = json.loads(path.read_text())
     zero = config["zero_optimization"]
     assert zero["stage"] == 3 and zero["offload_optimizer"]["device"] == "cpu"
     assert "offload_param" not in zero
+    # ZeRO-Offload needs DeepSpeed's own (CPU) Adam: a torch AdamW from the Trainer is refused
+    assert config["optimizer"]["type"] == "AdamW"
+    assert set(config["optimizer"]["params"].values()) == {"auto"}
     assert zero["stage3_gather_16bit_weights_on_model_save"] is True
     assert config["bf16"] == {"enabled": "auto"} and "fp16" not in config
     assert config["train_micro_batch_size_per_gpu"] == "auto"  # the preset's flags decide
