@@ -213,6 +213,7 @@ def start_sshd(root: Path, docker_host: str) -> tuple[int, subprocess.Popen[byte
 @pytest.fixture(scope="module")
 def other_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     root = Path(f"/tmp/tw-node1-{uuid.uuid4().hex[:8]}")  # short: a unix socket path is <108
+    bridge_before = Path("/sys/class/net/docker0").exists()
     root.mkdir()
     sock = root / "docker.sock"
     started: list[subprocess.Popen[bytes]] = []
@@ -222,6 +223,11 @@ def other_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             started.append(
                 subprocess.Popen(
                     [
+                        # Its own network namespace: a second dockerd on the same host deletes
+                        # the host's docker0 bridge (even with --bridge=none), which breaks every
+                        # later bridge-network container of the real daemon.
+                        "unshare",
+                        "--net",
                         "dockerd",
                         f"--data-root={root / 'data'}",
                         f"--exec-root={root / 'exec'}",
@@ -256,6 +262,8 @@ def other_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             except subprocess.TimeoutExpired:
                 proc.kill()
         subprocess.run(["rm", "-rf", str(root)], check=False)
+    # The real daemon's bridge survives the second machine (it used to be deleted with it).
+    assert bridge_before is False or Path("/sys/class/net/docker0").exists()
 
 
 def trust(keys: dict[str, str], port: int) -> None:
