@@ -81,6 +81,14 @@ class LogUpdate(Message):
         self.batch = batch
 
 
+
+def _ended_at(status: dict[str, Any] | None) -> float | None:
+    """When a final run ended (status.json), so "ran" is its length, not the time since."""
+    if not status or status.get("state") not in ("finished", "failed", "stopped"):
+        return None
+    ended = status.get("ended_at")
+    return float(ended) if isinstance(ended, (int, float)) else None
+
 class MonitorScreen(StepScreen):
     STEP_ID = "monitor"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -225,15 +233,20 @@ class MonitorScreen(StepScreen):
         last_status: dict[str, Any] | None = None
         while True:
             status = run.status()
+            ended_at = _ended_at(status)  # a run that ended without an end line stops its clock
+            events = follower.poll()
             if status is not None and status != last_status:
                 last_status = status
                 self.post_message(StatusUpdate(status))
-            events = follower.poll()
+                if ended_at is not None and tracker.last is not None and not events:
+                    view = tracker.view(self.chart_width, now=ended_at)
+                    self.post_message(MetricsUpdate(view, "metrics"))
             if events:
                 tracker.update(events)
                 if tracker.last is not None or tracker.end is not None:
                     self._metrics_seen = True
-                    self.post_message(MetricsUpdate(tracker.view(self.chart_width), "metrics"))
+                    view = tracker.view(self.chart_width, now=ended_at)
+                    self.post_message(MetricsUpdate(view, "metrics"))
             if follower.behind and not cancel.is_set():
                 continue  # catching up with a long file: next slice now
             if cancel.wait(0.25) or not self.follow_files:

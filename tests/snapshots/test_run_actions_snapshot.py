@@ -39,16 +39,9 @@ ROOT = Path(tempfile.gettempdir()) / "trainwiz-snapshot-resumeui"
 
 
 @pytest.fixture(autouse=True)
-def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A killed run has no end line, so "ran" counts to now: stop the clock where it died."""
-    import backend.monitor.tracker as tracker
-
-    class Clock:
-        @staticmethod
-        def time() -> float:
-            return ENDED_AT
-
-    monkeypatch.setattr(tracker, "time", Clock)
+def clean_root() -> Iterator[None]:
+    """No frozen clock: a killed run has no end line, and the Monitor must stop its "ran" at the
+    record's ended_at (it used to count to now, so these pictures changed every second)."""
     shutil.rmtree(ROOT, ignore_errors=True)
     yield
     shutil.rmtree(ROOT, ignore_errors=True)
