@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.errors import TrainwizError
-from backend.results.weights import WORKER, model_dir, worker_python
+from backend.results.weights import WORKER, weights, worker_python
 
 
 class ChatSession:
@@ -31,14 +31,15 @@ class ChatSession:
         load_timeout: float = 300.0,
         reply_timeout: float = 600.0,
     ) -> None:
-        self.model = model_dir(run_dir, checkpoint)
+        source = weights(run_dir, checkpoint)
+        self.model = source.path
+        self.consolidated = source.sharded  # an FSDP-sharded checkpoint, consolidated to load
         self.reply_timeout = reply_timeout
         argv = [
             worker_python(run_dir),
             str(WORKER),
             "chat",
-            "--model",
-            str(self.model),
+            *source.worker_args(),
             "--device",
             device,
             "--max-new-tokens",
