@@ -132,7 +132,7 @@ def consolidate(checkpoint: Path, base: Path, out: Path) -> dict[str, Any]:
 
     config = transformers.AutoConfig.from_pretrained(base)
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.to_empty(device="cpu")
     model.tie_weights()  # to_empty gives tied parameters separate storage again
     expected = model.state_dict()

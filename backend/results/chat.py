@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from backend.errors import TrainwizError
+from backend.errors import BadInput, TrainwizError
 from backend.results.weights import WORKER, weights, worker_python
 
 
@@ -75,9 +75,13 @@ class ChatSession:
                     return dict(json.loads(line))
                 if self.proc.poll() is not None:
                     break
-        code = self.proc.poll()
-        self.close()
-        what = "exited" if code is not None else f"gave no answer within {timeout:.0f} s"
+        timed_out = time.monotonic() >= deadline
+        self.close()  # waits for the worker: stdout's EOF can come before its exit status
+        code = self.proc.returncode
+        if code == 2 and self.consolidated:  # consolidate.py refused the shards (incomplete)
+            said = [ln for ln in self._tail().split(" | ") if ln.startswith("consolidate:")]
+            raise BadInput(said[-1] if said else self._tail())
+        what = f"gave no answer within {timeout:.0f} s" if timed_out else f"exited ({code})"
         raise TrainwizError(f"the chat worker {what}: {self._tail()}")
 
     def _tail(self) -> str:

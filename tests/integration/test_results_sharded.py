@@ -130,4 +130,6 @@ def test_chat_and_export_from_a_sharded_fsdp_checkpoint(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "checkpoint-15" in proc.stderr and shard.name in proc.stderr
     assert not (tmp_path / "x15").exists()
+    proc = cli("chat", run_dir.name, "--checkpoint", "15", "--prompt", "x", check=False)
+    assert proc.returncode == 2 and "checkpoint-15" in proc.stderr and shard.name in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
