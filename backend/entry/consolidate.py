@@ -35,9 +35,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-try:  # the wizard imports this module as backend.entry.consolidate
-    from backend.entry.checkpoints import MARKER, complete_checkpoints
-except ImportError:  # run as a script from an entry folder: the siblings are top-level modules
+if __package__:  # imported by the wizard, as backend.entry.consolidate
+    from .checkpoints import MARKER, complete_checkpoints
+else:  # run as a script: the siblings are top-level modules (its folder is first on sys.path)
     from checkpoints import MARKER, complete_checkpoints  # type: ignore[import-not-found,no-redef]
 
 MODEL_SHARDS = "pytorch_model_fsdp_0"  # accelerate's FSDP_MODEL_NAME + model index 0

@@ -108,7 +108,7 @@ def weights(run_dir: Path, checkpoint: int | None = None) -> Weights:
         raise BadInput(f"run {run_dir.name}: its output_dir is only visible inside the container")
     if checkpoint is not None:
         path = out / f"checkpoint-{checkpoint}"
-        steps = [s for s, _ in checkpoints(run_dir)]
+        steps = [s for s, _path in checkpoints(run_dir)]
         listed = ", ".join(str(s) for s in steps) or "none"
         if not path.is_dir():
             raise BadInput(
