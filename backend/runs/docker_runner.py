@@ -102,6 +102,20 @@ def _remove_earlier_attempt(handle: Any, run_dir: Path, log: IO[bytes]) -> None:
     old.remove(force=True)
 
 
+def _remove_unstarted(handle: Any, run_id: str) -> None:
+    """``containers.run`` creates, then starts: a start that fails (a missing command, a device
+    driver the daemon lacks, a broken network) leaves a never-started container behind, which
+    nothing would ever remove. Only this run's, by label, and only in the created state."""
+    import docker
+
+    label = f"{LABEL_RUN}={run_id}"
+    for left in handle.containers.list(all=True, filters={"label": label, "status": "created"}):
+        try:
+            left.remove(force=True)
+        except docker.errors.APIError:
+            pass
+
+
 def _stream(chunks: Any, log: IO[bytes]) -> None:
     for chunk in chunks:
         log.write(chunk)
@@ -127,6 +141,7 @@ def run_container(
         ) from exc
     except docker.errors.APIError as exc:
         log.write(f"docker: {exc.explanation or exc}\n".encode())
+        _remove_unstarted(handle, run_dir.name)
         raise TrainwizError(
             f"docker could not start the container: {exc.explanation or exc}"
         ) from exc
