@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from backend.errors import TrainwizError
-from backend.results.weights import WORKER, model_dir, worker_python
+from backend.errors import BadInput, TrainwizError
+from backend.results.weights import WORKER, weights, worker_python
 
 _POLL_S = 0.1  # how quickly a cancel is noticed while waiting for the worker
 
@@ -45,15 +45,16 @@ class ChatSession:
         cancel: threading.Event | None = None,
         progress: Callable[[float], None] | None = None,
     ) -> None:
-        self.model = model_dir(run_dir, checkpoint)
+        source = weights(run_dir, checkpoint)
+        self.model = source.path
+        self.consolidated = source.sharded  # an FSDP-sharded checkpoint, consolidated to load
         self.reply_timeout = reply_timeout
         self.cancel = cancel or threading.Event()
         argv = [
             worker_python(run_dir),
             str(WORKER),
             "chat",
-            "--model",
-            str(self.model),
+            *source.worker_args(),
             "--device",
             device,
             "--max-new-tokens",
@@ -106,9 +107,13 @@ class ChatSession:
                 if progress is not None and int(waited) > told:
                     told = int(waited)
                     progress(waited)
-        code = self.proc.poll()
-        self.close()
-        what = "exited" if code is not None else f"gave no answer within {timeout:.0f} s"
+        timed_out = time.monotonic() >= deadline
+        self.close()  # waits for the worker: stdout's EOF can come before its exit status
+        code = self.proc.returncode
+        if code == 2 and self.consolidated:  # consolidate.py refused the shards (incomplete)
+            said = [ln for ln in self._tail().split(" | ") if ln.startswith("consolidate:")]
+            raise BadInput(said[-1] if said else self._tail())
+        what = f"gave no answer within {timeout:.0f} s" if timed_out else f"exited ({code})"
         raise TrainwizError(f"the chat worker {what}: {self._tail()}")
 
     def _tail(self) -> str:

@@ -24,7 +24,7 @@ from backend.preset.schema import Preset, map_container_path
 from backend.results.merge import export_adapter_run, is_adapter_run
 from backend.results.model_card import render
 from backend.results.summary import run_summary
-from backend.results.weights import WORKER, model_dir, worker_python
+from backend.results.weights import WORKER, weights, worker_python
 from backend.runs.rundir import PRESET
 
 
@@ -34,6 +34,7 @@ class ExportResult:
     source: Path
     files: list[str] = field(default_factory=list)
     n_params: int | None = None
+    consolidated: bool = False  # source was an FSDP-sharded checkpoint
 
 
 def data_file(preset: Preset) -> Path | None:
@@ -71,15 +72,19 @@ def export_run(
             run_dir, to, preset, merge=merge, checkpoint=checkpoint, timeout=timeout,
             card=render_card,
         ))  # fmt: skip
-    source = model_dir(run_dir, checkpoint)
+    picked = weights(run_dir, checkpoint)
+    source = picked.path
     tmp = to.parent / f".{to.name}.trainwiz-export-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    argv = [worker_python(run_dir), str(WORKER), "export", "--model", str(source), "--to", str(tmp)]
+    argv = [worker_python(run_dir), str(WORKER), "export", *picked.worker_args(), "--to", str(tmp)]
+    argv += ["--work", str(to.parent)]  # a sharded checkpoint is consolidated beside the target
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:
             tail = " | ".join(proc.stderr.strip().splitlines()[-5:])
+            if proc.returncode == 2 and picked.sharded:  # consolidate.py: the shards are incomplete
+                raise BadInput(tail)
             raise TrainwizError(f"export of {source} failed (exit {proc.returncode}): {tail}")
         report = json.loads(lines[-1])
         card = render(
@@ -97,4 +102,5 @@ def export_run(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return ExportResult(to, source, sorted(p.name for p in to.iterdir()), report.get("n_params"))
+    files = sorted(p.name for p in to.iterdir())
+    return ExportResult(to, source, files, report.get("n_params"), picked.sharded)

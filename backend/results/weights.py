@@ -1,17 +1,24 @@
 """Which weights of a run to load: the final model, or one complete checkpoint.
 
 Shared by chat and export, so both accept the same ``--checkpoint N`` and refuse the same way.
+A checkpoint of an FSDP run holds its weights only as DCP shards (``pytorch_model_fsdp_0/``):
+it is loaded through a consolidation (``backend/entry/consolidate.py``, run by the results
+worker in the training environment) with the run's base model for config and tokenizer.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from backend.entry.checkpoints import is_complete
+from backend.entry.checkpoints import MARKER, is_complete
+from backend.entry.consolidate import is_sharded, sharded_problem
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.runs.resume import checkpoints, output_dir
-from backend.runs.rundir import PRESET
+from backend.runs.rundir import LAUNCH, PRESET
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
 _WEIGHT_GLOBS = ("model.safetensors", "model-*.safetensors", "pytorch_model*.bin")
@@ -24,43 +31,120 @@ def has_weights(path: Path) -> bool:
     )
 
 
-def model_dir(run_dir: Path, checkpoint: int | None = None) -> Path:
-    """The folder to load: ``checkpoint-N`` when asked, else the final model, else the newest
-    complete checkpoint that holds full weights."""
+@dataclass(frozen=True)
+class Weights:
+    """What chat and export load: ``path`` as it is, or, with ``base`` (the folder with the
+    run's config.json and tokenizer), the FSDP-sharded checkpoint ``path`` consolidated."""
+
+    path: Path
+    base: Path | None = None
+
+    @property
+    def sharded(self) -> bool:
+        return self.base is not None
+
+    def worker_args(self) -> list[str]:
+        """The results worker's arguments naming these weights."""
+        base = ["--base", str(self.base)] if self.base is not None else []
+        return ["--model", str(self.path), *base]
+
+
+def base_model_dir(run_dir: Path) -> Path | None:
+    """The model the run started from (its ``--model_name_or_path``), as a host path; None when
+    only the container sees it or it is gone."""
+    try:
+        spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    argv = list((spec.get("train") or {}).get("argv") or [])
+    argv += list((spec.get("docker") or {}).get("command") or [])
+    for step in spec.get("exec") or []:
+        argv += list(step.get("argv") or [])
+    if "--model_name_or_path" not in argv[:-1]:
+        return None
+    path = str(argv[argv.index("--model_name_or_path") + 1])
+    if spec.get("runner") == "docker":
+        from backend.preset.loader import load_preset
+        from backend.preset.schema import map_container_path
+
+        try:
+            preset = load_preset(run_dir / PRESET)
+        except Exception:
+            return None
+        path = map_container_path(path, preset.container.volumes, preset.launch.workdir)
+    found = Path(path)
+    return found if (found / "config.json").is_file() else None
+
+
+def _sharded(run_dir: Path, path: Path) -> Weights:
+    """Weights for a sharded checkpoint, refused (nothing started) when it is incomplete or the
+    run's config and tokenizer are not readable here."""
+    problem = sharded_problem(path)
+    if problem:
+        raise BadInput(
+            _(
+                "{problem}: choose another checkpoint (trainwiz runs lists the complete ones)"
+            ).format(problem=problem)
+        )
+    out = output_dir(run_dir)
+    base = base_model_dir(run_dir)
+    if base is None and out is not None and (out / "config.json").is_file():
+        base = out  # the final model's folder has the same config and tokenizer
+    if base is None:
+        raise BadInput(
+            _(
+                "{path} holds FSDP-sharded weights; consolidating them needs the run's base model "
+                "(config.json, tokenizer), which is not readable on this host"
+            ).format(path=path)
+        )
+    return Weights(path, base)
+
+
+def weights(run_dir: Path, checkpoint: int | None = None) -> Weights:
+    """The weights to load: ``checkpoint-N`` when asked, else the final model, else the newest
+    complete checkpoint (full weights, or FSDP-sharded and consolidated)."""
     out = output_dir(run_dir)
     if out is None:
         raise BadInput(f"run {run_dir.name}: its output_dir is only visible inside the container")
     if checkpoint is not None:
         path = out / f"checkpoint-{checkpoint}"
-        steps = [s for s, _ in checkpoints(run_dir)]
-        if not path.is_dir() or (not is_complete(path) and checkpoint not in steps):
-            listed = ", ".join(str(s) for s in steps) or "none"
+        steps = [s for s, _path in checkpoints(run_dir)]
+        listed = ", ".join(str(s) for s in steps) or "none"
+        if not path.is_dir():
             raise BadInput(
                 f"--checkpoint {checkpoint}: run {run_dir.name} has no complete checkpoint-"
                 f"{checkpoint} (complete ones: {listed})"
             )
-        if not has_weights(path):
+        if not is_complete(path) and checkpoint not in steps:
             raise BadInput(
-                f"--checkpoint {checkpoint}: {path} holds FSDP-sharded weights only; chat with or "
-                "export the final model (leave out --checkpoint) once the run has finished"
+                _(
+                    "--checkpoint {n}: {path} is incomplete: no {marker} (its save was cut off; "
+                    "complete ones: {listed})"
+                ).format(n=checkpoint, path=path, marker=MARKER, listed=listed)
             )
-        return path
-    if has_weights(out):
-        return out
-    found = checkpoints(run_dir)
-    for _, path in reversed(found):
         if has_weights(path):
-            return path
-    if found:  # FSDP's SHARDED_STATE_DICT checkpoints: each rank's shard, nothing to load whole
+            return Weights(path)
+        if is_sharded(path):
+            return _sharded(run_dir, path)
         raise BadInput(
-            f"run {run_dir.name}: no saved model in {out}, and checkpoint-{found[-1][0]} holds "
-            "FSDP-sharded weights only (refused: they load only into the same FSDP world): "
-            f"resume the run to its end (trainwiz resume {run_dir.name}), then use the final model"
+            _("--checkpoint {n}: {path} holds no model weights").format(n=checkpoint, path=path)
         )
+    if has_weights(out):
+        return Weights(out)
+    for _step, path in reversed(checkpoints(run_dir)):
+        if has_weights(path):
+            return Weights(path)
+        if is_sharded(path) and sharded_problem(path) is None:
+            return _sharded(run_dir, path)
     raise BadInput(
-        f"run {run_dir.name}: no saved model in {out} and no checkpoint with full weights: "
+        f"run {run_dir.name}: no saved model in {out} and no complete checkpoint: "
         "let the run finish (or resume it: trainwiz resume)"
     )
+
+
+def model_dir(run_dir: Path, checkpoint: int | None = None) -> Path:
+    """The folder (or sharded checkpoint) :func:`weights` picks."""
+    return weights(run_dir, checkpoint).path
 
 
 def worker_python(run_dir: Path) -> str:

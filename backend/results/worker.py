@@ -9,6 +9,11 @@ stdout would be a bug, library chatter goes to stderr):
     chat:   stdin  {"prompt": "..."} per line  ->  stdout {"ready": ...} once, then {"reply": ...}
     export: stdout {"ok": true, "files": [...], "n_params": N}
 
+With ``--base DIR`` the ``--model`` folder is an FSDP-sharded checkpoint: the worker first runs
+the entry's ``consolidate.py`` (a subprocess of this python, so the shards' memory is freed before
+the model loads) into a temporary folder under ``--work`` (never inside the checkpoint), loads
+that, and removes it when done; ``ready``/``ok`` then carry ``"consolidated": true``.
+
 The chat keeps the conversation (FastChat's template, ``vicuna`` by default: what FastChat's
 train.py formats the training data with), so a reply sees the turns before it.
 """
@@ -16,13 +21,20 @@ train.py formats the training data with), so a reply sees the turns before it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import traceback
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 OUT = sys.stdout
+CONSOLIDATE = Path(__file__).resolve().parents[1] / "entry" / "consolidate.py"
 
 
 def emit(record: dict[str, Any]) -> None:
@@ -54,14 +66,40 @@ def load(model_dir: str, device: str) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+@contextlib.contextmanager
+def model_folder(args: argparse.Namespace) -> Iterator[tuple[str, bool]]:
+    """(folder to load, consolidated?): ``--model`` as it is, or its consolidation (``--base``)
+    in a temporary folder that is removed afterwards."""
+    if not args.base:
+        yield args.model, False
+        return
+    tmp = tempfile.mkdtemp(prefix=".trainwiz-consolidated-", dir=args.work or None)
+    try:
+        argv = [sys.executable, str(CONSOLIDATE), "--checkpoint", args.model]
+        argv += ["--base", args.base, "--out", tmp]
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True)  # stderr: the worker's
+        if proc.returncode != 0:
+            raise SystemExit(proc.returncode)  # consolidate.py said why on stderr
+        print(f"consolidated {args.model}: {proc.stdout.strip()}", file=sys.stderr)
+        yield tmp, True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def chat(args: argparse.Namespace) -> None:
+    with model_folder(args) as (folder, consolidated):
+        _chat(args, folder, consolidated)
+
+
+def _chat(args: argparse.Namespace, folder: str, consolidated: bool) -> None:
     import torch
     from fastchat.model.model_adapter import get_conversation_template  # as train.py
 
     device = pick_device(args.device)
-    model, tokenizer = load(args.model, device)
+    model, tokenizer = load(folder, device)
     conv = get_conversation_template(args.template)
-    emit({"ready": True, "device": device, "template": conv.name, "model": args.model})
+    ready = {"ready": True, "device": device, "template": conv.name, "model": args.model}
+    emit({**ready, "consolidated": consolidated})
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -90,16 +128,22 @@ def chat(args: argparse.Namespace) -> None:
 
 
 def export(args: argparse.Namespace) -> None:
+    with model_folder(args) as (folder, consolidated):
+        _export(args, folder, consolidated)
+
+
+def _export(args: argparse.Namespace, folder: str, consolidated: bool) -> None:
     import transformers
 
-    model, tokenizer = load(args.model, "cpu")
+    model, tokenizer = load(folder, "cpu")
     model.config.use_cache = True
     model.save_pretrained(args.to, safe_serialization=True)
     tokenizer.save_pretrained(args.to)
     # The proof that the export is usable: it loads back the way users will load it.
     again = transformers.AutoModelForCausalLM.from_pretrained(args.to)
     n_params = sum(p.numel() for p in again.parameters())
-    emit({"ok": True, "files": sorted(os.listdir(args.to)), "n_params": n_params})
+    files = sorted(os.listdir(args.to))
+    emit({"ok": True, "files": files, "n_params": n_params, "consolidated": consolidated})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -114,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     e = sub.add_parser("export")
     e.add_argument("--model", required=True)
     e.add_argument("--to", required=True)
+    for p in (c, e):
+        p.add_argument("--base", help="--model is FSDP-sharded: config + tokenizer from here")
+        p.add_argument("--work", help="where the consolidation's temporary folder goes")
     args = parser.parse_args(argv)
     sys.stdout = sys.stderr  # library chatter goes to stderr: stdout (OUT) is the JSON channel
     try:

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from backend.errors import TrainwizError
 from backend.redact import redact_argv
-from backend.runs.rundir import update_status
+from backend.runs.rundir import CorruptRun, read_status, update_status
 
 LABEL_RUN = "trainwiz.run_id"
 LABEL_PRESET = "trainwiz.preset"
@@ -72,6 +72,50 @@ def _clear_name(handle: Any, name: str | None, log: IO[bytes]) -> None:
     old.remove(force=True)
 
 
+def _remove_earlier_attempt(handle: Any, run_dir: Path, log: IO[bytes]) -> None:
+    """A resumed run (``trainwiz resume``, ``launch.max_restarts``) starts a new container; the
+    exited one of the attempt before is removed first (its output is in train.log already), so
+    a run leaves one container however often it resumed. Only this run's own container, by its
+    label, and never a running one."""
+    import docker
+
+    try:
+        earlier = read_status(run_dir).container_id
+    except CorruptRun:
+        return
+    if not earlier:
+        return
+    try:
+        old = handle.containers.get(earlier)
+    except docker.errors.NotFound:
+        return  # removed already (container.remove: --rm)
+    if (old.labels or {}).get(LABEL_RUN) != run_dir.name:
+        return
+    if old.status in ("running", "restarting", "paused"):
+        raise TrainwizError(
+            f"container {old.short_id} of this run's earlier attempt is still {old.status}: "
+            f"stop it first (trainwiz stop {run_dir.name})"
+        )
+    log.write(
+        f"[trainwiz] removing the earlier attempt's exited container {old.short_id}\n".encode()
+    )
+    old.remove(force=True)
+
+
+def _remove_unstarted(handle: Any, run_id: str) -> None:
+    """``containers.run`` creates, then starts: a start that fails (a missing command, a device
+    driver the daemon lacks, a broken network) leaves a never-started container behind, which
+    nothing would ever remove. Only this run's, by label, and only in the created state."""
+    import docker
+
+    label = f"{LABEL_RUN}={run_id}"
+    for left in handle.containers.list(all=True, filters={"label": label, "status": "created"}):
+        try:
+            left.remove(force=True)
+        except docker.errors.APIError:
+            pass
+
+
 def _stream(chunks: Any, log: IO[bytes]) -> None:
     for chunk in chunks:
         log.write(chunk)
@@ -87,6 +131,7 @@ def run_container(
     handle = client()
     kwargs = sdk_kwargs(spec["docker"])
     kwargs["detach"] = True
+    _remove_earlier_attempt(handle, run_dir, log)
     _clear_name(handle, kwargs.get("name"), log)
     try:
         container = handle.containers.run(**kwargs)
@@ -96,6 +141,7 @@ def run_container(
         ) from exc
     except docker.errors.APIError as exc:
         log.write(f"docker: {exc.explanation or exc}\n".encode())
+        _remove_unstarted(handle, run_dir.name)
         raise TrainwizError(
             f"docker could not start the container: {exc.explanation or exc}"
         ) from exc

@@ -67,6 +67,9 @@ def output_dir(run_dir: Path) -> Path | None:
         return None
     out = preset.training.output_dir
     if preset.launch.runner == "docker":
+        inside = Path(out).resolve() if out.startswith("/") else None
+        if inside is not None and inside.is_relative_to(run_dir.resolve()):
+            return Path(out)  # the run dir is mounted at its own path (backend/plan/docker_args)
         mapped = map_container_path(out, preset.container.volumes, preset.launch.workdir)
         return Path(mapped) if mapped != out or not out.startswith("/") else None
     if os.path.isabs(out):
@@ -159,23 +162,30 @@ def _diagnosed_cause(run_dir: Path, offset: int) -> tuple[str, str] | None:
 
 def attempt_spec(spec: dict[str, Any], attempt: int, nnodes: int = 1) -> dict[str, Any]:
     """launch.json with ``TRAINWIZ_ATTEMPT`` in the training's environment; a later attempt of
-    a single-node host run also gets a free rendezvous port (the launch's may be taken now)."""
+    a single-node run on the host's network (host runner, or a container with network_mode
+    host) also gets a free rendezvous port (the launch's may be taken now)."""
     from backend.runs.ports import PortLock, claimed_ports, free_master_port
 
     out = copy.deepcopy(spec)
     env = {"TRAINWIZ_ATTEMPT": str(attempt)}
+    train_steps = [step for step in out.get("exec", []) if step.get("id") == "train"]
     if out.get("train"):
         out["train"]["env"] = {**out["train"].get("env", {}), **env}
-        if attempt > 1:  # under the launch's own lock, avoiding ports other runs claimed
-            with PortLock():
-                out["train"]["argv"] = free_master_port(
-                    out["train"]["argv"], nnodes, [], claimed_ports(None)
-                )
-    if out.get("docker"):
-        out["docker"]["environment"] = {**out["docker"].get("environment", {}), **env}
-    for step in out.get("exec", []):
-        if step.get("id") == "train":
-            step["env"] = {**step.get("env", {}), **env}
+    docker = out.get("docker") or {}
+    if docker:
+        docker["environment"] = {**docker.get("environment", {}), **env}
+    for step in train_steps:
+        step["env"] = {**step.get("env", {}), **env}
+    if attempt > 1:  # under the launch's own lock, avoiding ports other runs claimed
+        with PortLock():
+            taken = claimed_ports(None)
+            if out.get("train"):
+                out["train"]["argv"] = free_master_port(out["train"]["argv"], nnodes, [], taken)
+            if docker.get("network_mode") == "host":
+                if docker.get("command"):
+                    docker["command"] = free_master_port(list(docker["command"]), nnodes, [], taken)
+                for step in train_steps:
+                    step["argv"] = free_master_port(step["argv"], nnodes, [], taken)
     return out
 
 

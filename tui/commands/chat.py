@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.i18n import _
 from backend.results.chat import ChatSession
 from backend.runs import find_run
 from tui.commands._common import add_json_flag, print_json
@@ -33,10 +34,14 @@ def run(args: argparse.Namespace) -> int:
     with ChatSession(
         run_dir, checkpoint=args.checkpoint, device=args.device, max_new_tokens=args.max_new_tokens
     ) as session:
+        if session.consolidated:
+            note = _("consolidated the FSDP-sharded {source} into full weights")
+            print(note.format(source=session.model), file=sys.stderr)
         if args.prompt:
             turns = [{"prompt": p, "reply": session.ask(p)} for p in args.prompt]
             if args.json:
-                print_json({"model": str(session.model), "device": session.device, "turns": turns})
+                model = {"model": str(session.model), "consolidated": session.consolidated}
+                print_json({**model, "device": session.device, "turns": turns})
             else:
                 for turn in turns:
                     print(turn["reply"])

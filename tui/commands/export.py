@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from backend.i18n import _
 from backend.results.export import export_run
 from backend.runs import find_run
 from tui.commands._common import add_json_flag, print_json
@@ -33,5 +34,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
+        if result.consolidated:
+            print(_("consolidated the FSDP-sharded {source} into full weights").format(
+                source=result.source))  # fmt: skip
         print(f"exported {result.source} to {result.to}: {', '.join(result.files)}")
     return 0
