@@ -203,13 +203,15 @@ async def test_live_then_crashed_run_without_checkpoint_says_why_not(tmp_path: P
         assert "Chat failed" in str(chat.query_one("#chat-status", Static).render())
         await pilot.press("escape")
 
-        # An FSDP-sharded checkpoint (layout written here: no FSDP on this CPU machine)
+        # An FSDP-sharded checkpoint whose shards never got their DCP .metadata (a save cut
+        # off): nothing to consolidate, so Chat says there is no complete model. (Complete
+        # sharded checkpoints are consolidated: tests/integration/test_results_sharded.py.)
         sharded = run_dir / "output" / "checkpoint-2"
         (sharded / "pytorch_model_fsdp_0").mkdir(parents=True)
         (sharded / "trainer_state.json").write_text("{}")
         (sharded / MARKER).write_text("{}")
         bar(app).refresh_offers()
-        await until(pilot, lambda: "FSDP-sharded" in note(app), what="the sharded refusal")
+        await until(pilot, lambda: "no complete checkpoint" in note(app), what="the refusal")
 
         # A model that cannot load: the worker crashes, the view names its log
         shutil.rmtree(sharded)
