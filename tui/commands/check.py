@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         unknown = [i for i in args.only if i not in check_ids()]
         if unknown:
             raise BadInput(
-                f"--only {', '.join(unknown)}: unknown check (known: {', '.join(check_ids())})"
+                _("--only {ids}: unknown check (known: {known})").format(
+                    ids=", ".join(unknown), known=", ".join(check_ids())
+                )
             )
     allow_hosts(args.token_host)
     preset = load_preset(args.preset) if args.preset else None
@@ -84,8 +86,18 @@ def _print_risks(risks: list[Risk]) -> None:
 
     console = Console()
     for risk in risks:
-        console.print(Text(f"! dangerous option {risk.field}: {risk.message}", style="bold yellow"))
-        console.print(Text(f"  fix: {risk.fix}; launch asks for --yes"), soft_wrap=True)
+        console.print(
+            Text(
+                _("! dangerous option {field}: {message}").format(
+                    field=risk.field, message=risk.message
+                ),
+                style="bold yellow",
+            )
+        )
+        console.print(
+            Text("  " + _("fix: {fix}; launch asks for --yes").format(fix=risk.fix)),
+            soft_wrap=True,
+        )
 
 
 def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
@@ -102,12 +114,14 @@ def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
     table = Table(title=title, show_lines=False, expand=False)
     table.add_column("", width=1)
     table.add_column(_("check"), style="bold")
+    table.add_column("id", style="dim")  # what --only takes: never translated
     table.add_column(_("status"))
     table.add_column(_("found"))
     for r in results:
         style = _STYLE[r.status]
         table.add_row(
             Text(_MARK[r.status], style=style),
+            _(r.title) or r.id,
             r.id,
             Text(_(_STATUS[r.status]), style=style),
             r.summary,
@@ -116,7 +130,8 @@ def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
     for r in results:
         if r.status in ("fail", "warn"):
             status = _(_STATUS[r.status])
-            console.print(Text(f"{r.id} ({status})", style=_STYLE[r.status]))
+            title = _(r.title) or r.id
+            console.print(Text(f"{title} · {r.id} ({status})", style=_STYLE[r.status]))
             if r.why:
                 console.print(Text("  " + _("why: {why}").format(why=r.why)), soft_wrap=True)
             if r.fix:

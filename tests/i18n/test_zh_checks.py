@@ -1,0 +1,63 @@
+"""Check titles and summaries in Chinese (issue 20): `trainwiz check --lang zh` names each
+check and says what it found in Chinese, with the figures and the ids (what --only takes)
+untouched; the wizard's check list keeps its columns in line although CJK is two cells wide."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rich.cells import cell_len
+
+from backend.checks import CheckResult
+from backend.i18n import set_language
+from widgets.check_list import row_text
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", "check", "--only", "git_lfs", "--only", "memlock",
+         "--only", "shm", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/nonexistent", "LANG": "C.UTF-8", "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def test_check_table_in_chinese_has_titles_summaries_and_ids() -> None:
+    out = _check("--lang", "zh").stdout
+    assert "memlock 限制" in out and "memlock 软限制" in out, out  # title and summary
+    assert "未找到 git-lfs" in out, out  # no git-lfs on this PATH: the summary in Chinese
+    assert "git_lfs" in out and "memlock" in out, out  # the ids stay as typed
+    assert "not found" not in out and "memlock soft" not in out, out
+
+
+def test_check_json_summaries_stay_english() -> None:
+    payload = json.loads(_check("--lang", "zh", "--json").stdout)
+    by_id = {c["id"]: c for c in payload["checks"]}
+    assert by_id["git_lfs"]["summary"] == "git-lfs not found"
+    assert by_id["memlock"]["title"] == "memlock limit"
+    assert by_id["memlock"]["summary"].startswith("memlock soft ")
+
+
+@pytest.fixture
+def chinese() -> Iterator[None]:
+    set_language("zh_CN")
+    yield
+    set_language("en")
+
+
+def test_check_list_row_pads_by_cells_not_characters(chinese: None) -> None:
+    """'磁盘空间' is 4 characters but 8 cells: the summary starts in the same column as an
+    ASCII title's would."""
+    result = CheckResult(id="disk", status="ok", summary="enough disk for this preset")
+    row = row_text("Disk space", result).plain
+    assert row.startswith("✓ 磁盘空间"), row
+    summary = "磁盘空间足够此预设使用"
+    assert row.endswith(summary), row  # a recorded English summary: shown translated
+    assert cell_len(row[: row.index(summary)]) == 2 + 25
