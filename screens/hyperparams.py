@@ -65,7 +65,8 @@ class FieldCommands(Provider):
         screen = self.screen
         if isinstance(screen, HyperparamsScreen):
             for path in list(screen.fields)[:8]:
-                yield DiscoveryHit(f"Edit field: {path}", lambda p=path: screen.focus_field(p))
+                label = _("Edit field: {path}").format(path=path)
+                yield DiscoveryHit(label, lambda p=path: screen.focus_field(p))
 
     async def search(self, query: str) -> Hits:
         screen = self.screen
@@ -73,11 +74,11 @@ class FieldCommands(Provider):
             return
         matcher = self.matcher(query)
         for path, info in screen.fields.items():
-            label = f"Edit field: {path}"
+            label = _("Edit field: {path}").format(path=path)
             score = matcher.match(label)
             if score > 0:
                 yield Hit(score, matcher.highlight(label), lambda p=path: screen.focus_field(p),
-                          help=info.group)  # fmt: skip
+                          help=_(info.group))  # fmt: skip
 
 
 class HyperparamsScreen(StepScreen):
@@ -141,7 +142,7 @@ class HyperparamsScreen(StepScreen):
                         info.path,
                         info.kind,
                         shown,
-                        info.help,
+                        _(info.help),
                         info.choices,
                         id=field_id(info.path),
                     )

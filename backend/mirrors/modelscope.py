@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.errors import TrainwizError
+from backend.i18n import _
 from backend.model.hub import FetchProgress, FetchResult
 from backend.preset.schema import ModelSource
 
@@ -45,10 +46,12 @@ def modelscope_step(source: ModelSource) -> PlanStep:
     return PlanStep(
         id="model",
         group="model",
-        title=f"Download {source.repo} from ModelScope",
+        title=_("Download {repo} from ModelScope").format(repo=source.repo),
         argv=argv,
         env=_endpoint_env(source),
-        note="trainwiz runs ModelScope's client the same way (pip install 'trainwiz[modelscope]')",
+        note=_(
+            "trainwiz runs ModelScope's client the same way (pip install 'trainwiz[modelscope]')"
+        ),
     )
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from backend.i18n import _
 from backend.plan import Plan, PlanStep
 from backend.preset.schema import Preset
 from backend.runs.multinode import slurm, ssh
@@ -79,13 +80,15 @@ def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[Pl
     rdzv_id = run_dir.name if run_dir is not None else "<run_id>"
     agent = _agent(preset, train, _torchrun(preset), rdzv_id, None)
     env, cwd = _env(train, base), preset.launch.workdir or os.getcwd()
-    train.note = "run on every node by the steps below (c10d rendezvous instead of ranks)"
+    train.note = _("run on every node by the steps below (c10d rendezvous instead of ranks)")
     if preset.launch.scheduler == "ssh":
         return [
             PlanStep(
                 id=f"node{node['index']}",
                 group="train",
-                title=f"Start node {node['index']}'s torchrun agent on {node['host']} over SSH",
+                title=_("Start node {index}'s torchrun agent on {host} over SSH").format(
+                    index=node["index"], host=node["host"]
+                ),
                 argv=node["argv"],
             )
             for node in ssh.node_specs(preset, agent, env, cwd)
@@ -95,14 +98,16 @@ def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[Pl
         PlanStep(
             id="slurm-script",
             group="train",
-            title=f"The sbatch script trainwiz writes to {base}/{slurm.SCRIPT}",
+            title=_("The sbatch script trainwiz writes to {path}").format(
+                path=f"{base}/{slurm.SCRIPT}"
+            ),
             argv=["cat", f"{base}/{slurm.SCRIPT}"],
             note=script.rstrip("\n"),
         ),
         PlanStep(
             id="sbatch",
             group="train",
-            title="Submit it; trainwiz then follows the job (squeue, scontrol)",
+            title=_("Submit it; trainwiz then follows the job (squeue, scontrol)"),
             argv=slurm.sbatch_argv(base, rdzv_id, cwd),
         ),
     ]
