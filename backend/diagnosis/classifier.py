@@ -25,6 +25,7 @@ from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag,
 from backend.diagnosis.scan import compile_prefilter, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
 from backend.errors import BadInput
+from backend.i18n import N_, _
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
@@ -95,7 +96,7 @@ def classify_line(line: str) -> LineFlag | None:
         hit = _match(_ANSI.sub("", segment), None, None, candidates)
         if hit is not None:
             sig = hit[0]
-            return LineFlag(sig.category, sig.severity, sig.title)
+            return LineFlag(sig.category, sig.severity, _(sig.title))
     return None
 
 
@@ -189,7 +190,7 @@ class _Scanner:
             or "train_done" in self.markers
         ):
             category = "fsdp_save_oom"
-            title = "Out of GPU memory while gathering the checkpoint"
+            title = N_("Out of GPU memory while gathering the checkpoint")
         groups = {k: v for k, v in found.groupdict().items() if v}
         groups["match"] = text
         acc = self.acc.get(category)
@@ -245,7 +246,7 @@ def diagnose_stream(
         else:
             # Hold back the last 3 complete lines (window lookahead) and the unfinished one.
             cut = len(data)
-            for _ in range(4):
+            for _attempt in range(4):
                 idx = max(data.rfind(b"\n", 0, cut), data.rfind(b"\r", 0, cut))
                 if idx < 0:
                     break
@@ -277,7 +278,7 @@ def diagnose_stream(
                 line=acc.line,
                 lines=acc.lines,
                 text=acc.text,
-                title=acc.title,
+                title=_(acc.title),  # the tables hold English (N_); shown in the user's language
                 explanation=explain(acc.category, acc.groups, acc.count),
                 fixes=fixes_for(acc.category, acc.groups, preset),
                 count=acc.count,

@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from backend.entry.checkpoints import complete_checkpoints
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.runs.rundir import (
     LAUNCH,
     LOG,
@@ -308,7 +309,11 @@ def resume_fix(run_dir: Path) -> Fix | None:
     if latest is None:
         return None
     return Fix(
-        f"Resume from checkpoint-{latest[0]}: trainwiz resume {run_dir.name}",
-        f"the run continues at step {latest[0]} with its optimizer and data order, instead of "
-        "a relaunch from step 0",
+        _("Resume from checkpoint-{step}: trainwiz resume {run}").format(
+            step=latest[0], run=run_dir.name
+        ),
+        _(
+            "the run continues at step {step} with its optimizer and data order, instead of "
+            "a relaunch from step 0"
+        ).format(step=latest[0]),
     )

@@ -14,9 +14,13 @@ from pathlib import Path
 
 from backend.diagnosis import Diagnosis, diagnose_file
 from backend.errors import BadInput
+from backend.i18n import N_, _
 from backend.paths import runs_dir
 from backend.termsafe import terminal_safe
-from tui.commands._common import add_json_flag, print_json, to_jsonable
+from tui.commands._common import add_json_flag, fill_cells, pad_cells, print_json, to_jsonable
+
+# Severity words as shown to people (JSON keeps the English keys).
+_SEVERITY = {"error": N_("ERROR"), "warning": N_("WARNING"), "info": N_("INFO")}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,8 +51,10 @@ def resolve_log(target: str) -> tuple[Path, Path | None]:
         preset = run_dir / "preset.yaml"
         return log, preset if preset.is_file() else None
     raise BadInput(
-        f"diagnose: '{target}' is neither a log file nor a run with a train.log "
-        f"(runs live in {runs_dir()}): give a log path or a run id from `trainwiz runs list`"
+        _(
+            "diagnose: '{target}' is neither a log file nor a run with a train.log "
+            "(runs live in {runs}): give a log path or a run id from `trainwiz runs list`"
+        ).format(target=target, runs=runs_dir())
     )
 
 
@@ -59,19 +65,38 @@ def _print_human(log: Path, diagnosis: Diagnosis) -> None:
         builtins.print(terminal_safe(text))
 
     if not diagnosis.findings:
-        print(f"{log}: no known failure found ({diagnosis.lines_read} lines read)")
+        print(
+            _("{log}: no known failure found ({lines} lines read)").format(
+                log=log, lines=diagnosis.lines_read
+            )
+        )
         return
-    print(f"{log}: {len(diagnosis.findings)} finding(s), most severe first")
+    print(
+        _("{log}: {count} finding(s), most severe first").format(
+            log=log, count=len(diagnosis.findings)
+        )
+    )
     for finding in diagnosis.findings:
-        more = f" (+{finding.count - 1} more)" if finding.count > 1 else ""
-        print(f"\n{finding.severity.upper():7} {finding.category}  line {finding.line}{more}")
+        more = _(" (+{count} more)").format(count=finding.count - 1) if finding.count > 1 else ""
+        severity = _(_SEVERITY.get(finding.severity, finding.severity.upper()))
+        where = _("line {line}").format(line=finding.line)
+        print(f"\n{pad_cells(severity, 7)} {finding.category}  {where}{more}")
         print(f"  {finding.title}")
         print(textwrap.indent(textwrap.fill(terminal_safe(finding.text), 96), "  > "))
-        print(textwrap.indent(textwrap.fill(terminal_safe(finding.explanation), 96), "  "))
+        print(textwrap.indent(_fill(finding.explanation), "  "))
         for number, fix in enumerate(finding.fixes, 1):
-            print(f"  fix {number}: {fix.title} ({fix.reason})")
+            print(
+                "  "
+                + _("fix {number}: {title} ({reason})").format(
+                    number=number, title=fix.title, reason=fix.reason
+                )
+            )
             for change in fix.changes:
                 print(f"      {change.path}: {change.value!r}  # {change.reason}")
+
+
+def _fill(text: str, width: int = 96) -> str:
+    return fill_cells(terminal_safe(text), width)
 
 
 def _offer_resume(run_dir: Path, diagnosis: Diagnosis) -> None:
