@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from backend.errors import BadInput, TrainwizError
-from backend.i18n import resolve_language, set_language
+from backend.i18n import _, resolve_language, set_language
 from backend.redact import redact_text
 
 __version__ = "0.1.0"
@@ -95,10 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(redact_text(f"trainwiz: {line}"), file=sys.stderr)
         return 2
     except TrainwizError as exc:
-        print(redact_text(f"trainwiz: error: {exc}"), file=sys.stderr)
+        print(redact_text(_("trainwiz: error: {error}").format(error=exc)), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("trainwiz: interrupted", file=sys.stderr)
+        print(_("trainwiz: interrupted"), file=sys.stderr)
         return 130
     except BrokenPipeError:
         return _reader_went_away()

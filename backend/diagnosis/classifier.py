@@ -319,9 +319,17 @@ def _diagnose_path(
         size = target.stat().st_size
         handle = target.open("rb")
     except FileNotFoundError as exc:
-        raise BadInput(f"log '{target}': no such file: give a log file path or a run id") from exc
+        raise BadInput(
+            _("log '{target}': no such file: give a log file path or a run id").format(
+                target=target
+            )
+        ) from exc
     except OSError as exc:
-        raise BadInput(f"log '{target}': cannot read: {exc.strerror}") from exc
+        raise BadInput(
+            _("log '{target}': cannot read: {strerror}").format(
+                target=target, strerror=exc.strerror
+            )
+        ) from exc
     with handle:
         return diagnose_stream(handle, preset=preset, total=size, cancel=cancel, progress=progress)
 

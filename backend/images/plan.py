@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.images.catalog import ImageInfo, describe_ref
 from backend.images.compat import wants_flash_attn
 from backend.images.host import HostGpus, detect_host_gpus
@@ -40,8 +41,10 @@ def project_name(spec: str) -> str:
 def _check_spec(spec: str, field_name: str) -> str:
     if not _SPEC_OK.match(spec):
         raise BadInput(
-            f"environment.{field_name}: '{spec}' is not a pip requirement "
-            "(no spaces, must not start with '-'): e.g. einops or deepspeed==0.14.4"
+            _(
+                "environment.{field_name}: '{spec}' is not a pip requirement (no spaces, must "
+                "not start with '-'): e.g. einops or deepspeed==0.14.4"
+            ).format(field_name=field_name, spec=spec)
         )
     return spec
 
@@ -201,7 +204,9 @@ def plan_environment(
     notes: list[str] = []
     for pkg in env.apt_packages:
         if not _APT_OK.match(pkg):
-            raise BadInput(f"environment.apt_packages: '{pkg}' is not a Debian package name")
+            raise BadInput(
+                _("environment.apt_packages: '{pkg}' is not a Debian package name").format(pkg=pkg)
+            )
     find_links: list[Path] = []
     for entry in env.find_links:
         folder = Path(entry).expanduser()
@@ -211,7 +216,7 @@ def plan_environment(
             notes.append(f"find_links {entry} is not a directory here: ignored")
     cert = Path(env.pip_cert).expanduser() if env.pip_cert else host_pip_cert()
     if cert is not None and not cert.is_file():
-        raise BadInput(f"environment.pip_cert: {cert} is not a file")
+        raise BadInput(_("environment.pip_cert: {cert} is not a file").format(cert=cert))
     flash = wants_flash_attn(image, facts, preset)
     fa_args: list[str] = []
     if env.flash_attn.index_url:

@@ -81,7 +81,7 @@ def fetch_modelscope(
             if cancel is not None and cancel.wait(0.5):
                 proc.terminate()
                 proc.wait(10)
-                raise TrainwizError("ModelScope download cancelled")
+                raise TrainwizError(_("ModelScope download cancelled"))
             if cancel is None:
                 time.sleep(0.5)
             if progress is not None:
@@ -94,8 +94,10 @@ def fetch_modelscope(
     if proc.returncode != 0:
         tail = out.strip().splitlines()[-1:] or ["no output"]
         raise TrainwizError(
-            f"ModelScope download of {source.repo} failed: {tail[0]} "
-            f"(endpoint {source.endpoint or 'the default'}; check model.repo and the network)"
+            _(
+                "ModelScope download of {repo} failed: {value} (endpoint {value2}; check "
+                "model.repo and the network)"
+            ).format(repo=source.repo, value=tail[0], value2=source.endpoint or "the default")
         )
     files = sorted(
         p.relative_to(target).as_posix()

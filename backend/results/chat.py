@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.errors import TrainwizError
+from backend.i18n import _
 from backend.results.weights import WORKER, model_dir, worker_python
 
 
@@ -57,7 +58,7 @@ class ChatSession:
         ready = self._read(load_timeout)
         if not ready.get("ready"):
             self.close()
-            raise TrainwizError(f"the chat worker did not start: {ready}")
+            raise TrainwizError(_("the chat worker did not start: {ready}").format(ready=ready))
         self.device = str(ready.get("device"))
         self.template = str(ready.get("template"))
 
@@ -77,7 +78,9 @@ class ChatSession:
         code = self.proc.poll()
         self.close()
         what = "exited" if code is not None else f"gave no answer within {timeout:.0f} s"
-        raise TrainwizError(f"the chat worker {what}: {self._tail()}")
+        raise TrainwizError(
+            _("the chat worker {what}: {tail}").format(what=what, tail=self._tail())
+        )
 
     def _tail(self) -> str:
         try:
@@ -92,7 +95,9 @@ class ChatSession:
             self.proc.stdin.write(json.dumps({"prompt": prompt}) + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError as exc:
-            raise TrainwizError(f"the chat worker is gone: {self._tail()}") from exc
+            raise TrainwizError(
+                _("the chat worker is gone: {tail}").format(tail=self._tail())
+            ) from exc
         return str(self._read(self.reply_timeout).get("reply", ""))
 
     def close(self) -> None:

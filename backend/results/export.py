@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.preset.loader import load_preset
 from backend.preset.schema import Preset, map_container_path
 from backend.results.model_card import render
@@ -45,9 +46,11 @@ def data_file(preset: Preset) -> Path | None:
 
 def _check_target(to: Path) -> None:
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
-        raise BadInput(f"--to {to}: exists and is not empty: choose a new folder")
+        raise BadInput(_("--to {to}: exists and is not empty: choose a new folder").format(to=to))
     if not to.parent.is_dir():
-        raise BadInput(f"--to {to}: its parent {to.parent} does not exist")
+        raise BadInput(
+            _("--to {to}: its parent {parent} does not exist").format(to=to, parent=to.parent)
+        )
 
 
 def export_run(
@@ -65,7 +68,11 @@ def export_run(
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:
             tail = " | ".join(proc.stderr.strip().splitlines()[-5:])
-            raise TrainwizError(f"export of {source} failed (exit {proc.returncode}): {tail}")
+            raise TrainwizError(
+                _("export of {source} failed (exit {returncode}): {tail}").format(
+                    source=source, returncode=proc.returncode, tail=tail
+                )
+            )
         report = json.loads(lines[-1])
         card = render(
             run_dir.name,

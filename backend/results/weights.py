@@ -10,6 +10,7 @@ from pathlib import Path
 
 from backend.entry.checkpoints import is_complete
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.runs.resume import checkpoints, output_dir
 from backend.runs.rundir import PRESET
 
@@ -29,30 +30,40 @@ def model_dir(run_dir: Path, checkpoint: int | None = None) -> Path:
     complete checkpoint that holds full weights."""
     out = output_dir(run_dir)
     if out is None:
-        raise BadInput(f"run {run_dir.name}: its output_dir is only visible inside the container")
+        raise BadInput(
+            _("run {name}: its output_dir is only visible inside the container").format(
+                name=run_dir.name
+            )
+        )
     if checkpoint is not None:
         path = out / f"checkpoint-{checkpoint}"
-        steps = [s for s, _ in checkpoints(run_dir)]
+        steps = [s for s, _path in checkpoints(run_dir)]
         if not path.is_dir() or (not is_complete(path) and checkpoint not in steps):
             listed = ", ".join(str(s) for s in steps) or "none"
             raise BadInput(
-                f"--checkpoint {checkpoint}: run {run_dir.name} has no complete checkpoint-"
-                f"{checkpoint} (complete ones: {listed})"
+                _(
+                    "--checkpoint {checkpoint}: run {name} has no complete checkpoint-{checkpoint} "
+                    "(complete ones: {listed})"
+                ).format(checkpoint=checkpoint, name=run_dir.name, listed=listed)
             )
         if not has_weights(path):
             raise BadInput(
-                f"--checkpoint {checkpoint}: {path} holds FSDP-sharded weights only; chat with or "
-                "export the final model (leave out --checkpoint) once the run has finished"
+                _(
+                    "--checkpoint {checkpoint}: {path} holds FSDP-sharded weights only; chat with or "
+                    "export the final model (leave out --checkpoint) once the run has finished"
+                ).format(checkpoint=checkpoint, path=path)
             )
         return path
     if has_weights(out):
         return out
-    for _, path in reversed(checkpoints(run_dir)):
+    for _step, path in reversed(checkpoints(run_dir)):
         if has_weights(path):
             return path
     raise BadInput(
-        f"run {run_dir.name}: no saved model in {out} and no checkpoint with full weights: "
-        "let the run finish (or resume it: trainwiz resume)"
+        _(
+            "run {name}: no saved model in {out} and no checkpoint with full weights: let "
+            "the run finish (or resume it: trainwiz resume)"
+        ).format(name=run_dir.name, out=out)
     )
 
 

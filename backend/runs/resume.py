@@ -244,22 +244,34 @@ def prepare_resume(run_dir: Path) -> dict[str, Any]:
 
     status = refresh(run_dir)
     if not status.final:
-        raise BadInput(f"run {status.run_id} is {status.state}: stop it first (trainwiz stop)")
+        raise BadInput(
+            _("run {run_id} is {state}: stop it first (trainwiz stop)").format(
+                run_id=status.run_id, state=status.state
+            )
+        )
     alive = trainer_pids(run_dir)
     if alive:  # torchrun's workers run in their own session: one can outlive its torchrun
         raise BadInput(
-            f"run {status.run_id}: its training process(es) {', '.join(map(str, alive))} are "
-            "still running: stop them first (kill PID), or two trainers would share output_dir"
+            _(
+                "run {run_id}: its training process(es) {items} are still running: stop them "
+                "first (kill PID), or two trainers would share output_dir"
+            ).format(run_id=status.run_id, items=", ".join(map(str, alive)))
         )
     if not (run_dir / LAUNCH).is_file():
-        raise BadInput(f"run {status.run_id} has no {LAUNCH}: it cannot be started again")
+        raise BadInput(
+            _("run {run_id} has no {LAUNCH}: it cannot be started again").format(
+                run_id=status.run_id, LAUNCH=LAUNCH
+            )
+        )
     latest = latest_checkpoint(run_dir)
     if latest is None:
         where = output_dir(run_dir)
         raise BadInput(
-            f"run {status.run_id}: no complete checkpoint in {where}: nothing to resume from; "
-            f"start it again with 'trainwiz launch {run_dir / PRESET}' (set training.save_steps "
-            "or save_minutes so the next run can resume)"
+            _(
+                "run {run_id}: no complete checkpoint in {where}: nothing to resume from; start "
+                "it again with 'trainwiz launch {value}' (set training.save_steps or "
+                "save_minutes so the next run can resume)"
+            ).format(run_id=status.run_id, where=where, value=run_dir / PRESET)
         )
     attempts = read_attempts(run_dir) or [
         {"attempt": 1, "how": "launch", "ended_at": status.ended_at, "cause": status.message}
@@ -295,8 +307,9 @@ def resume(run_dir: Path, ack_timeout: float = 15.0) -> dict[str, Any]:
             return record
         time.sleep(0.05)
     raise TrainwizError(
-        f"the watcher of run {run_dir.name} did not start within {ack_timeout:.0f} s: "
-        f"see {run_dir / 'watcher.log'}"
+        _("the watcher of run {name} did not start within {ack_timeout:.0f} s: see {value}").format(
+            name=run_dir.name, ack_timeout=ack_timeout, value=run_dir / "watcher.log"
+        )
     )
 
 

@@ -61,3 +61,25 @@ def test_check_list_row_pads_by_cells_not_characters(chinese: None) -> None:
     summary = "磁盘空间足够此预设使用"
     assert row.endswith(summary), row  # a recorded English summary: shown translated
     assert cell_len(row[: row.index(summary)]) == 2 + 25
+
+
+def test_preset_errors_in_chinese_keep_field_path_and_position(tmp_path: Path) -> None:
+    """A bad preset: exit 2, every problem in Chinese, ``file:line:col`` and the field path as
+    the user wrote them (what they search their file for)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "schema: 1\nname: bad\ntraining:\n  lerning_rate: 2e-5\n  per_device_train_batch_size: 0\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "plan", str(bad), "--lang", "zh"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr
+    assert (
+        f"{bad}:4:3 training.lerning_rate: 未知的键 'lerning_rate'；是不是想写 'learning_rate'？"
+        in err
+    )
+    assert f"{bad}:1:1 model: 缺少必需的键 'model'" in err, err
+    assert f"{bad}:5:32 training.per_device_train_batch_size: 应大于或等于 1（实际为 0）" in err

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.i18n import _
 from backend.results.chat import ChatSession
 from backend.runs import find_run
 from tui.commands._common import add_json_flag, print_json
@@ -41,7 +42,12 @@ def run(args: argparse.Namespace) -> int:
                 for turn in turns:
                     print(turn["reply"])
             return 0
-        print(f"chat with {session.model} on {session.device} (empty line to end)", file=sys.stderr)
+        print(
+            _("chat with {model} on {device} (empty line to end)").format(
+                model=session.model, device=session.device
+            ),
+            file=sys.stderr,
+        )
         while True:
             try:
                 prompt = input("you> ")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from backend.i18n import _
 from backend.results.export import export_run
 from backend.runs import find_run
 from tui.commands._common import add_json_flag, print_json
@@ -27,5 +28,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        print(f"exported {result.source} to {result.to}: {', '.join(result.files)}")
+        print(
+            _("exported {source} to {to}: {items}").format(
+                source=result.source, to=result.to, items=", ".join(result.files)
+            )
+        )
     return 0

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from backend.i18n import _
 from backend.mirrors import apply_mirrors, plan_lines
 from backend.plan import build_plan
 from backend.plan.commands import comment
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         host_ram=host_ram_for(args.host_ram, args.gpu),
     )
     for risk in risks:
-        print(f"trainwiz: warning: {redact_text(risk.line())}", file=sys.stderr)
+        print(_("trainwiz: warning: {line}").format(line=redact_text(risk.line())), file=sys.stderr)
     if args.json:
         estimate = _scrub(estimate, preset_secrets(preset))  # e.g. the tuned preset's YAML
         print_json(
@@ -83,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        warnings = [comment(f"WARNING {risk.line()}") for risk in risks]
+        warnings = [comment(_("WARNING {line}").format(line=risk.line())) for risk in risks]
         script = plan.as_script()
         if warnings:  # right under the title line, before any command
-            head, _, rest = script.partition("\n")
+            head, _sep, rest = script.partition("\n")
             script = "\n".join([head, *warnings, rest])
         print(script, end="")
         secrets = preset_secrets(preset)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.i18n import _
 from backend.runs import find_run, follow_log, refresh
 from backend.runs.resume import resume
 from tui.commands._common import add_json_flag, print_json
@@ -43,11 +44,20 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
             sys.stdout.flush()
     except KeyboardInterrupt:
-        print(f"\ntrainwiz: stopped following; the run continues (trainwiz stop {run_dir.name})")
+        print(
+            _("\ntrainwiz: stopped following; the run continues (trainwiz stop {name})").format(
+                name=run_dir.name
+            )
+        )
         return 130
     status = refresh(run_dir)
     if args.json:
         print_json(status.model_dump())
     else:
-        print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
+        print(
+            _("trainwiz: run {run_id} {state}: {message}").format(
+                run_id=status.run_id, state=status.state, message=status.message
+            ),
+            file=sys.stderr,
+        )
     return 0 if status.state == "finished" else 1

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from backend.i18n import _
 from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
 from tui.commands._common import add_json_flag, print_json
 
@@ -72,7 +73,7 @@ def run_list(args: argparse.Namespace) -> int:
         print_json([{**s.model_dump(), **extra[s.run_id]} for s in statuses])
         return 0
     if not statuses:
-        print("no runs yet: start one with 'trainwiz launch PRESET'")
+        print(_("no runs yet: start one with 'trainwiz launch PRESET'"))
         return 0
     width = max(len(s.run_id) for s in statuses)
     head = f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'STARTED':<12} {'EVAL':<7} {'CKPT':<10}"
@@ -127,9 +128,17 @@ def run_stop(args: argparse.Namespace) -> int:
         print(f"{status.run_id}: {status.state} ({status.message})")
         if left:
             pids = ", ".join(str(p) for p in left)
-            print(f"trainwiz: {len(left)} process(es) of the run still alive: {pids}")
+            print(
+                _("trainwiz: {count} process(es) of the run still alive: {pids}").format(
+                    count=len(left), pids=pids
+                )
+            )
         else:
-            print(f"trainwiz: {ended} process(es) ended; none of the run is left")
+            print(
+                _("trainwiz: {ended} process(es) ended; none of the run is left").format(
+                    ended=ended
+                )
+            )
     return 0 if status.final and not left else 1
 
 
@@ -143,5 +152,10 @@ def run_logs(args: argparse.Namespace) -> int:
         return 130
     if args.follow:
         status = refresh(run_dir)
-        print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
+        print(
+            _("trainwiz: run {run_id} {state}: {message}").format(
+                run_id=status.run_id, state=status.state, message=status.message
+            ),
+            file=sys.stderr,
+        )
     return 0

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.preset import load_preset
 from tui.commands._common import add_json_flag, print_json
 
@@ -48,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     gpu, shape, why = resolve_inputs(preset, args.gpu, args.config)
     if gpu is None or shape is None:
-        raise BadInput(f"tune: {why}")
+        raise BadInput(_("tune: {why}").format(why=why))
     if args.top < 1 or args.steps < 2:
-        raise BadInput("--top must be >= 1 and --steps >= 2")
+        raise BadInput(_("--top must be >= 1 and --steps >= 2"))
     dist = dist_from_report(args.lengths) if args.lengths else default_dist()
     host_ram = host_ram_for(args.host_ram, args.gpu)
     result = tune(preset, gpu, shape, free_batch=args.free_batch, dist=dist, host_ram=host_ram)
@@ -93,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
         print_json({"written": str(target), "diff": diff, "probe": probe_rows})
     else:
         print("\n".join(lines if not args.probe else [*lines, *diff]))
-        print(f"trainwiz: tuned preset written to {target}", file=sys.stderr)
+        print(
+            _("trainwiz: tuned preset written to {target}").format(target=target), file=sys.stderr
+        )
     return 0
 
 
