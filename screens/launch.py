@@ -120,7 +120,11 @@ class LaunchScreen(StepScreen):
         p = self.preset
         text = Text()
         text.append(f"{p.name}", style="bold")
-        text.append(f"  runner {p.launch.runner} · entry {p.launch.entry} · ")
+        text.append(
+            _("  runner {runner} · entry {entry} · ").format(
+                runner=p.launch.runner, entry=p.launch.entry
+            )
+        )
         text.append(
             _("{n} process(es) on {device}").format(
                 n=p.launch.nproc_per_node, device=p.launch.device

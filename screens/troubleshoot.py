@@ -310,13 +310,17 @@ class TroubleshootScreen(Screen[None]):
             else ""
         )
         if not message.diagnosis.findings:
-            found = _("{source}: no known failure found").format(source=message.source)
-            self._status(found + against + ".")
+            self._status(
+                _("{source}: no known failure found{against}.").format(
+                    source=message.source, against=against
+                )
+            )
             return
-        found = _("{source}: {count} finding(s)").format(
-            source=message.source, count=len(message.diagnosis.findings)
+        self._status(
+            _("{source}: {count} finding(s){against}.").format(
+                source=message.source, count=len(message.diagnosis.findings), against=against
+            )
         )
-        self._status(found + against + ".")
         for number, finding in enumerate(message.diagnosis.findings):
             label = Text()
             severity = _(SEVERITY_WORDS.get(finding.severity, finding.severity.upper()))
@@ -351,7 +355,10 @@ class TroubleshootScreen(Screen[None]):
         fixes.clear_options()
         for number, fix in enumerate(finding.fixes):
             kind = _("preset change") if fix.changes else _("advice")
-            fixes.add_option(Option(f"{number + 1}. {fix.title}  ({kind})", id=str(number)))
+            label = _("{number}. {title}  ({kind})").format(
+                number=number + 1, title=fix.title, kind=kind
+            )
+            fixes.add_option(Option(label, id=str(number)))
         if finding.fixes:
             fixes.highlighted = 0
         else:

@@ -30,9 +30,9 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = F
     if snap is None:
         return Text(_("GPUs: waiting for the first sample…"), style="dim")
     if snap.state == "no_driver":
-        return Text(f"GPUs: {snap.message}", style="yellow")
+        return Text(_("GPUs: {message}").format(message=snap.message), style="yellow")
     if snap.state == "error":
-        return Text(f"GPUs: {snap.message}", style="red")
+        return Text(_("GPUs: {message}").format(message=snap.message), style="red")
     if not snap.gpus:
         return Text(_("GPUs: NVML reports no GPU on this machine"), style="yellow")
     out = Text()
@@ -55,24 +55,24 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = F
             ours = sum(p.owner == "this run" for p in g.processes)
             others = len(g.processes) - ours
             if ours:
-                out.append(f" ▶{ours} run", style="bold green")
+                out.append(_(" ▶{ours} run").format(ours=ours), style="bold green")
             if others:
-                out.append(f" {others} other", style="yellow")
+                out.append(_(" {others} other").format(others=others), style="yellow")
             if not g.processes:
-                out.append(" idle", style="dim")
+                out.append(_(" idle"), style="dim")
             continue
         out.append("\n     ")
         if not g.processes:
-            out.append("no processes", style="dim")
+            out.append(_("no processes"), style="dim")
         for k, p in enumerate(g.processes):
             if k:
                 out.append("  ")
             used = f" {p.used_bytes / GIB:.1f}G" if p.used_bytes is not None else ""
             label = f"{p.pid}{' ' + p.name if p.name else ''}{used}"
             if p.owner == "this run":
-                out.append(f"▶ {label} this run", style="bold green")
+                out.append(_("▶ {label} this run").format(label=label), style="bold green")
             elif p.owner == "other":
-                out.append(f"{label} other", style="yellow")
+                out.append(_("{label} other").format(label=label), style="yellow")
             else:
                 out.append(f"{label} ?", style="dim")
     return out
