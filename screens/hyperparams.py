@@ -391,30 +391,36 @@ class HyperparamsScreen(StepScreen):
         shape = self._shape()
         if self.preset.launch.device == "cpu":
             self.notify(
-                f"{self.preset.name} trains on the CPU (launch.device: cpu): there is no GPU "
-                "memory to tune. Open a GPU preset (ctrl+o) to plan for a GPU.",
+                _(
+                    "{name} trains on the CPU (launch.device: cpu): there is no GPU memory to "
+                    "tune. Open a GPU preset (ctrl+o) to plan for a GPU."
+                ).format(name=self.preset.name),
                 severity="warning",
                 timeout=8,
             )
             return
         if self.gpu is None:
-            self.notify("Choose the GPU to plan for (the list at the top right).",
+            self.notify(_("Choose the GPU to plan for (the list at the top right)."),
                         severity="warning")  # fmt: skip
             return
         if shape is None:
             self.notify(
-                f"The model's shape is unknown: {self.preset.model.dir} has no config.json and "
-                "the repo is not a known one. Fetch the model in the Model step.",
+                _(
+                    "The model's shape is unknown: {dir} has no config.json and the repo is not "
+                    "a known one. Fetch the model in the Model step."
+                ).format(dir=self.preset.model.dir),
                 severity="warning",
             )
             return
         if self.invalid:
-            self.notify("Fix the fields marked in red first: " + "; ".join(self.leave_problems()),
+            self.notify(_("Fix the fields marked in red first: ") + "; ".join(self.leave_problems()),
                         severity="error")  # fmt: skip
             return
         result = tune(self.preset, self.gpu, shape)
         self.wizard.propose_preset(
-            result.preset, origin=self, note=f"Tune applied: {len(result.changes)} change(s)"
+            result.preset,
+            origin=self,
+            note=_("Tune applied: {count} change(s)").format(count=len(result.changes)),
         )
         for change in result.changes:
             path = change.path.removeprefix("training.")
@@ -425,7 +431,11 @@ class HyperparamsScreen(StepScreen):
                 info = self.fields[path]
                 shown = bool(value) if info.kind == "bool" else display_value(value)
                 self.query_one(f"#{field_id(path)}", FormField).set_value(shown)
-        lines = [f"Tune: {len(result.changes)} change(s), x{result.speedup:.1f} predicted"]
+        lines = [
+            _("Tune: {count} change(s), x{speedup} predicted").format(
+                count=len(result.changes), speedup=f"{result.speedup:.1f}"
+            )
+        ]
         lines += [f"- {c.path}: {c.old!r} -> {c.new!r}: {c.reason}" for c in result.changes]
         lines += result.notes
         self.tune_text = "\n".join(lines)
@@ -434,6 +444,6 @@ class HyperparamsScreen(StepScreen):
     def action_save_as(self) -> None:
         problems = self.problems
         if problems:
-            self.notify("Not saved: " + "; ".join(problems), severity="error", timeout=8)
+            self.notify(_("Not saved: ") + "; ".join(problems), severity="error", timeout=8)
             return
         self.wizard.action_save_preset()

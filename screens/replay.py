@@ -126,20 +126,20 @@ class RunAllScreen(ModalScreen[ReplayResult | None]):
         self.result = message.result
         status = self.query_one("#run-all-status", Static)
         if message.error is not None:
-            status.update(f"refused: {message.error}")
+            status.update(_("refused: {error}").format(error=message.error))
             return
         result = message.result
         assert result is not None
         if result.failed_step == "checks" and any(
             "warnings need" in r.message for r in result.reports
         ):
-            status.update("Stopped on warnings: press y to accept them and run again.")
+            status.update(_("Stopped on warnings: press y to accept them and run again."))
             return
         if result.failed_step:
-            lines = [f"Stopped at {result.failed_step}.", *result.findings[:5]]
+            lines = [_("Stopped at {step}.").format(step=result.failed_step), *result.findings[:5]]
             status.update("\n".join(lines))
             return
-        status.update(f"Run {result.run_id} started: opening the Monitor.")
+        status.update(_("Run {run_id} started: opening the Monitor.").format(run_id=result.run_id))
         self.dismiss(result)
 
     def action_accept_warnings(self) -> None:

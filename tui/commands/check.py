@@ -131,7 +131,8 @@ def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
         if r.status in ("fail", "warn"):
             status = _(_STATUS[r.status])
             title = _(r.title) or r.id
-            console.print(Text(f"{title} · {r.id} ({status})", style=_STYLE[r.status]))
+            heading = _("{title} · {id} ({status})").format(title=title, id=r.id, status=status)
+            console.print(Text(heading, style=_STYLE[r.status]))
             if r.why:
                 console.print(Text("  " + _("why: {why}").format(why=r.why)), soft_wrap=True)
             if r.fix:
