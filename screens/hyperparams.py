@@ -350,8 +350,10 @@ class HyperparamsScreen(StepScreen):
             )
         elif shape is None:
             widget.update(
-                f"Model shape unknown: {self.preset.model.dir} has no config.json yet "
-                "(fetch the model in the Model step)."
+                _(
+                    "Model shape unknown: {dir} has no config.json yet "
+                    "(fetch the model in the Model step)."
+                ).format(dir=self.preset.model.dir)
             )
         elif self.gpu is None:
             widget.update(_("No GPU found here: choose one above to see the memory plan."))

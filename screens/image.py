@@ -372,7 +372,7 @@ class ImageScreen(StepScreen):
         if self.host_runner:
             self.notify(_("This preset trains in a host venv: there is no image to pull."))
             return
-        if self.refuse_if_blocked("Pulling an image"):
+        if self.refuse_if_blocked(_("Pulling an image")):
             return
         row = self._selected()
         if row is None:
@@ -396,7 +396,7 @@ class ImageScreen(StepScreen):
 
     def action_build(self) -> None:
         """Say what will be built and where, then build only after a yes."""
-        if self.refuse_if_blocked("Building the environment"):
+        if self.refuse_if_blocked(_("Building the environment")):
             return
         from backend import paths
 

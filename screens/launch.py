@@ -209,7 +209,7 @@ class LaunchScreen(StepScreen):
     def action_launch(self) -> None:
         if self.launching:
             return
-        if self.refuse_if_blocked("Launching"):
+        if self.refuse_if_blocked(_("Launching")):
             return
         if self.plan is None:
             self.notify(_("The plan is not ready yet."), severity="warning", title=_("Launch"))

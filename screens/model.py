@@ -144,7 +144,7 @@ def data_summary(r: DataReport) -> Text:
                 style="bold red",
             )
     else:
-        why = r.tokens_unavailable or "no tokenizer yet: fetch the model first"
+        why = r.tokens_unavailable or _("no tokenizer yet: fetch the model first")
         text.append(_("token lengths unavailable: {why}\n").format(why=why), style="italic")
     if r.ok:
         text.append(_("✓ FastChat can train on it"), style="bold green")
@@ -306,7 +306,7 @@ class ModelScreen(StepScreen):
         return self.form_problems() if self.is_mounted else []
 
     def action_fetch(self) -> None:
-        if self.refuse_if_blocked("Fetching the model"):
+        if self.refuse_if_blocked(_("Fetching the model")):
             return
         try:
             source = self.source_from_form()

@@ -69,7 +69,11 @@ class RunAllScreen(ModalScreen[ReplayResult | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Run all: {self.preset.name} — checks → model → environment → launch")
+            yield Label(
+                _("Run all: {name} — checks → model → environment → launch").format(
+                    name=self.preset.name
+                )
+            )
             yield RichLog(id="run-all-log", wrap=True, markup=False, max_lines=2000)
             yield Static("", id="run-all-status")
 
@@ -79,7 +83,7 @@ class RunAllScreen(ModalScreen[ReplayResult | None]):
     def _start(self, *, accept_warnings: bool) -> None:
         self.running = True
         self._cancel = threading.Event()
-        self.query_one("#run-all-status", Static).update("running… (escape cancels)")
+        self.query_one("#run-all-status", Static).update(_("running… (escape cancels)"))
         self._run(accept_warnings)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="run-all")

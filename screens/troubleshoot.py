@@ -115,7 +115,7 @@ class FixReviewDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         diff = Text()
-        for line in self.diff or ["(this fix changes nothing in the preset)"]:
+        for line in self.diff or [_("(this fix changes nothing in the preset)")]:
             colour = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
             diff.append(line + "\n", style=colour)
         with Vertical():

@@ -132,7 +132,7 @@ class LogPane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(self.header_text(), id="log-header")
         yield LogView(self.model, id="log-view")
-        yield Input(placeholder="search the log (Enter: find, Esc: close)", id="log-search")
+        yield Input(placeholder=_("search the log (Enter: find, Esc: close)"), id="log-search")
 
     @property
     def view(self) -> LogView:

@@ -26,7 +26,9 @@ def confirm_risks(preset: Preset, yes: bool) -> None:
         print(_("trainwiz: --yes given: going ahead with these options"), file=sys.stderr)
         return
     if sys.stdin.isatty():
-        answer = input(f"preset {preset.name} asks for the options above; run it? [y/N] ")
+        answer = input(
+            _("preset {name} asks for the options above; run it? [y/N] ").format(name=preset.name)
+        )
         if answer.strip().lower() in ("y", "yes"):
             return
         raise BadInput(

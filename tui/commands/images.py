@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         _print(
             survey,
             args.all,
-            "none (a CUDA training with default settings)" if preset is None else survey.preset,
+            _("none (a CUDA training with default settings)") if preset is None else survey.preset,
         )
         if preset is None:
             print(

@@ -48,9 +48,13 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(
+            _("'{text}' is not a number of seconds").format(text=text)
+        ) from None
     if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}': give a finite number of seconds >= 0")
+        raise argparse.ArgumentTypeError(
+            _("'{text}': give a finite number of seconds >= 0").format(text=text)
+        )
     return value
 
 
@@ -102,7 +106,11 @@ def attach_preset(run_dir: Path) -> tuple[str | None, list[str]]:
         load_preset(str(preset))
     except (TrainwizError, OSError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        notes.append(f"{preset} unusable ({first}); the default preset is shown")
+        notes.append(
+            _("{preset} unusable ({error}); the default preset is shown").format(
+                preset=preset, error=first
+            )
+        )
         preset = None
     return preset, notes
 

@@ -69,13 +69,24 @@ def run(args: argparse.Namespace) -> int:
             steps=args.steps,
             progress=lambda msg: print(f"trainwiz: {msg}", file=sys.stderr, flush=True),
         )
-        lines.append("probe (measured here; real tokens/s = median after the warm-up steps):")
+        lines.append(_("probe (measured here; real tokens/s = median after the warm-up steps):"))
         for r in measured.rows:
             got = f"{r.measured_real_tokens_per_s:,.0f}" if r.measured_real_tokens_per_s else "-"
             lines.append(
-                f"  {r.label}: predicted {r.predicted_real_tokens_per_s:,.0f}, measured {got} "
-                f"real tokens/s; peak {r.measured_peak_gib} GiB (pred {r.predicted_peak_gib}); "
-                f"startup {r.startup_s or 0:.0f} s; {r.state} (run {r.run_id})"
+                "  "
+                + _(
+                    "{label}: predicted {predicted}, measured {measured} real tokens/s; peak "
+                    "{peak} GiB (pred {predicted_peak}); startup {startup} s; {state} (run {run})"
+                ).format(
+                    label=r.label,
+                    predicted=f"{r.predicted_real_tokens_per_s:,.0f}",
+                    measured=got,
+                    peak=r.measured_peak_gib,
+                    predicted_peak=r.predicted_peak_gib,
+                    startup=f"{r.startup_s or 0:.0f}",
+                    state=r.state,
+                    run=r.run_id,
+                )
             )
             probe_rows.append({k: v for k, v in vars(r).items() if k != "preset"})
         lines += [f"  note: {n}" for n in measured.notes]
