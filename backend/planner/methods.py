@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.i18n import _
 from backend.planner.gpu import GIB, GpuSpec
 from backend.planner.memory import (
     CUDA_CONTEXT_BYTES,
@@ -344,15 +345,22 @@ def proposal_lines(proposals: list[MethodProposal]) -> list[str]:
     if not proposals:
         return []
     lines = [
-        "# a full fine-tune does not fit as configured; other methods that do "
-        "(training.method, issue 21):"
+        "# "
+        + _(
+            "a full fine-tune does not fit as configured; other methods that do "
+            "(training.method, issue 21):"
+        )
     ]
     for p in proposals:
         changes = ", ".join(f"{k}: {v!r}" for k, v in p.changes.items())
         lines.append(
-            f"#   {p.method.label():<28} {p.memory.gib(p.memory.total_per_gpu):6.2f} GiB per GPU, "
-            f"{p.throughput.tokens_per_s:,.0f} tokens/s, host RAM "
-            f"{p.memory.gib(p.memory.host_ram_peak):.1f} GiB  ({changes})"
+            f"#   {p.method.label():<28} "
+            + _("{memory} GiB per GPU, {tokens} tokens/s, host RAM {host} GiB  ({changes})").format(
+                memory=f"{p.memory.gib(p.memory.total_per_gpu):6.2f}",
+                tokens=f"{p.throughput.tokens_per_s:,.0f}",
+                host=f"{p.memory.gib(p.memory.host_ram_peak):.1f}",
+                changes=changes,
+            )
         )
-        lines.append(f"#     result: {p.result_note}")
+        lines.append("#     " + _("result: {note}").format(note=p.result_note))
     return lines

@@ -187,13 +187,13 @@ def resolve_inputs(
     from backend.planner.shape import shape_for_preset, shape_from_config
 
     if preset.launch.device == "cpu":
-        return None, None, "the preset trains on the CPU (launch.device: cpu): no GPU plan"
+        return None, None, _("the preset trains on the CPU (launch.device: cpu): no GPU plan")
     gpu = gpu_spec(gpu_name) if gpu_name else detect_local()
     if gpu is None:
         return (
             None,
             None,
-            "no GPU named and none found here: pass --gpu (e.g. h200, a100, a100-40g)",
+            _("no GPU named and none found here: pass --gpu (e.g. h200, a100, a100-40g)"),
         )
     shape: ModelShape | None
     if config_path:
@@ -212,8 +212,8 @@ def resolve_inputs(
         return (
             gpu,
             None,
-            (
-                f"model.dir {preset.model.dir} has no config.json yet: pass --config PATH/config.json"
+            _("model.dir {dir} has no config.json yet: pass --config PATH/config.json").format(
+                dir=preset.model.dir
             ),
         )
     return gpu, shape, ""
@@ -237,7 +237,7 @@ def planner_report(
 
     gpu, shape, why = resolve_inputs(preset, gpu_name, config_path)
     if gpu is None or shape is None:
-        return [f"estimate: {why}"], {"estimate": None, "reason": why}
+        return [_("estimate: {why}").format(why=why)], {"estimate": None, "reason": why}
     from backend.planner.realdata import default_dist, dist_from_report
 
     dist = dist_from_report(lengths) if lengths else default_dist()
