@@ -10,9 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from backend.i18n import _
+
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--json", action="store_true", help=_("print machine-readable JSON"))
 
 
 # A space run, an unbroken run of ASCII (a word, a flag, a path), or any other single character:

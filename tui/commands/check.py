@@ -27,24 +27,26 @@ _STATUS = {"ok": N_("ok"), "warn": N_("warn"), "fail": N_("fail"), "skip": N_("s
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "check",
-        help="check this machine against a preset (driver, GPUs, Docker, disk, RAM, network)",
-        description="Run the system checks concurrently; exit 0 when nothing fails.",
+        help=_("check this machine against a preset (driver, GPUs, Docker, disk, RAM, network)"),
+        description=_("Run the system checks concurrently; exit 0 when nothing fails."),
     )
     parser.add_argument(
-        "--preset", metavar="NAME|PATH", help="judge against this preset (default: a plain survey)"
+        "--preset",
+        metavar="NAME|PATH",
+        help=_("judge against this preset (default: a plain survey)"),
     )
     parser.add_argument(
         "--only",
         metavar="ID",
         action="append",
-        help=f"run only these checks: {', '.join(check_ids())}",
+        help=_("run only these checks: {ids}").format(ids=", ".join(check_ids())),
     )
     parser.add_argument(
         "--token-host",
         action="append",
         default=[],
         metavar="HOST",
-        help="also send the Hub token to this https host (like TRAINWIZ_TOKEN_HOSTS)",
+        help=_("also send the Hub token to this https host (like TRAINWIZ_TOKEN_HOSTS)"),
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)

@@ -10,15 +10,19 @@ from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("data", help="check FastChat conversation data")
+    parser = subparsers.add_parser("data", help=_("check FastChat conversation data"))
     sub = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
-    check = sub.add_parser("check", help="roles, empty turns, ids; token lengths with --model")
-    check.add_argument("file", metavar="FILE", help="FastChat conversation JSON ('@sample' works)")
-    check.add_argument("--model", metavar="DIR", help="model dir whose tokenizer measures lengths")
+    check = sub.add_parser("check", help=_("roles, empty turns, ids; token lengths with --model"))
     check.add_argument(
-        "--max-length", type=int, default=512, help="model_max_length (default 512, FastChat's)"
+        "file", metavar="FILE", help=_("FastChat conversation JSON ('@sample' works)")
     )
-    check.add_argument("--python", help="training python for the tokenizer (default: this one)")
+    check.add_argument(
+        "--model", metavar="DIR", help=_("model dir whose tokenizer measures lengths")
+    )
+    check.add_argument(
+        "--max-length", type=int, default=512, help=_("model_max_length (default 512, FastChat's)")
+    )
+    check.add_argument("--python", help=_("training python for the tokenizer (default: this one)"))
     add_json_flag(check)
     check.set_defaults(func=run_check)
 

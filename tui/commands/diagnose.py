@@ -26,15 +26,17 @@ _SEVERITY = {"error": N_("ERROR"), "warning": N_("WARNING"), "info": N_("INFO")}
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "diagnose",
-        help="recognise known failures in a training log and propose preset fixes",
-        description="Read a log (a file, or a run id under $TRAINWIZ_HOME/runs) and report known "
-        "failures, most severe first, each with its cause and fixes. Exit 1 if any is an error.",
+        help=_("recognise known failures in a training log and propose preset fixes"),
+        description=_(
+            "Read a log (a file, or a run id under $TRAINWIZ_HOME/runs) and report known "
+            "failures, most severe first, each with its cause and fixes. Exit 1 if any is an error."
+        ),
     )
-    parser.add_argument("target", metavar="LOGFILE|RUN", help="a log file path or a run id")
+    parser.add_argument("target", metavar="LOGFILE|RUN", help=_("a log file path or a run id"))
     parser.add_argument(
         "--preset",
         metavar="NAME|PATH",
-        help="compute fixes against this preset (default for a run: its preset.yaml)",
+        help=_("compute fixes against this preset (default for a run: its preset.yaml)"),
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)

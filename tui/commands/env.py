@@ -19,20 +19,20 @@ from tui.commands._common import add_json_flag, print_json
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "env",
-        help="build the training environment (image or host venv) once, cached",
-        description="Build the preset's training environment; unchanged inputs are a cache hit.",
+        help=_("build the training environment (image or host venv) once, cached"),
+        description=_("Build the preset's training environment; unchanged inputs are a cache hit."),
     )
     sub = parser.add_subparsers(dest="env_command", metavar="SUBCOMMAND", required=True)
-    build = sub.add_parser("build", help="build the image (docker runner) or venv (host runner)")
-    build.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
-    build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
-    build.add_argument("--quiet", action="store_true", help="do not stream the build log")
+    build = sub.add_parser("build", help=_("build the image (docker runner) or venv (host runner)"))
+    build.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
+    build.add_argument("--force", action="store_true", help=_("rebuild even if the tag exists"))
+    build.add_argument("--quiet", action="store_true", help=_("do not stream the build log"))
     add_json_flag(build)
     build.set_defaults(func=run_build)
-    tag = sub.add_parser("tag", help="print the environment image tag for a preset")
+    tag = sub.add_parser("tag", help=_("print the environment image tag for a preset"))
     tag.add_argument("preset", metavar="PRESET")
     tag.set_defaults(func=run_tag)
-    dockerfile = sub.add_parser("dockerfile", help="print the generated Dockerfile")
+    dockerfile = sub.add_parser("dockerfile", help=_("print the generated Dockerfile"))
     dockerfile.add_argument("preset", metavar="PRESET")
     dockerfile.set_defaults(func=run_dockerfile)
 

@@ -14,11 +14,13 @@ from tui.commands._common import add_json_flag, print_json
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
-        "export", help="write a run's model as safetensors + tokenizer + model card"
+        "export", help=_("write a run's model as safetensors + tokenizer + model card")
     )
-    parser.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
-    parser.add_argument("--to", required=True, metavar="DIR", help="a new (or empty) folder")
-    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint-N, not the final")
+    parser.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
+    parser.add_argument("--to", required=True, metavar="DIR", help=_("a new (or empty) folder"))
+    parser.add_argument(
+        "--checkpoint", type=int, metavar="N", help=_("checkpoint-N, not the final")
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 

@@ -24,23 +24,23 @@ _MARK = {"compatible": "✓", "warning": "!", "incompatible": "✗"}
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "images",
-        help="images this machine can train in (catalog + local), and pull",
-        description="Judge every catalog and local image against the driver, GPUs and preset.",
+        help=_("images this machine can train in (catalog + local), and pull"),
+        description=_("Judge every catalog and local image against the driver, GPUs and preset."),
     )
-    parser.add_argument("--preset", metavar="NAME|PATH", help="judge for this preset")
-    parser.add_argument("--driver", help="what-if NVIDIA driver version, e.g. 535.54.03")
-    parser.add_argument("--cuda", help="what-if driver CUDA version, e.g. 12.2")
+    parser.add_argument("--preset", metavar="NAME|PATH", help=_("judge for this preset"))
+    parser.add_argument("--driver", help=_("what-if NVIDIA driver version, e.g. 535.54.03"))
+    parser.add_argument("--cuda", help=_("what-if driver CUDA version, e.g. 12.2"))
     parser.add_argument(
-        "--gpu", action="append", metavar="CC", help="what-if compute capability, e.g. 9.0"
+        "--gpu", action="append", metavar="CC", help=_("what-if compute capability, e.g. 9.0")
     )
-    parser.add_argument("--no-local", action="store_true", help="skip the Docker daemon")
-    parser.add_argument("--all", action="store_true", help="also list incompatible images")
+    parser.add_argument("--no-local", action="store_true", help=_("skip the Docker daemon"))
+    parser.add_argument("--all", action="store_true", help=_("also list incompatible images"))
     add_json_flag(parser)
     parser.set_defaults(func=run)
     sub = parser.add_subparsers(dest="images_command", metavar="SUBCOMMAND")
-    pull = sub.add_parser("pull", help="pull an image with per-layer progress")
+    pull = sub.add_parser("pull", help=_("pull an image with per-layer progress"))
     pull.add_argument(
-        "ref", help="image reference, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel"
+        "ref", help=_("image reference, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel")
     )
     add_json_flag(pull)
     pull.set_defaults(func=run_pull)

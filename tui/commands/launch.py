@@ -21,27 +21,29 @@ from tui.commands._risks import confirm_risks
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "launch",
-        help="start a training run from a preset (detached: it survives the SSH session)",
-        description="Validate the preset, write its run directory and start the training "
-        "through the preset's runner (host process or Docker container).",
+        help=_("start a training run from a preset (detached: it survives the SSH session)"),
+        description=_(
+            "Validate the preset, write its run directory and start the training "
+            "through the preset's runner (host process or Docker container)."
+        ),
     )
-    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
+    parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
     parser.add_argument(
-        "--detach", "-d", action="store_true", help="print the run id and return at once"
+        "--detach", "-d", action="store_true", help=_("print the run id and return at once")
     )
     parser.add_argument(
         "--no-prepare",
         action="store_true",
-        help="skip the model/environment steps even when their result is missing",
+        help=_("skip the model/environment steps even when their result is missing"),
     )
     parser.add_argument(
-        "--transformers", metavar="VERSION", help="name training flags for this transformers"
+        "--transformers", metavar="VERSION", help=_("name training flags for this transformers")
     )
     parser.add_argument(
         "--yes",
         "-y",
         action="store_true",
-        help="accept dangerous container options (privileged, host mounts, LD_PRELOAD...)",
+        help=_("accept dangerous container options (privileged, host mounts, LD_PRELOAD...)"),
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)

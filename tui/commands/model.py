@@ -18,33 +18,37 @@ from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("model", help="fetch a model, validate it, make the tiny one")
+    parser = subparsers.add_parser("model", help=_("fetch a model, validate it, make the tiny one"))
     sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
 
-    fetch = sub.add_parser("fetch", help="download/clone/make the model of a preset, or a Hub repo")
-    fetch.add_argument("target", metavar="PRESET|REPO", help="a preset name/path or owner/name")
-    fetch.add_argument("--dir", help="model directory (default: the preset's model.dir)")
-    fetch.add_argument("--endpoint", help="Hub endpoint or mirror, e.g. https://hf-mirror.com")
-    fetch.add_argument("--revision", help="branch, tag or commit")
-    fetch.add_argument("--token-env", help="env var holding the Hub token (default HF_TOKEN)")
+    fetch = sub.add_parser(
+        "fetch", help=_("download/clone/make the model of a preset, or a Hub repo")
+    )
+    fetch.add_argument("target", metavar="PRESET|REPO", help=_("a preset name/path or owner/name"))
+    fetch.add_argument("--dir", help=_("model directory (default: the preset's model.dir)"))
+    fetch.add_argument("--endpoint", help=_("Hub endpoint or mirror, e.g. https://hf-mirror.com"))
+    fetch.add_argument("--revision", help=_("branch, tag or commit"))
+    fetch.add_argument("--token-env", help=_("env var holding the Hub token (default HF_TOKEN)"))
     fetch.add_argument(
         "--token-host",
         action="append",
         default=[],
         metavar="HOST",
-        help="also send the token to this https host (like TRAINWIZ_TOKEN_HOSTS)",
+        help=_("also send the token to this https host (like TRAINWIZ_TOKEN_HOSTS)"),
     )
     add_json_flag(fetch)
     fetch.set_defaults(func=run_fetch)
 
-    validate = sub.add_parser("validate", help="check a model dir without loading its weights")
+    validate = sub.add_parser("validate", help=_("check a model dir without loading its weights"))
     validate.add_argument("dir", metavar="DIR")
     add_json_flag(validate)
     validate.set_defaults(func=run_validate)
 
-    tiny = sub.add_parser("make-tiny", help="create the tiny random Llama of a preset (or at DIR)")
+    tiny = sub.add_parser(
+        "make-tiny", help=_("create the tiny random Llama of a preset (or at DIR)")
+    )
     tiny.add_argument("target", metavar="PRESET|DIR", nargs="?", default="tiny-cpu")
-    tiny.add_argument("--force", action="store_true", help="remake even if a valid one exists")
+    tiny.add_argument("--force", action="store_true", help=_("remake even if a valid one exists"))
     add_json_flag(tiny)
     tiny.set_defaults(func=run_make_tiny)
 

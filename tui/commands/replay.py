@@ -22,14 +22,20 @@ _STYLE = {"done": "green", "skipped": "cyan", "warned": "yellow", "failed": "bol
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "replay",
-        help="run a preset end to end without the wizard (checks, model, environment, launch, follow)",
+        help=_(
+            "run a preset end to end without the wizard (checks, model, environment, launch, follow)"
+        ),
         description=__doc__,
     )
-    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
-    parser.add_argument("--yes", "-y", action="store_true", help="accept warnings without asking")
-    parser.add_argument("--from", dest="start", choices=STEP_ORDER, help="first step to run")
-    parser.add_argument("--until", choices=STEP_ORDER, help="last step to run")
-    parser.add_argument("--detach", action="store_true", help="stop after launch; training goes on")
+    parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
+    parser.add_argument(
+        "--yes", "-y", action="store_true", help=_("accept warnings without asking")
+    )
+    parser.add_argument("--from", dest="start", choices=STEP_ORDER, help=_("first step to run"))
+    parser.add_argument("--until", choices=STEP_ORDER, help=_("last step to run"))
+    parser.add_argument(
+        "--detach", action="store_true", help=_("stop after launch; training goes on")
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 

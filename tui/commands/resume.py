@@ -16,13 +16,15 @@ from tui.commands._common import add_json_flag, print_json
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "resume",
-        help="continue a failed or stopped run from its last complete checkpoint",
-        description="Start the next attempt of a run: training continues from the newest "
-        "complete checkpoint in its output_dir, in the same run directory and metrics series.",
+        help=_("continue a failed or stopped run from its last complete checkpoint"),
+        description=_(
+            "Start the next attempt of a run: training continues from the newest "
+            "complete checkpoint in its output_dir, in the same run directory and metrics series."
+        ),
     )
-    parser.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    parser.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
     parser.add_argument(
-        "--detach", "-d", action="store_true", help="print the attempt and return at once"
+        "--detach", "-d", action="store_true", help=_("print the attempt and return at once")
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)

@@ -14,32 +14,32 @@ from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    runs = subparsers.add_parser("runs", help="list runs with their state")
+    runs = subparsers.add_parser("runs", help=_("list runs with their state"))
     add_json_flag(runs)
     runs.set_defaults(func=run_list)
 
     attach = subparsers.add_parser(
-        "attach", help="open the wizard's monitor on a live or finished run"
+        "attach", help=_("open the wizard's monitor on a live or finished run")
     )
-    attach.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    attach.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
     attach.set_defaults(func=run_attach)
 
     stop = subparsers.add_parser(
-        "stop", help="stop a run gracefully (SIGTERM / docker stop, then kill)"
+        "stop", help=_("stop a run gracefully (SIGTERM / docker stop, then kill)")
     )
-    stop.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    stop.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
     stop.add_argument(
         "--timeout",
         type=_seconds,
         default=30.0,
-        help="seconds between SIGTERM and SIGKILL (a finite number >= 0)",
+        help=_("seconds between SIGTERM and SIGKILL (a finite number >= 0)"),
     )
     add_json_flag(stop)
     stop.set_defaults(func=run_stop)
 
-    logs = subparsers.add_parser("logs", help="print a run's log (train.log)")
-    logs.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+    logs = subparsers.add_parser("logs", help=_("print a run's log (train.log)"))
+    logs.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
+    logs.add_argument("-f", "--follow", action="store_true", help=_("keep printing until it ends"))
     logs.set_defaults(func=run_logs)
 
 

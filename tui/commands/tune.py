@@ -17,20 +17,26 @@ from tui.commands._common import add_json_flag, print_json
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "tune",
-        help="the fastest configuration on real tokens that fits GPU and host RAM",
-        description="Search batch, recompute, offload, packing, Liger and fused AdamW for the "
-        "most real (non-pad) tokens/s predicted to fit the GPU and the host's RAM; with "
-        "--probe, run the top candidates a few steps each here and keep the measured fastest.",
+        help=_("the fastest configuration on real tokens that fits GPU and host RAM"),
+        description=_(
+            "Search batch, recompute, offload, packing, Liger and fused AdamW for the "
+            "most real (non-pad) tokens/s predicted to fit the GPU and the host's RAM; with "
+            "--probe, run the top candidates a few steps each here and keep the measured fastest."
+        ),
     )
-    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
-    parser.add_argument("--gpu", metavar="NAME", help="plan for this GPU (default: this machine's)")
-    parser.add_argument("--config", metavar="PATH", help="the model's config.json (its shape)")
-    parser.add_argument("--free-batch", action="store_true", help="may change the global batch")
-    parser.add_argument("--probe", action="store_true", help="measure the top candidates here")
-    parser.add_argument("--top", type=int, default=3, help="candidates to probe (default 3)")
-    parser.add_argument("--steps", type=int, default=12, help="steps per probe (default 12)")
+    parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
     parser.add_argument(
-        "--write", metavar="PATH", help="write the tuned preset here (default: PRESET-tuned.yaml)"
+        "--gpu", metavar="NAME", help=_("plan for this GPU (default: this machine's)")
+    )
+    parser.add_argument("--config", metavar="PATH", help=_("the model's config.json (its shape)"))
+    parser.add_argument("--free-batch", action="store_true", help=_("may change the global batch"))
+    parser.add_argument("--probe", action="store_true", help=_("measure the top candidates here"))
+    parser.add_argument("--top", type=int, default=3, help=_("candidates to probe (default 3)"))
+    parser.add_argument("--steps", type=int, default=12, help=_("steps per probe (default 12)"))
+    parser.add_argument(
+        "--write",
+        metavar="PATH",
+        help=_("write the tuned preset here (default: PRESET-tuned.yaml)"),
     )
     from tui.commands.plan import add_real_data_flags
 
