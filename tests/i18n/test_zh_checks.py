@@ -83,3 +83,16 @@ def test_preset_errors_in_chinese_keep_field_path_and_position(tmp_path: Path) -
     )
     assert f"{bad}:1:1 model: 缺少必需的键 'model'" in err, err
     assert f"{bad}:5:32 training.per_device_train_batch_size: 应大于或等于 1（实际为 0）" in err
+
+
+def test_help_in_chinese_from_the_flag_or_the_locale() -> None:
+    """--help comes before the real parse: the language is looked up from argv and the locale."""
+    by_flag = _check("--lang", "zh", "--help").stdout
+    assert "只运行这些检查：nvidia_driver" in by_flag, by_flag
+    by_locale = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "check", "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "LANG": "zh_CN.UTF-8", "COLUMNS": "200"},
+    ).stdout  # fmt: skip
+    assert "输出机器可读的 JSON" in by_locale, by_locale
+    assert "print machine-readable JSON" in _check("--help").stdout
