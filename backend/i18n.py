@@ -43,8 +43,10 @@ def N_(message: str) -> str:
 
 
 def _(message: str) -> str:
-    """The message in the current language (the English text when no translation exists)."""
-    return _translation.gettext(message)
+    """The message in the current language (the English text when no translation exists).
+
+    An empty string stays empty (gettext would answer it with the catalog's header)."""
+    return _translation.gettext(message) if message else message
 
 
 def _normalise(value: str) -> str | None:

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from backend.i18n import _
+
 REDACTED = "<redacted>"
 
 _SECRET_WORDS = re.compile(
@@ -165,7 +167,9 @@ def redact_preset(preset: Any) -> Any:
     try:
         return Preset.model_validate(redact_data(data))
     except ValidationError as exc:  # a redacted value no longer validates: never save it clear
-        raise TrainwizError(f"cannot redact the preset's secrets for saving: {exc}") from exc
+        raise TrainwizError(
+            _("cannot redact the preset's secrets for saving: {exc}").format(exc=exc)
+        ) from exc
 
 
 SECRET_PRESET = "preset.secret.yaml"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.preset.schema import Preset
 from backend.steps import REPLAY_STAGES
 
@@ -61,11 +62,19 @@ def steps_between(start: str | None, until: str | None) -> list[str]:
     """The steps from ``start`` to ``until`` inclusive; BadInput names the valid ones."""
     for name, value in (("--from", start), ("--until", until)):
         if value is not None and value not in STEP_ORDER:
-            raise BadInput(f"{name} {value}: unknown step; steps are {', '.join(STEP_ORDER)}")
+            raise BadInput(
+                _("{name} {value}: unknown step; steps are {items}").format(
+                    name=name, value=value, items=", ".join(STEP_ORDER)
+                )
+            )
     first = STEP_ORDER.index(start) if start else 0
     last = STEP_ORDER.index(until) if until else len(STEP_ORDER) - 1
     if first > last:
-        raise BadInput(f"--from {start} comes after --until {until}: swap them")
+        raise BadInput(
+            _("--from {start} comes after --until {until}: swap them").format(
+                start=start, until=until
+            )
+        )
     return list(STEP_ORDER[first : last + 1])
 
 
@@ -176,7 +185,9 @@ class Replay:
         from backend.runs import follow_log, refresh
 
         if self.run_dir is None:
-            raise BadInput("--from follow needs a run: launch first (or use 'trainwiz attach RUN')")
+            raise BadInput(
+                _("--from follow needs a run: launch first (or use 'trainwiz attach RUN')")
+            )
         for chunk in follow_log(self.run_dir, cancel=self.cancel):
             for line in chunk.splitlines():
                 self._say("follow", line)

@@ -128,6 +128,7 @@ class ChecksScreen(StepScreen):
 
     def language_changed(self) -> None:
         """Only the words change: repaint the status and the detail, keep the results."""
+        self.query_one(CheckList).repaint()
         self._update_status()
         self._show_detail()
         self.show_blockers()
@@ -172,7 +173,7 @@ class ChecksScreen(StepScreen):
             target.update("")
             return
         result = check_list.results.get(option.id or "")
-        title = check_list.titles.get(option.id or "", option.id or "")
+        title = _(check_list.titles.get(option.id or "", option.id or ""))
         if result is None:
             target.update(Text(f"{title}\n\n" + _("running…"), style="dim"))
             return
@@ -182,7 +183,7 @@ class ChecksScreen(StepScreen):
         text.append(
             f"{_(STATUS_WORDS[result.status])} · {result.duration_s:.2f} s\n\n", style="dim"
         )
-        text.append(result.summary + "\n")
+        text.append(_(result.summary) + "\n")  # recorded English: translated if known
         if result.detail:
             text.append("\n" + result.detail + "\n", style="dim")
         if result.why:

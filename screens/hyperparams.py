@@ -67,7 +67,8 @@ class FieldCommands(Provider):
         screen = self.screen
         if isinstance(screen, HyperparamsScreen):
             for path in list(screen.fields)[:8]:
-                yield DiscoveryHit(f"Edit field: {path}", lambda p=path: screen.focus_field(p))
+                label = _("Edit field: {path}").format(path=path)
+                yield DiscoveryHit(label, lambda p=path: screen.focus_field(p))
 
     async def search(self, query: str) -> Hits:
         screen = self.screen
@@ -75,11 +76,11 @@ class FieldCommands(Provider):
             return
         matcher = self.matcher(query)
         for path, info in screen.fields.items():
-            label = f"Edit field: {path}"
+            label = _("Edit field: {path}").format(path=path)
             score = matcher.match(label)
             if score > 0:
                 yield Hit(score, matcher.highlight(label), lambda p=path: screen.focus_field(p),
-                          help=info.group)  # fmt: skip
+                          help=_(info.group))  # fmt: skip
 
 
 class HyperparamsScreen(StepScreen):
@@ -143,7 +144,7 @@ class HyperparamsScreen(StepScreen):
                         info.path,
                         info.kind,
                         shown,
-                        info.help,
+                        _(info.help),
                         info.choices,
                         id=field_id(info.path),
                     )
@@ -351,8 +352,10 @@ class HyperparamsScreen(StepScreen):
             )
         elif shape is None:
             widget.update(
-                f"Model shape unknown: {self.preset.model.dir} has no config.json yet "
-                "(fetch the model in the Model step)."
+                _(
+                    "Model shape unknown: {dir} has no config.json yet "
+                    "(fetch the model in the Model step)."
+                ).format(dir=self.preset.model.dir)
             )
         elif self.gpu is None:
             widget.update(_("No GPU found here: choose one above to see the memory plan."))
@@ -392,32 +395,38 @@ class HyperparamsScreen(StepScreen):
         shape = self._shape()
         if self.preset.launch.device == "cpu":
             self.notify(
-                f"{self.preset.name} trains on the CPU (launch.device: cpu): there is no GPU "
-                "memory to tune. Open a GPU preset (ctrl+o) to plan for a GPU.",
+                _(
+                    "{name} trains on the CPU (launch.device: cpu): there is no GPU memory to "
+                    "tune. Open a GPU preset (ctrl+o) to plan for a GPU."
+                ).format(name=self.preset.name),
                 severity="warning",
                 timeout=8,
             )
             return
         if self.gpu is None:
-            self.notify("Choose the GPU to plan for (the list at the top right).",
+            self.notify(_("Choose the GPU to plan for (the list at the top right)."),
                         severity="warning")  # fmt: skip
             return
         if shape is None:
             self.notify(
-                f"The model's shape is unknown: {self.preset.model.dir} has no config.json and "
-                "the repo is not a known one. Fetch the model in the Model step.",
+                _(
+                    "The model's shape is unknown: {dir} has no config.json and the repo is not "
+                    "a known one. Fetch the model in the Model step."
+                ).format(dir=self.preset.model.dir),
                 severity="warning",
             )
             return
         if self.invalid:
-            self.notify("Fix the fields marked in red first: " + "; ".join(self.leave_problems()),
+            self.notify(_("Fix the fields marked in red first: ") + "; ".join(self.leave_problems()),
                         severity="error")  # fmt: skip
             return
         # this machine's RAM when planning for its own GPU (ZeRO/FSDP offload must fit the host)
         local = self.local_gpu is not None and self.gpu == self.local_gpu
         result = tune(self.preset, self.gpu, shape, host_ram=read_meminfo() if local else None)
         self.wizard.propose_preset(
-            result.preset, origin=self, note=f"Tune applied: {len(result.changes)} change(s)"
+            result.preset,
+            origin=self,
+            note=_("Tune applied: {count} change(s)").format(count=len(result.changes)),
         )
         for change in result.changes:
             path = change.path.removeprefix("training.")
@@ -428,7 +437,11 @@ class HyperparamsScreen(StepScreen):
                 info = self.fields[path]
                 shown = bool(value) if info.kind == "bool" else display_value(value)
                 self.query_one(f"#{field_id(path)}", FormField).set_value(shown)
-        lines = [f"Tune: {len(result.changes)} change(s), x{result.speedup:.1f} predicted"]
+        lines = [
+            _("Tune: {count} change(s), x{speedup} predicted").format(
+                count=len(result.changes), speedup=f"{result.speedup:.1f}"
+            )
+        ]
         lines += [f"- {c.path}: {c.old!r} -> {c.new!r}: {c.reason}" for c in result.changes]
         lines += result.notes
         lines += method_lines(result)  # LoRA/QLoRA/ZeRO beside the answer (issue 21)
@@ -438,6 +451,6 @@ class HyperparamsScreen(StepScreen):
     def action_save_as(self) -> None:
         problems = self.problems
         if problems:
-            self.notify("Not saved: " + "; ".join(problems), severity="error", timeout=8)
+            self.notify(_("Not saved: ") + "; ".join(problems), severity="error", timeout=8)
             return
         self.wizard.action_save_preset()

@@ -55,6 +55,11 @@ def own_suggestion(survey: ImagesSurvey, own_tag: str | None) -> str | None:
 
 VERDICT_STYLE = {"compatible": "green", "warning": "yellow", "incompatible": "red"}
 VERDICT_MARK = {"compatible": "✓", "warning": "!", "incompatible": "✗"}
+VERDICT_WORDS = {
+    "compatible": N_("compatible"),
+    "warning": N_("warning"),
+    "incompatible": N_("incompatible"),
+}
 LEVEL_STYLE = {"ok": "green", "warning": "yellow", "incompatible": "bold red"}
 
 
@@ -63,22 +68,27 @@ def host_line(survey: ImagesSurvey, suggestion: str | None = None) -> Text:
     host = survey.host
     text = Text()
     if host.driver_version:
-        text.append(f"driver {host.driver_version}", style="bold")
-        text.append(f" · CUDA ≤ {host.cuda_driver or '?'} · ")
+        text.append(
+            _("driver {driver_version}").format(driver_version=host.driver_version), style="bold"
+        )
+        text.append(_(" · CUDA ≤ {value} · ").format(value=host.cuda_driver or "?"))
         names = sorted({f"{g.name} (sm{g.sm})" for g in host.gpus})
-        text.append(f"{len(host.gpus)}× " + ", ".join(names) if host.gpus else "no GPUs")
+        text.append(f"{len(host.gpus)}× " + ", ".join(names) if host.gpus else _("no GPUs"))
     else:
-        text.append("no NVIDIA driver on this machine", style="yellow")
-    text.append(f" · preset {survey.preset}")
+        text.append(_("no NVIDIA driver on this machine"), style="yellow")
+    text.append(_(" · preset {preset}").format(preset=survey.preset))
     if survey.mirrors:
-        text.append(f"\nregistry mirrors: {', '.join(survey.mirrors)}")
+        text.append(_("\nregistry mirrors: {items}").format(items=", ".join(survey.mirrors)))
     if survey.docker_error:
-        text.append(f"\nlocal images not listed: {survey.docker_error}", style="yellow")
+        text.append(
+            _("\nlocal images not listed: {docker_error}").format(docker_error=survey.docker_error),
+            style="yellow",
+        )
     if suggestion:
-        text.append("\nsuggested: ", style="bold")
+        text.append(_("\nsuggested: "), style="bold")
         text.append(suggestion, style="bold green")
     else:
-        text.append("\nno compatible image for this machine and preset", style="bold red")
+        text.append(_("\nno compatible image for this machine and preset"), style="bold red")
     return text
 
 
@@ -87,7 +97,7 @@ def reasons_text(row: ImageRow, current: str) -> Text:
     text = Text()
     text.append(image.ref, style="bold")
     if image.ref == current:
-        text.append("  (the preset's image)", style="italic")
+        text.append(_("  (the preset's image)"), style="italic")
     text.append("\n")
     facts = [
         f"torch {image.torch or '?'}",
@@ -95,7 +105,7 @@ def reasons_text(row: ImageRow, current: str) -> Text:
         f"cuDNN {image.cudnn or '-'}",
         f"python {image.python or '?'}",
         image.flavor or "?",
-        "flash-attn included" if image.flash_attn else "no flash-attn",
+        _("flash-attn included") if image.flash_attn else _("no flash-attn"),
     ]
     text.append(" · ".join(facts) + "\n", style="dim")
     for reason in compat.reasons:
@@ -183,9 +193,13 @@ class ImageScreen(StepScreen):
         if self.host_runner:
             self._log(_("b builds the training venv once (cached by a hash of its inputs)"), "dim")
         else:
-            self._log(_("Enter uses the highlighted image · p pulls it · b builds the environment "
-                        "image once (cached by a hash of its inputs) · a shows all · r refreshes · "
-                        "x cancels"), "dim")  # fmt: skip
+            # one hint per line: the log does not wrap (build output), so a long line is cut
+            for hint in (
+                _("Enter uses the highlighted image · p pulls it"),
+                _("b builds the environment image once (cached by a hash of its inputs)"),
+                _("a shows all · r refreshes · x cancels"),
+            ):
+                self._log(hint, "dim")
         self.action_refresh()
 
     # ---- survey ------------------------------------------------------------------------
@@ -297,7 +311,7 @@ class ImageScreen(StepScreen):
                 focus_row = index
             table.add_row(
                 mark,
-                Text(f"{VERDICT_MARK[verdict]} {verdict}", style=style),
+                Text(f"{VERDICT_MARK[verdict]} {_(VERDICT_WORDS[verdict])}", style=style),
                 row.image.ref,
                 row.image.torch or "?",
                 row.image.cuda or "-",
@@ -356,16 +370,16 @@ class ImageScreen(StepScreen):
 
     def action_pull(self) -> None:
         if self.host_runner:
-            self.notify("This preset trains in a host venv: there is no image to pull.")
+            self.notify(_("This preset trains in a host venv: there is no image to pull."))
             return
-        if self.refuse_if_blocked("Pulling an image"):
+        if self.refuse_if_blocked(_("Pulling an image")):
             return
         row = self._selected()
         if row is None:
             return
         self._cancel = threading.Event()
         self.pull_layers = {}
-        self._log(f"pulling {row.image.ref}", "bold")
+        self._log(_("pulling {ref}").format(ref=row.image.ref), "bold")
         self._pull(row.image.ref, self._cancel)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="image-job")
@@ -382,7 +396,7 @@ class ImageScreen(StepScreen):
 
     def action_build(self) -> None:
         """Say what will be built and where, then build only after a yes."""
-        if self.refuse_if_blocked("Building the environment"):
+        if self.refuse_if_blocked(_("Building the environment")):
             return
         from backend import paths
 
@@ -395,26 +409,35 @@ class ImageScreen(StepScreen):
             return
         if runner == "docker":
             runs = [
-                f"docker build of {target} from {p.environment.image}",
-                "FastChat, transformers, accelerate and their pins installed in it",
+                _("docker build of {target} from {image}").format(
+                    target=target, image=p.environment.image
+                ),
+                _("FastChat, transformers, accelerate and their pins installed in it"),
             ]
-            where = [f"this machine's Docker daemon (image {target})"]
+            where = [_("this machine's Docker daemon (image {target})").format(target=target)]
         else:
             runs = [
-                "python -m venv, then pip install of FastChat, transformers, accelerate, torch",
-                "about 1-2 GB; reused next time (cached by a hash of its inputs)",
+                _("python -m venv, then pip install of FastChat, transformers, accelerate, torch"),
+                _("about 1-2 GB; reused next time (cached by a hash of its inputs)"),
             ]
             where = [
-                f"a venv under {paths.envs_dir()}",
-                "the preset's environment.venv is set to it, so Launch trains in it",
+                _("a venv under {path}").format(path=paths.envs_dir()),
+                _("the preset's environment.venv is set to it, so Launch trains in it"),
             ]
-        dialog = ConfirmDialog(f"Build the {runner} environment for {p.name}?", runs, where,
-                               extra_warnings(p), yes=N_("Build"))  # fmt: skip
+        question = _("Build the {runner} environment for {name}?").format(
+            runner=runner, name=p.name
+        )
+        dialog = ConfirmDialog(question, runs, where, extra_warnings(p), yes=N_("Build"))
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._cancel = threading.Event()
-                self._log(f"building the {runner} environment ({target})", "bold")
+                self._log(
+                    _("building the {runner} environment ({target})").format(
+                        runner=runner, target=target
+                    ),
+                    "bold",
+                )
                 self._build(self._cancel)
 
         self.app.push_screen(dialog, answered)
@@ -456,10 +479,18 @@ class ImageScreen(StepScreen):
     def _pulled(self, message: Pulled) -> None:
         result = message.result
         if result.ok:
-            self._log(f"✓ pulled {result.ref} ({len(result.layers)} layers)", "bold green")
+            self._log(
+                _("✓ pulled {ref} ({count} layers)").format(
+                    ref=result.ref, count=len(result.layers)
+                ),
+                "bold green",
+            )
             self.action_refresh()
         else:
-            self._log(f"✗ pull of {result.ref} failed: {result.error}", "bold red")
+            self._log(
+                _("✗ pull of {ref} failed: {error}").format(ref=result.ref, error=result.error),
+                "bold red",
+            )
 
     @on(Built)
     def _built(self, message: Built) -> None:
@@ -467,7 +498,10 @@ class ImageScreen(StepScreen):
         if isinstance(result, VenvResult):
             if result.ok:
                 state = "reused" if result.cached else f"built in {result.seconds:.0f} s"
-                self._log(f"✓ host environment {result.path} ({state})", "bold green")
+                self._log(
+                    _("✓ host environment {path} ({state})").format(path=result.path, state=state),
+                    "bold green",
+                )
                 if self.preset.environment.venv != result.path:  # Launch uses what was built
                     env = self.preset.environment.model_copy(update={"venv": result.path})
                     self.wizard.propose_preset(
@@ -477,20 +511,27 @@ class ImageScreen(StepScreen):
                     )
                 self.action_refresh()
             else:
-                self._log(f"✗ host environment failed: {result.error}", "bold red")
+                self._log(
+                    _("✗ host environment failed: {error}").format(error=result.error), "bold red"
+                )
             return
         if result.ok:
             state = "cache hit" if result.cached else f"built in {result.seconds:.0f} s"
             self._log(f"✓ {result.tag} ({state})", "bold green")
             return
-        self._log(f"✗ build failed: {result.error}", "bold red")
+        self._log(_("✗ build failed: {error}").format(error=result.error), "bold red")
         if result.error_line:
-            self._log(f"  line {result.error_line_no}: {result.error_line}", "red")
+            self._log(
+                _("  line {error_line_no}: {error_line}").format(
+                    error_line_no=result.error_line_no, error_line=result.error_line
+                ),
+                "red",
+            )
         for finding in result.findings:
             self._log(f"  {finding.category}: {finding.title}", "yellow")
             if finding.explanation:
                 self._log(f"    {finding.explanation}", "")
-        self._log(f"  full log: {result.log_path}", "dim")
+        self._log(_("  full log: {log_path}").format(log_path=result.log_path), "dim")
 
     @on(Failed)
     def _failed(self, message: Failed) -> None:

@@ -120,7 +120,11 @@ class LaunchScreen(StepScreen):
         p = self.preset
         text = Text()
         text.append(f"{p.name}", style="bold")
-        text.append(f"  runner {p.launch.runner} · entry {p.launch.entry} · ")
+        text.append(
+            _("  runner {runner} · entry {entry} · ").format(
+                runner=p.launch.runner, entry=p.launch.entry
+            )
+        )
         text.append(
             _("{n} process(es) on {device}").format(
                 n=p.launch.nproc_per_node, device=p.launch.device
@@ -205,7 +209,7 @@ class LaunchScreen(StepScreen):
     def action_launch(self) -> None:
         if self.launching:
             return
-        if self.refuse_if_blocked("Launching"):
+        if self.refuse_if_blocked(_("Launching")):
             return
         if self.plan is None:
             self.notify(_("The plan is not ready yet."), severity="warning", title=_("Launch"))

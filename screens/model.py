@@ -71,55 +71,95 @@ def model_summary(r: ModelReport) -> Text:
     text.append(f"{c.architecture or 'unknown architecture'}", style="bold")
     text.append(f"  ({c.model_type})\n")
     text.append(
-        f"hidden {c.hidden_size} · layers {c.num_hidden_layers} · heads "
-        f"{c.num_attention_heads} · KV heads {c.num_key_value_heads} · ffn {c.intermediate_size}\n"
+        _(
+            "hidden {hidden_size} · layers {num_hidden_layers} · heads {num_attention_heads} "
+            "· KV heads {num_key_value_heads} · ffn {intermediate_size}\n"
+        ).format(
+            hidden_size=c.hidden_size,
+            num_hidden_layers=c.num_hidden_layers,
+            num_attention_heads=c.num_attention_heads,
+            num_key_value_heads=c.num_key_value_heads,
+            intermediate_size=c.intermediate_size,
+        )
     )
-    text.append(f"vocab {c.vocab_size} · max positions {c.max_position_embeddings}\n")
+    text.append(
+        _("vocab {vocab_size} · max positions {max_position_embeddings}\n").format(
+            vocab_size=c.vocab_size, max_position_embeddings=c.max_position_embeddings
+        )
+    )
     params = f"{r.n_params:,}" if r.n_params is not None else "unknown"
-    text.append(f"parameters {params}", style="bold")
+    text.append(_("parameters {params}").format(params=params), style="bold")
     text.append(f" ({r.n_params_source})\n")
-    text.append(f"dtype {r.dtype} · {r.weight_format}, {len(r.shards)} file(s), ")
+    text.append(
+        _("dtype {dtype} · {weight_format}, {count} file(s), ").format(
+            dtype=r.dtype, weight_format=r.weight_format, count=len(r.shards)
+        )
+    )
     text.append(f"{_size(r.weights_bytes)}\n")
-    text.append(f"tokenizer {', '.join(r.tokenizer_files) or 'none'}\n")
+    text.append(_("tokenizer {value}\n").format(value=", ".join(r.tokenizer_files) or "none"))
     for warning in r.warnings:
         text.append(f"! {warning}\n", style="yellow")
     for problem in r.problems:
         text.append(f"✗ {problem}\n", style="bold red")
     if r.ok:
-        text.append("✓ valid", style="bold green")
+        text.append(_("✓ valid"), style="bold green")
     return text
 
 
 def data_summary(r: DataReport) -> Text:
     text = Text()
-    text.append(f"{Path(r.path).name}: {r.n_records} records, {r.n_turns} turns\n", style="bold")
+    text.append(
+        _("{name}: {n_records} records, {n_turns} turns\n").format(
+            name=Path(r.path).name, n_records=r.n_records, n_turns=r.n_turns
+        ),
+        style="bold",
+    )
     for issue in r.issues[:8]:
         style = "bold red" if issue.severity == "error" else "yellow"
         text.append(f"{'✗' if issue.severity == 'error' else '!'} {issue.line()}\n", style=style)
     more = sum(r.counts.values()) - min(len(r.issues), 8)
     if more > 0:
-        text.append(f"… {more} more issue(s)\n", style="italic")
+        text.append(_("… {more} more issue(s)\n").format(more=more), style="italic")
     t = r.tokens
     if t is not None:
         text.append(
-            f"tokens mean {t.mean} · p50 {t.p50} · p90 {t.p90} · p99 {t.p99} · max {t.max}\n"
+            _("tokens mean {mean} · p50 {p50} · p90 {p90} · p99 {p99} · max {max}\n").format(
+                mean=t.mean, p50=t.p50, p90=t.p90, p99=t.p99, max=t.max
+            )
         )
         style = "yellow" if t.truncated else ""
         text.append(
-            f"truncated at {t.model_max_length}: {t.truncated} ({t.truncated_share:.1%})\n",
+            _("truncated at {model_max_length}: {truncated} ({truncated_share:.1%})\n").format(
+                model_max_length=t.model_max_length,
+                truncated=t.truncated,
+                truncated_share=t.truncated_share,
+            ),
             style=style,
         )
         if t.mismatched:
             text.append(
-                f"✗ {t.mismatched} record(s) FastChat would mask out (tokenization mismatch)\n",
+                _(
+                    "✗ {mismatched} record(s) FastChat would mask out (tokenization mismatch)\n"
+                ).format(mismatched=t.mismatched),
                 style="bold red",
             )
     else:
-        why = r.tokens_unavailable or "no tokenizer yet: fetch the model first"
-        text.append(f"token lengths unavailable: {why}\n", style="italic")
+        why = r.tokens_unavailable or _("no tokenizer yet: fetch the model first")
+        text.append(_("token lengths unavailable: {why}\n").format(why=why), style="italic")
     if r.ok:
-        text.append("✓ FastChat can train on it", style="bold green")
+        text.append(_("✓ FastChat can train on it"), style="bold green")
     return text
+
+
+# What a fetch did (backend.model.fetch's action words), as the status line says it.
+FETCH_ACTIONS = {
+    "downloaded": N_("downloaded"),
+    "cloned": N_("cloned"),
+    "made": N_("made"),
+    "kept": N_("kept"),
+    "validated": N_("validated"),
+    "local": N_("local"),
+}
 
 
 class ModelScreen(StepScreen):
@@ -273,12 +313,14 @@ class ModelScreen(StepScreen):
         return self.form_problems() if self.is_mounted else []
 
     def action_fetch(self) -> None:
-        if self.refuse_if_blocked("Fetching the model"):
+        if self.refuse_if_blocked(_("Fetching the model")):
             return
         try:
             source = self.source_from_form()
         except ValidationError:
-            self._status(f"Fix the form: {'; '.join(self.form_problems())}", error=True)
+            self._status(
+                _("Fix the form: {items}").format(items="; ".join(self.form_problems())), error=True
+            )
             return
         if source != self.preset.model:
             model = self.preset.model_copy(update={"model": source})
@@ -306,7 +348,7 @@ class ModelScreen(StepScreen):
         tokenizer_dir = (
             str(target) if self.report is not None and self.report.tokenizer_files else None
         )
-        self.query_one("#data-report", Static).update(f"Checking {data} …")
+        self.query_one("#data-report", Static).update(_("Checking {data} …").format(data=data))
         self._check_data(data, tokenizer_dir, training.model_max_length)
 
     # ---- workers -------------------------------------------------------------------------------
@@ -353,9 +395,22 @@ class ModelScreen(StepScreen):
         bar = self.query_one("#model-progress", ProgressBar)
         bar.update(total=max(p.total, 1), progress=p.bytes)
         self._status(
-            f"{p.files_done}/{p.files_total} files · {_size(p.bytes)} of {_size(p.total)} · "
-            f"{_size(p.speed)}/s · ETA {_eta(p.eta)}\n{p.file}: {_size(p.file_bytes)} of "
-            f"{_size(p.file_total)} · {_size(p.file_speed)}/s · ETA {_eta(p.file_eta)}"
+            _(
+                "{files_done}/{files_total} files · {size} of {size2} · {size3}/s · ETA "
+                "{eta}\n{file}: {size4} of {size5} · {size6}/s · ETA {eta2}"
+            ).format(
+                files_done=p.files_done,
+                files_total=p.files_total,
+                size=_size(p.bytes),
+                size2=_size(p.total),
+                size3=_size(p.speed),
+                eta=_eta(p.eta),
+                file=p.file,
+                size4=_size(p.file_bytes),
+                size5=_size(p.file_total),
+                size6=_size(p.file_speed),
+                eta2=_eta(p.file_eta),
+            )
             + (f"\n{p.message}" if p.message else "")
         )
 
@@ -367,12 +422,26 @@ class ModelScreen(StepScreen):
         if bar.total is None:
             bar.update(total=1, progress=1)
         self.query_one("#model-report", Static).update(model_summary(message.report))
-        verdict = "valid" if message.report.ok else f"{len(message.report.problems)} problem(s)"
+        verdict = (
+            _("valid")
+            if message.report.ok
+            else _("{count} problem(s)").format(count=len(message.report.problems))
+        )
         ready = message.readiness
         training = ""
         if ready is not None:  # the same answer launch and replay use
-            training = " Ready for training." if ready.ready else f" Not ready: {ready.reason}."
-        self._status(f"{message.action.capitalize()}: {message.report.path} — {verdict}.{training}")
+            training = (
+                _(" Ready for training.")
+                if ready.ready
+                else _(" Not ready: {reason}.").format(reason=ready.reason)
+            )
+        action = _(FETCH_ACTIONS.get(message.action, message.action)).capitalize()
+        self._status(
+            _("{action}: {path} — {verdict}.").format(
+                action=action, path=message.report.path, verdict=verdict
+            )
+            + training
+        )
         if self.data_report is None or self.data_report.tokens is None:
             self.action_check_data()  # now that a tokenizer may be there, measure the data too
 
@@ -411,6 +480,6 @@ class ModelScreen(StepScreen):
         self.query_one("#model-repo", Input).value = m.repo or m.git_url or ""
         self.query_one("#model-dir", Input).value = m.dir
         self.query_one("#model-endpoint", Input).value = m.endpoint or ""
-        self.query_one("#model-report", Static).update("Not validated yet.")
-        self.query_one("#data-report", Static).update("Data not checked yet (press d).")
+        self.query_one("#model-report", Static).update(_("Not validated yet."))
+        self.query_one("#data-report", Static).update(_("Data not checked yet (press d)."))
         self._start()

@@ -81,13 +81,13 @@ class LogUpdate(Message):
         self.batch = batch
 
 
-
 def _ended_at(status: dict[str, Any] | None) -> float | None:
     """When a final run ended (status.json), so "ran" is its length, not the time since."""
     if not status or status.get("state") not in ("finished", "failed", "stopped"):
         return None
     ended = status.get("ended_at")
     return float(ended) if isinstance(ended, (int, float)) else None
+
 
 class MonitorScreen(StepScreen):
     STEP_ID = "monitor"

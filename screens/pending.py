@@ -6,6 +6,7 @@ import yaml
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from backend.i18n import _
 from screens.base import StepScreen
 
 # Which preset sections each step is about.
@@ -27,10 +28,12 @@ class PendingStepScreen(StepScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static(
-            f"This step ({self.step_id}) is not built yet in this version of trainwiz.",
+            _("This step ({step}) is not built yet in this version of trainwiz.").format(
+                step=self.step_id
+            ),
             classes="pending-note",
         )
         data = self.preset.model_dump(mode="json", by_alias=True, exclude_unset=True)
         for section in _SECTIONS.get(self.step_id, ()):
-            yield Static(f"preset {section}", classes="section-title")
+            yield Static(_("preset {section}").format(section=section), classes="section-title")
             yield Static(yaml.safe_dump(data.get(section, {}), sort_keys=False).rstrip())

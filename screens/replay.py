@@ -69,7 +69,11 @@ class RunAllScreen(ModalScreen[ReplayResult | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Run all: {self.preset.name} — checks → model → environment → launch")
+            yield Label(
+                _("Run all: {name} — checks → model → environment → launch").format(
+                    name=self.preset.name
+                )
+            )
             yield RichLog(id="run-all-log", wrap=True, markup=False, max_lines=2000)
             yield Static("", id="run-all-status")
 
@@ -79,7 +83,7 @@ class RunAllScreen(ModalScreen[ReplayResult | None]):
     def _start(self, *, accept_warnings: bool) -> None:
         self.running = True
         self._cancel = threading.Event()
-        self.query_one("#run-all-status", Static).update("running… (escape cancels)")
+        self.query_one("#run-all-status", Static).update(_("running… (escape cancels)"))
         self._run(accept_warnings)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="run-all")
@@ -126,20 +130,20 @@ class RunAllScreen(ModalScreen[ReplayResult | None]):
         self.result = message.result
         status = self.query_one("#run-all-status", Static)
         if message.error is not None:
-            status.update(f"refused: {message.error}")
+            status.update(_("refused: {error}").format(error=message.error))
             return
         result = message.result
         assert result is not None
         if result.failed_step == "checks" and any(
             "warnings need" in r.message for r in result.reports
         ):
-            status.update("Stopped on warnings: press y to accept them and run again.")
+            status.update(_("Stopped on warnings: press y to accept them and run again."))
             return
         if result.failed_step:
-            lines = [f"Stopped at {result.failed_step}.", *result.findings[:5]]
+            lines = [_("Stopped at {step}.").format(step=result.failed_step), *result.findings[:5]]
             status.update("\n".join(lines))
             return
-        status.update(f"Run {result.run_id} started: opening the Monitor.")
+        status.update(_("Run {run_id} started: opening the Monitor.").format(run_id=result.run_id))
         self.dismiss(result)
 
     def action_accept_warnings(self) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -36,6 +37,13 @@ from widgets.footer import TranslatedFooter
 
 Relaunch = Callable[[Preset], None]
 SEVERITY_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
+# Severity words as shown (the same words as `trainwiz diagnose`).
+SEVERITY_WORDS = {"error": N_("ERROR"), "warning": N_("WARNING"), "info": N_("INFO")}
+
+
+def _pad_cells(text: str, width: int) -> str:
+    """Pad to ``width`` terminal cells (错误 is two characters but four cells)."""
+    return text + " " * max(0, width - cell_len(text))
 
 
 @dataclass
@@ -111,7 +119,7 @@ class FixReviewDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         diff = Text()
-        for line in self.diff or ["(this fix changes nothing in the preset)"]:
+        for line in self.diff or [_("(this fix changes nothing in the preset)")]:
             colour = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
             diff.append(line + "\n", style=colour)
         with Vertical():
@@ -203,7 +211,8 @@ class TroubleshootScreen(Screen[None]):
         runs = self.query_one("#ts-runs", OptionList)
         runs.clear_options()
         if not self._runs:
-            runs.add_option(Option(f"No runs with a train.log under {runs_dir()}", disabled=True))
+            empty = _("No runs with a train.log under {path}").format(path=runs_dir())
+            runs.add_option(Option(empty, disabled=True))
             return
         for entry in self._runs:
             runs.add_option(Option(f"{entry.run_id}  [{entry.state}]", id=entry.run_id))
@@ -216,7 +225,7 @@ class TroubleshootScreen(Screen[None]):
             self._diagnose_run(entry)
 
     def _diagnose_run(self, entry: RunEntry) -> None:
-        self._start(entry.log, entry.preset, f"run {entry.run_id}")
+        self._start(entry.log, entry.preset, _("run {id}").format(id=entry.run_id))
 
     @on(Input.Submitted, "#ts-path")
     def _path_given(self, event: Input.Submitted) -> None:
@@ -227,15 +236,15 @@ class TroubleshootScreen(Screen[None]):
     def action_diagnose_paste(self) -> None:
         text = self.query_one("#ts-paste", TextArea).text
         if not text.strip():
-            self._status("The paste box is empty: paste a log into it first.")
+            self._status(_("The paste box is empty: paste a log into it first."))
             return
-        self._start(None, None, "pasted log", text=text)
+        self._start(None, None, _("pasted log"), text=text)
 
     def _start(
         self, log: Path | None, preset_file: Path | None, source: str, text: str = ""
     ) -> None:
         self._preset, self._preset_source = self._choose_preset(preset_file)
-        self._status(f"Diagnosing {source}…")
+        self._status(_("Diagnosing {source}…").format(source=source))
         self._cancel.set()  # a newer request replaces a running scan
         self._cancel = threading.Event()
         self._diagnose(log, text, self._preset, source, self._cancel)
@@ -291,7 +300,11 @@ class TroubleshootScreen(Screen[None]):
     def on_diagnosis_progress(self, message: DiagnosisProgress) -> None:
         if message.total and message.done < message.total:
             share = 100 * message.done // message.total
-            self._status(f"Diagnosing {message.source}… {share}% of {message.total >> 20} MiB")
+            self._status(
+                _("Diagnosing {source}… {share}% of {size} MiB").format(
+                    source=message.source, share=share, size=message.total >> 20
+                )
+            )
 
     def on_unmount(self) -> None:
         self._cancel.set()
@@ -306,16 +319,30 @@ class TroubleshootScreen(Screen[None]):
         findings.clear_options()
         self.query_one("#ts-fixes", OptionList).clear_options()
         self.query_one("#ts-explain", Static).update("")
-        against = f"; fixes against preset {self._preset.name}" if self._preset else ""
+        against = (
+            _("; fixes against preset {name}").format(name=self._preset.name)
+            if self._preset
+            else ""
+        )
         if not message.diagnosis.findings:
-            self._status(f"{message.source}: no known failure found{against}.")
+            self._status(
+                _("{source}: no known failure found{against}.").format(
+                    source=message.source, against=against
+                )
+            )
             return
-        self._status(f"{message.source}: {len(message.diagnosis.findings)} finding(s){against}.")
+        self._status(
+            _("{source}: {count} finding(s){against}.").format(
+                source=message.source, count=len(message.diagnosis.findings), against=against
+            )
+        )
         for number, finding in enumerate(message.diagnosis.findings):
             label = Text()
-            label.append(f"{finding.severity.upper():7}", style=SEVERITY_COLOUR[finding.severity])
-            where = f"{finding.node.split()[0]}  " if finding.node else ""
-            label.append(f" {finding.category}  {where}line {finding.line}  {finding.title}")
+            severity = _(SEVERITY_WORDS.get(finding.severity, finding.severity.upper()))
+            label.append(_pad_cells(severity, 7), style=SEVERITY_COLOUR[finding.severity])
+            node = f"{finding.node.split()[0]}  " if finding.node else ""
+            where = _("line {line}").format(line=finding.line)
+            label.append(f" {finding.category}  {node}{where}  {finding.title}")
             findings.add_option(Option(label, id=str(number)))
         findings.highlighted = 0
         self._show(message.diagnosis.findings[0])
@@ -336,23 +363,26 @@ class TroubleshootScreen(Screen[None]):
         detail = Text()
         if finding.node:  # a multi-node run: whose log this line is from
             detail.append(_("on {node}").format(node=finding.node) + ", ", style="bold cyan")
-        detail.append(f"line {finding.line}", style="bold")
+        detail.append(_("line {line}").format(line=finding.line), style="bold")
         if finding.count > 1:
-            detail.append(f" (+{finding.count - 1} more)")
+            detail.append(_(" (+{count} more)").format(count=finding.count - 1))
         detail.append(f"\n{finding.text}\n\n", style="italic")
         detail.append(finding.explanation)
         self.query_one("#ts-explain", Static).update(detail)
         fixes = self.query_one("#ts-fixes", OptionList)
         fixes.clear_options()
         for number, fix in enumerate(finding.fixes):
-            kind = "preset change" if fix.changes else "advice"
+            kind = _("preset change") if fix.changes else _("advice")
             if self._resume is not None and fix is self._resume[0]:
                 kind = _("resume: asks first")
-            fixes.add_option(Option(f"{number + 1}. {fix.title}  ({kind})", id=str(number)))
+            label = _("{number}. {title}  ({kind})").format(
+                number=number + 1, title=fix.title, kind=kind
+            )
+            fixes.add_option(Option(label, id=str(number)))
         if finding.fixes:
             fixes.highlighted = 0
         else:
-            fixes.add_option(Option("No fix known for this finding.", disabled=True))
+            fixes.add_option(Option(_("No fix known for this finding."), disabled=True))
 
     @on(OptionList.OptionSelected, "#ts-fixes")
     def _fix_chosen(self, event: OptionList.OptionSelected) -> None:
@@ -364,8 +394,8 @@ class TroubleshootScreen(Screen[None]):
             resume_run(self._resume[1])  # the Monitor's Resume: confirmation, then the attempt
             return
         if not fix.changes or self._preset is None:
-            why = "no preset is open" if self._preset is None else "it is not a preset change"
-            self.notify(f"{fix.title}: {fix.reason}", title=f"Advice ({why})")
+            why = _("no preset is open") if self._preset is None else _("it is not a preset change")
+            self.notify(f"{fix.title}: {fix.reason}", title=_("Advice ({why})").format(why=why))
             return
         try:
             fixed = apply_fixes(self._preset, fix)
@@ -374,9 +404,11 @@ class TroubleshootScreen(Screen[None]):
             return
         relaunch = self._relaunch_callback()
         action = (
-            "Apply: the fixed preset is launched again."
+            _("Apply: the fixed preset is launched again.")
             if relaunch
-            else "Apply: launching is not available here, so the fixed preset is saved and loaded."
+            else _(
+                "Apply: launching is not available here, so the fixed preset is saved and loaded."
+            )
         )
         self.app.push_screen(
             FixReviewDialog(fix, make_diff(self._preset, fixed), action),
@@ -411,7 +443,9 @@ class TroubleshootScreen(Screen[None]):
             setter(fixed, str(path))
         self._preset, self._preset_source = fixed, str(path)
         self._status(
-            f"Launch is not available here: saved the fixed preset to {path} and loaded it."
+            _(
+                "Launch is not available here: saved the fixed preset to {path} and loaded it."
+            ).format(path=path)
         )
 
     def action_close(self) -> None:

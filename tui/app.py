@@ -323,11 +323,13 @@ class TrainwizApp(App[int]):
         p = self.preset
         dialog = ConfirmDialog(
             _("Run all steps for {name}?").format(name=p.name),
-            [" → ".join(s for s in STEP_ORDER if s != "follow") + " (steps already done are "
-             "skipped)", f"training: {p.launch.nproc_per_node} process(es) on {p.launch.device}, "
-             f"runner {p.launch.runner}"],
-            [f"this machine; model in {p.model.dir}", f"run directory under {paths.runs_dir()}",
-             f"output: {p.training.output_dir}"],
+            [" → ".join(s for s in STEP_ORDER if s != "follow")
+             + _(" (steps already done are skipped)"),
+             _("training: {nproc} process(es) on {device}, runner {runner}").format(
+                 nproc=p.launch.nproc_per_node, device=p.launch.device, runner=p.launch.runner)],
+            [_("this machine; model in {dir}").format(dir=p.model.dir),
+             _("run directory under {path}").format(path=paths.runs_dir()),
+             _("output: {path}").format(path=p.training.output_dir)],
             extra_warnings(p),
             yes=N_("Run all"),
         )  # fmt: skip
@@ -385,9 +387,11 @@ def run_wizard(
     """Open the wizard (the CLI's no-subcommand path). Returns the exit code."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print(
-            "trainwiz: the wizard needs a terminal (stdin and stdout are not a TTY); "
-            "for scripts use a subcommand, e.g. 'trainwiz replay PRESET --yes' or "
-            "'trainwiz plan tiny-cpu' (see 'trainwiz --help')",
+            _(
+                "trainwiz: the wizard needs a terminal (stdin and stdout are not a TTY); "
+                "for scripts use a subcommand, e.g. 'trainwiz replay PRESET --yes' or "
+                "'trainwiz plan tiny-cpu' (see 'trainwiz --help')"
+            ),
             file=sys.stderr,
         )
         return 2

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from backend.errors import BadInput, TrainwizError
-from backend.i18n import resolve_language, set_language
+from backend.i18n import N_, _, resolve_language, set_language
 from backend.redact import redact_text
 
 __version__ = "0.1.0"
@@ -42,21 +42,23 @@ COMMAND_MODULES = [
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trainwiz",
-        description="From a bare GPU server to a running, monitored FastChat fine-tune. "
-        "With no command, opens the wizard.",
+        description=_(
+            "From a bare GPU server to a running, monitored FastChat fine-tune. "
+            "With no command, opens the wizard."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"trainwiz {__version__}")
     parser.add_argument(
         "--preset",
         metavar="NAME|PATH",
-        help="open the wizard with this preset loaded (a shipped name or a YAML path)",
+        help=_("open the wizard with this preset loaded (a shipped name or a YAML path)"),
     )
     parser.add_argument(
         "--gpu",
         metavar="NAME",
-        help="plan the wizard's memory and Tune for this GPU (a100, h200, ...) on any machine",
+        help=_("plan the wizard's memory and Tune for this GPU (a100, h200, ...) on any machine"),
     )
-    parser.add_argument("--lang", metavar="LANG", help=LANG_HELP)
+    parser.add_argument("--lang", metavar="LANG", help=_(LANG_HELP))
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"tui.commands.{name}")
@@ -65,20 +67,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-LANG_HELP = "language of messages: en, zh (default: TRAINWIZ_LANG, then the locale)"
+LANG_HELP = N_("language of messages: en, zh (default: TRAINWIZ_LANG, then the locale)")
 
 
 def _add_lang_everywhere(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """`trainwiz check --lang zh` as well as `trainwiz --lang zh check`: every (sub)command
     takes --lang; SUPPRESS keeps a subcommand from resetting a value given before it."""
     for sub in subparsers.choices.values():
-        sub.add_argument("--lang", metavar="LANG", default=argparse.SUPPRESS, help=LANG_HELP)
+        sub.add_argument("--lang", metavar="LANG", default=argparse.SUPPRESS, help=_(LANG_HELP))
         for action in sub._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _add_lang_everywhere(action)
 
 
+def _help_language(argv: list[str]) -> None:
+    """The language for ``--help`` and argparse's own errors, which come before ``args.lang``
+    is parsed: a quick look for ``--lang X`` / ``--lang=X``, else TRAINWIZ_LANG and the locale.
+    A value trainwiz cannot honour is left for the real parse to report."""
+    value = None
+    for index, word in enumerate(argv):
+        if word == "--lang" and index + 1 < len(argv):
+            value = argv[index + 1]
+        elif word.startswith("--lang="):
+            value = word.split("=", 1)[1]
+    try:
+        set_language(resolve_language(value))
+    except BadInput:
+        set_language("en")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _help_language(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -95,10 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(redact_text(f"trainwiz: {line}"), file=sys.stderr)
         return 2
     except TrainwizError as exc:
-        print(redact_text(f"trainwiz: error: {exc}"), file=sys.stderr)
+        print(redact_text(_("trainwiz: error: {error}").format(error=exc)), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("trainwiz: interrupted", file=sys.stderr)
+        print(_("trainwiz: interrupted"), file=sys.stderr)
         return 130
     except BrokenPipeError:
         return _reader_went_away()

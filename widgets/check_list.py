@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
@@ -23,18 +24,28 @@ MARKS = {
 }
 
 
+def _padded(title: str, width: int) -> str:
+    """The title in the current language, padded to ``width`` terminal cells (a CJK character
+    takes two, so ``str.ljust`` would push the summaries of translated rows out of line)."""
+    shown = _(title)
+    return shown + " " * max(1, width - cell_len(shown))
+
+
 def row_text(title: str, result: CheckResult | None, width: int = 25) -> Text:
-    """`✓ Title   summary`, or `… Title   running` before the result lands."""
+    """`✓ Title   summary`, or `… Title   running` before the result lands.
+
+    ``title`` is the English title (translated here, so a language switch only repaints); a
+    recorded English summary is shown translated when the catalog knows it."""
     text = Text(no_wrap=True, overflow="ellipsis")
     if result is None:
         text.append("… ", style="dim")
-        text.append(title.ljust(width), style="bold")
+        text.append(_padded(title, width), style="bold")
         text.append(_("running"), style="dim italic")
         return text
     mark, style = MARKS[result.status]
     text.append(f"{mark} ", style=style)
-    text.append(title.ljust(width), style="bold")
-    text.append(result.summary, style="dim" if result.status == "skip" else "")
+    text.append(_padded(title, width), style="bold")
+    text.append(_(result.summary), style="dim" if result.status == "skip" else "")
     return text
 
 
@@ -68,6 +79,11 @@ class CheckList(OptionList):
             self.add_option(Option(row_text(title, result), id=result.id))
         else:
             self.replace_option_prompt(result.id, row_text(title, result))
+
+    def repaint(self) -> None:
+        """Every row again in the current language (the results stay as they are)."""
+        for check_id, title in self.titles.items():
+            self.replace_option_prompt(check_id, row_text(title, self.results.get(check_id)))
 
     @property
     def highlighted_result(self) -> CheckResult | None:

@@ -16,6 +16,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, Select, Static
 
+from backend.i18n import _
+
 Level = Literal["error", "warning", "info", ""]
 
 
@@ -75,7 +77,7 @@ class FormField(Widget):
             return Select(
                 options, value=str(self.value), allow_blank=False, compact=True, classes="ff-editor"
             )
-        placeholder = "empty = default" if self.kind.startswith("optional") else ""
+        placeholder = _("empty = default") if self.kind.startswith("optional") else ""
         return Input(
             value=str(self.value), placeholder=placeholder, compact=True, classes="ff-editor"
         )

@@ -37,9 +37,9 @@ def render_snapshot(snap: GpuSnapshot | None, width: int = 78, compact: bool = F
     if snap.source == NODE_SOURCE:
         return render_nodes(snap, width, compact)
     if snap.state == "no_driver":
-        return Text(f"GPUs: {snap.message}", style="yellow")
+        return Text(_("GPUs: {message}").format(message=snap.message), style="yellow")
     if snap.state == "error":
-        return Text(f"GPUs: {snap.message}", style="red")
+        return Text(_("GPUs: {message}").format(message=snap.message), style="red")
     if not snap.gpus:
         return Text(_("GPUs: NVML reports no GPU on this machine"), style="yellow")
     out = Text()
@@ -68,26 +68,26 @@ def _gpu_lines(out: Text, gpus: Iterable[GpuSample], width: int, compact: bool) 
             others = sum(p.owner == "other" for p in g.processes)
             unknown = len(g.processes) - ours - others
             if ours:
-                out.append(f" ▶{ours} run", style="bold green")
+                out.append(_(" ▶{ours} run").format(ours=ours), style="bold green")
             if others:
-                out.append(f" {others} other", style="yellow")
+                out.append(_(" {others} other").format(others=others), style="yellow")
             if unknown:  # e.g. another node's pids seen from a recording
-                out.append(f" {unknown} proc", style="dim")
+                out.append(_(" {unknown} proc").format(unknown=unknown), style="dim")
             if not g.processes:
-                out.append(" idle", style="dim")
+                out.append(_(" idle"), style="dim")
             continue
         out.append("\n     ")
         if not g.processes:
-            out.append("no processes", style="dim")
+            out.append(_("no processes"), style="dim")
         for k, p in enumerate(g.processes):
             if k:
                 out.append("  ")
             used = f" {p.used_bytes / GIB:.1f}G" if p.used_bytes is not None else ""
             label = f"{p.pid}{' ' + p.name if p.name else ''}{used}"
             if p.owner == "this run":
-                out.append(f"▶ {label} this run", style="bold green")
+                out.append(_("▶ {label} this run").format(label=label), style="bold green")
             elif p.owner == "other":
-                out.append(f"{label} other", style="yellow")
+                out.append(_("{label} other").format(label=label), style="yellow")
             else:
                 out.append(f"{label} ?", style="dim")
 

@@ -22,7 +22,7 @@ from textual.strip import Strip
 from textual.widgets import Input, Static
 
 from backend.diagnosis.nodes import NODE_TAG
-from backend.i18n import N_
+from backend.i18n import N_, _
 from backend.monitor import ClassifiedBatch, LogModel
 
 SEVERITY_STYLE = {
@@ -145,7 +145,7 @@ class LogPane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(self.header_text(), id="log-header")
         yield LogView(self.model, id="log-view")
-        yield Input(placeholder="search the log (Enter: find, Esc: close)", id="log-search")
+        yield Input(placeholder=_("search the log (Enter: find, Esc: close)"), id="log-search")
 
     @property
     def view(self) -> LogView:
@@ -153,13 +153,14 @@ class LogPane(Vertical):
 
     def header_text(self) -> Text:
         t = Text()
-        t.append("Log ", style="bold")
+        t.append(_("Log "), style="bold")
         t.append(
-            "following" if self.follow else "paused", style="green" if self.follow else "yellow"
+            _("following") if self.follow else _("paused"),
+            style="green" if self.follow else "yellow",
         )
-        t.append(f" · {self.model.total} lines")
+        t.append(_(" · {total} lines").format(total=self.model.total))
         if self.classifier_missing:
-            t.append(" · line flagging unavailable (no diagnosis classifier)", style="dim")
+            t.append(_(" · line flagging unavailable (no diagnosis classifier)"), style="dim")
         for cat, n in sorted(self.model.counts.items(), key=lambda kv: (-kv[1], kv[0])):
             sev = self.model.severities.get(cat, "info")
             t.append(f" · {cat} {n}", style=SEVERITY_STYLE.get(sev, Style()))
@@ -185,7 +186,12 @@ class LogPane(Vertical):
     def _jump(self, idx: int | None, what: str) -> None:
         if idx is None:
             self.app.bell()
-            self.notify(f"No {what} in the last {len(self.model.lines)} lines", timeout=3)
+            self.notify(
+                _("No {what} in the last {count} lines").format(
+                    what=what, count=len(self.model.lines)
+                ),
+                timeout=3,
+            )
             return
         self.follow = False
         self.view.show_index(idx)

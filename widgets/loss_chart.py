@@ -12,12 +12,13 @@ from textual.timer import Timer
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from backend.i18n import _
 from backend.monitor import MetricsView
 
 
 def caption(view: MetricsView | None) -> Text:
     if view is None or view.points == 0:
-        return Text("loss: no logged steps yet", style="dim")
+        return Text(_("loss: no logged steps yet"), style="dim")
     t = Text()
     loss = view.summary.last_loss
     t.append("loss ", style="bold")
@@ -28,16 +29,27 @@ def caption(view: MetricsView | None) -> Text:
         t.append(f" · lr {view.lr[1][-1]:.2e}", style="magenta")
     if view.grad_norm[1]:
         t.append(f" · gnorm {view.grad_norm[1][-1]:.2f}")
-    t.append(f" · {view.points} pts")
+    t.append(_(" · {count} pts").format(count=view.points))
     if view.spike_total:
         last = view.spikes[-1]
         t.append(
-            f" · {view.spike_total} grad-norm spike{'s' if view.spike_total > 1 else ''}"
-            f" (step {last.step}: {last.grad_norm:.3g} vs median {last.median:.3g})",
+            (
+                _(" · {count} grad-norm spikes (step {step}: {norm} vs median {median})")
+                if view.spike_total > 1
+                else _(" · {count} grad-norm spike (step {step}: {norm} vs median {median})")
+            ).format(
+                count=view.spike_total,
+                step=last.step,
+                norm=f"{last.grad_norm:.3g}",
+                median=f"{last.median:.3g}",
+            ),
             style="bold red",
         )
     if view.nonfinite_loss_steps:
-        t.append(f" · non-finite loss at step {view.nonfinite_loss_steps[0]}", style="bold red")
+        t.append(
+            _(" · non-finite loss at step {step}").format(step=view.nonfinite_loss_steps[0]),
+            style="bold red",
+        )
     return t
 
 

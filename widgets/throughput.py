@@ -56,21 +56,23 @@ def render_summary(
     else:
         out.append("\n" + _("step {step}").format(step=s.step))
     if s.tokens_per_s is None and s.source == "log":
-        out.append("\ntok/s n/a (log only)", style="dim")
+        out.append(_("\ntok/s n/a (log only)"), style="dim")
     else:
         # The headline is what the data really has (issue 16); padded figures come second.
-        out.append(f"\nreal tok/s {_num(s.tokens_nonpad_per_s)}", style="bold")
+        out.append(_("\nreal tok/s {num}").format(num=_num(s.tokens_nonpad_per_s)), style="bold")
         if s.mfu_nonpad is not None:  # entries since issue 16: MFU on the data's own tokens
-            out.append(f"\nreal-token MFU {s.mfu_nonpad:.1%}", style="bold")
-        out.append(f"\npadded tok/s {_num(s.tokens_per_s)}")
-    out.append(f"\nsmp/s {_num(s.samples_per_s, '.2f')}")
-    out.append(f"  step {_num(s.step_time_s, '.3f')}s")
+            out.append(
+                _("\nreal-token MFU {mfu_nonpad:.1%}").format(mfu_nonpad=s.mfu_nonpad), style="bold"
+            )
+        out.append(_("\npadded tok/s {num}").format(num=_num(s.tokens_per_s)))
+    out.append(_("\nsmp/s {num}").format(num=_num(s.samples_per_s, ".2f")))
+    out.append(_("  step {num}s").format(num=_num(s.step_time_s, ".3f")))
     mfu = "n/a" if s.mfu is None else f"{s.mfu:.1%}"
-    out.append(f"\npadded MFU {mfu}")
-    out.append(f"\nETA {_dur(s.eta_s)}")
+    out.append(_("\npadded MFU {mfu}").format(mfu=mfu))
+    out.append(_("\nETA {dur}").format(dur=_dur(s.eta_s)))
     if s.eta_basis == "steps":  # the run's entry predates the real-token count (issue 16)
         out.append(" " + _("(step-based)"), style="dim")
-    out.append(f"  ran {_dur(s.elapsed_s)}")
+    out.append(_("  ran {dur}").format(dur=_dur(s.elapsed_s)))
     if s.eta_basis == "real tokens" and s.real_tokens_left is not None:
         left = _("{tokens} real tokens left").format(tokens=_tokens(s.real_tokens_left))
         out.append("\n" + left, style="dim")

@@ -47,15 +47,17 @@ def _probe(ctx: CheckContext) -> dict[str, Any]:
     sock = socket_path(host)
     if sock is not None:
         if not os.path.exists(sock):
-            facts.update(error=f"no socket at {sock}", kind="no_socket")
+            facts.update(error=_("no socket at {path}").format(path=sock), kind="no_socket")
             return facts
         if not os.access(sock, os.R_OK | os.W_OK):
-            facts.update(error=f"permission denied on {sock}", kind="permission")
+            facts.update(
+                error=_("permission denied on {path}").format(path=sock), kind="permission"
+            )
             return facts
     try:
         import docker  # only once a daemon may be there: a host without Docker needs no SDK
     except ImportError:
-        facts.update(error="the 'docker' Python package is missing", kind="sdk")
+        facts.update(error=_("the 'docker' Python package is missing"), kind="sdk")
         return facts
     try:
         client = docker.DockerClient(base_url=host, version="auto", timeout=3)
@@ -91,7 +93,7 @@ def docker_facts(ctx: CheckContext) -> dict[str, Any]:
 
 def _not_applicable(ctx: CheckContext) -> CheckResult | None:
     if ctx.judged and ctx.needs.runner != "docker":
-        return finding("skip", "not needed: this preset runs on the host (launch.runner: host)")
+        return finding("skip", _("not needed: this preset runs on the host (launch.runner: host)"))
     return None
 
 
@@ -110,7 +112,9 @@ def check_docker_daemon(ctx: CheckContext) -> CheckResult:
         )
         return finding(
             "ok",
-            f"Docker {facts['version']} reachable at {facts['host']}",
+            _("Docker {version} reachable at {host}").format(
+                version=facts["version"], host=facts["host"]
+            ),
             detail=detail,
             why=why,
             data={
@@ -121,9 +125,9 @@ def check_docker_daemon(ctx: CheckContext) -> CheckResult:
         )
     kind = facts.get("kind")
     if kind == "sdk":
-        fix = "pip install 'docker>=7.0' (a trainwiz dependency) into trainwiz's environment"
+        fix = _("pip install 'docker>=7.0' (a trainwiz dependency) into trainwiz's environment")
     elif kind == "permission":
-        fix = "see docker_access: add yourself to the docker group"
+        fix = _("see docker_access: add yourself to the docker group")
     elif kind == "no_socket":
         fix = (
             INSTALL_DOCKER if not shutil.which("dockerd") else "sudo systemctl enable --now docker"
@@ -132,7 +136,7 @@ def check_docker_daemon(ctx: CheckContext) -> CheckResult:
         fix = "sudo systemctl restart docker && sudo journalctl -u docker -n 50"
     return finding(
         ctx.severity("fail"),
-        f"Docker daemon not reachable: {facts['error']}",
+        _("Docker daemon not reachable: {error}").format(error=facts["error"]),
         detail=f"DOCKER_HOST {facts['host']}",
         why=why,
         fix=fix,
@@ -150,11 +154,15 @@ def check_docker_access(ctx: CheckContext) -> CheckResult:
     if sock is None:
         return finding(
             "skip",
-            f"remote daemon {ctx.targets.docker_host}: no local socket rights to check",
+            _("remote daemon {host}: no local socket rights to check").format(
+                host=ctx.targets.docker_host
+            ),
             why=why,
         )
     if not os.path.exists(sock):
-        return finding("skip", f"no socket at {sock} (see docker_daemon)", why=why)
+        return finding(
+            "skip", _("no socket at {path} (see docker_daemon)").format(path=sock), why=why
+        )
     st = os.stat(sock)
     uid = os.getuid()
     user = pwd.getpwuid(uid).pw_name if _has_pw(uid) else str(uid)
@@ -166,14 +174,24 @@ def check_docker_access(ctx: CheckContext) -> CheckResult:
     detail = f"{sock}: {mode} owner uid {st.st_uid} group {group}; you: {user} (uid {uid})"
     data = {"socket": sock, "user": user, "group": group, "mode": mode}
     if uid == 0:
-        return finding("ok", "running as root", detail=detail, why=why, data=data)
+        return finding("ok", _("running as root"), detail=detail, why=why, data=data)
     if st.st_uid == uid:
         return finding(
-            "ok", f"{user} owns the socket (rootless Docker)", detail=detail, why=why, data=data
+            "ok",
+            _("{user} owns the socket (rootless Docker)").format(user=user),
+            detail=detail,
+            why=why,
+            data=data,
         )
     in_session = st.st_gid in os.getgroups()
     if in_session and st.st_mode & 0o060 == 0o060:
-        return finding("ok", f"{user} is in group {group}", detail=detail, why=why, data=data)
+        return finding(
+            "ok",
+            _("{user} is in group {group}").format(user=user, group=group),
+            detail=detail,
+            why=why,
+            data=data,
+        )
     try:
         listed = user in grp.getgrgid(st.st_gid).gr_mem
     except KeyError:
@@ -181,7 +199,9 @@ def check_docker_access(ctx: CheckContext) -> CheckResult:
     if listed:
         return finding(
             ctx.severity("fail"),
-            f"{user} was added to {group} but this login predates it",
+            _("{user} was added to {group} but this login predates it").format(
+                user=user, group=group
+            ),
             detail=detail,
             why=why,
             fix=_("log out and back in (or run `newgrp docker`)"),
@@ -190,10 +210,12 @@ def check_docker_access(ctx: CheckContext) -> CheckResult:
         )
     return finding(
         ctx.severity("fail"),
-        f"{user} may not use {sock}",
+        _("{user} may not use {path}").format(user=user, path=sock),
         detail=detail,
         why=why,
-        fix=f"sudo usermod -aG {group} {user}, then log out and back in",
+        fix=_("sudo usermod -aG {group} {user}, then log out and back in").format(
+            group=group, user=user
+        ),
         blocks=["image", "launch"],
         data=data,
     )
@@ -220,23 +242,27 @@ def check_nvidia_runtime(ctx: CheckContext) -> CheckResult:
         "'could not select device driver \"\" with capabilities: [[gpu]]'."
     )
     if not _wants_gpus(ctx):
-        return finding("skip", "not needed: the container gets no GPUs", why=why)
+        return finding("skip", _("not needed: the container gets no GPUs"), why=why)
     facts = docker_facts(ctx)
     if not facts["reachable"]:
-        return finding("skip", "daemon not reachable (see docker_daemon)", why=why)
+        return finding("skip", _("daemon not reachable (see docker_daemon)"), why=why)
     runtimes = facts["runtimes"]
     hook = shutil.which("nvidia-container-runtime-hook")
     data = {"runtimes": runtimes, "hook": hook}
     if "nvidia" in runtimes or hook:
-        how = "runtime 'nvidia' registered" if "nvidia" in runtimes else f"hook at {hook}"
-        return finding(
-            "ok", how, detail=f"daemon runtimes: {', '.join(runtimes)}", why=why, data=data
+        how = (
+            _("runtime 'nvidia' registered")
+            if "nvidia" in runtimes
+            else _("hook at {path}").format(path=hook)
         )
+        detail = _("daemon runtimes: {runtimes}").format(runtimes=", ".join(runtimes))
+        return finding("ok", how, detail=detail, why=why, data=data)
     return finding(
         ctx.severity("fail"),
-        "NVIDIA container runtime missing",
-        detail=f"daemon runtimes: {', '.join(runtimes) or 'none'}; no nvidia-container-runtime-hook on PATH",
-        why=why + " (nvidia-docker2 is retired: the toolkit replaces it)",
+        _("NVIDIA container runtime missing"),
+        detail=_("daemon runtimes: {runtimes}").format(runtimes=", ".join(runtimes) or "none")
+        + _("; no nvidia-container-runtime-hook on PATH"),
+        why=why + _(" (nvidia-docker2 is retired: the toolkit replaces it)"),
         fix=INSTALL_TOOLKIT,
         blocks=["launch"],
         data=data,
@@ -265,16 +291,16 @@ def check_gpu_probe(ctx: CheckContext) -> CheckResult:
         return skipped
     why = _("Proves end to end that a container sees the GPUs, before a long image build.")
     if not _wants_gpus(ctx):
-        return finding("skip", "not needed: the container gets no GPUs", why=why)
+        return finding("skip", _("not needed: the container gets no GPUs"), why=why)
     facts = docker_facts(ctx)
     if not facts["reachable"]:
-        return finding("skip", "daemon not reachable (see docker_daemon)", why=why)
+        return finding("skip", _("daemon not reachable (see docker_daemon)"), why=why)
     if "nvidia" not in facts["runtimes"] and not shutil.which("nvidia-container-runtime-hook"):
-        return finding("skip", "no NVIDIA runtime (see nvidia_runtime)", why=why)
+        return finding("skip", _("no NVIDIA runtime (see nvidia_runtime)"), why=why)
     image = _probe_image(facts, ctx.needs.image)
     if image is None:
         return finding(
-            "skip", "no CUDA image local yet: the Images step pulls one, then re-run", why=why
+            "skip", _("no CUDA image local yet: the Images step pulls one, then re-run"), why=why
         )
     return _run_probe(facts["client"], image, why)
 
@@ -295,7 +321,7 @@ def _run_probe(client: Any, image: str, why: str) -> CheckResult:
         text = str(exc).splitlines()[0][:400]
         return finding(
             "fail",
-            "a GPU container did not start",
+            _("a GPU container did not start"),
             detail=f"{' '.join(argv)}\n{text}",
             why=why,
             fix=_(
@@ -315,14 +341,14 @@ def _run_probe(client: Any, image: str, why: str) -> CheckResult:
     if code == 0 and gpus:
         return finding(
             "ok",
-            f"{len(gpus)} GPU(s) visible in {image}",
+            _("{count} GPU(s) visible in {image}").format(count=len(gpus), image=image),
             detail=logs,
             why=why,
             data={"image": image, "gpus": gpus},
         )
     return finding(
         "fail",
-        f"GPU probe in {image} exited {code}",
+        _("GPU probe in {image} exited {code}").format(image=image, code=code),
         detail=logs,
         why=why,
         fix=_("read the output above; reboot after a driver update"),

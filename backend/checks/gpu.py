@@ -38,7 +38,7 @@ def driver_fix() -> str:
         f"wget https://developer.download.nvidia.com/compute/cuda/repos/{tag}/x86_64/cuda-keyring_1.1-1_all.deb\n"
         "sudo dpkg -i cuda-keyring_1.1-1_all.deb && sudo apt-get update\n"
         "sudo apt-get install -y cuda-drivers && sudo reboot\n"
-        "(the driver is all the host needs: the CUDA toolkit comes with the image)"
+        + _("(the driver is all the host needs: the CUDA toolkit comes with the image)")
     )
 
 
@@ -53,7 +53,7 @@ def _process_owner(pid: int) -> str:
         proc = psutil.Process(pid)
         return f"{proc.name()} ({proc.username()})"
     except (psutil.Error, KeyError):
-        return "not visible here (another container or PID namespace)"
+        return _("not visible here (another container or PID namespace)")
 
 
 def snapshot() -> dict[str, Any]:
@@ -138,11 +138,14 @@ def check_driver(ctx: CheckContext) -> CheckResult:
         detail = f"NVML: {snap['error']} ({snap['error_type']})"
         if not _needs_gpu(ctx):
             return finding(
-                "skip", "no NVIDIA driver; not needed (launch.device: cpu)", detail=detail, why=why
+                "skip",
+                _("no NVIDIA driver; not needed (launch.device: cpu)"),
+                detail=detail,
+                why=why,
             )
         return finding(
             ctx.severity("fail"),
-            "no NVIDIA driver found",
+            _("no NVIDIA driver found"),
             detail=detail,
             why=why,
             fix=driver_fix(),
@@ -150,19 +153,25 @@ def check_driver(ctx: CheckContext) -> CheckResult:
             data={"error": snap["error"]},
         )
     data = {"driver": snap["driver"], "cuda": snap["cuda"], "gpu_count": len(snap["gpus"])}
-    summary = f"driver {snap['driver']}, supports CUDA ≤ {snap['cuda']}"
+    summary = _("driver {driver}, supports CUDA ≤ {cuda}").format(
+        driver=snap["driver"], cuda=snap["cuda"]
+    )
     want = image_cuda(ctx.needs.image) if ctx.judged and ctx.needs.runner == "docker" else None
     if want and _needs_gpu(ctx):
         have = tuple(int(x) for x in snap["cuda"].split("."))
         data["image_cuda"] = f"{want[0]}.{want[1]}"
+        wanted = f"{want[0]}.{want[1]}"
         fix = (
-            f"choose an image built for CUDA ≤ {snap['cuda']} (environment.image), "
-            "or update the driver:\n" + driver_fix()
+            _(
+                "choose an image built for CUDA ≤ {cuda} (environment.image), or update the driver:"
+            ).format(cuda=snap["cuda"])
+            + "\n"
+            + driver_fix()
         )
         if want[0] > have[0]:
             return finding(
                 "fail",
-                f"{summary}; image needs CUDA {want[0]}.{want[1]}",
+                summary + _("; image needs CUDA {cuda}").format(cuda=wanted),
                 why=why,
                 fix=fix,
                 blocks=["launch"],
@@ -171,13 +180,16 @@ def check_driver(ctx: CheckContext) -> CheckResult:
         if want > have:
             return finding(
                 "warn",
-                f"{summary}; image CUDA {want[0]}.{want[1]} runs only through "
-                "minor-version compatibility (PTX JIT kernels may fail)",
+                summary
+                + _(
+                    "; image CUDA {cuda} runs only through minor-version compatibility "
+                    "(PTX JIT kernels may fail)"
+                ).format(cuda=wanted),
                 why=why,
                 fix=fix,
                 data=data,
             )
-        summary += f"; image CUDA {want[0]}.{want[1]} fits"
+        summary += _("; image CUDA {cuda} fits").format(cuda=wanted)
     return finding("ok", summary, why=why, data=data)
 
 
@@ -188,10 +200,10 @@ def check_gpus(ctx: CheckContext) -> CheckResult:
     )
     if "error" in snap:
         if not _needs_gpu(ctx):
-            return finding("skip", "no GPUs; not needed (launch.device: cpu)", why=why)
+            return finding("skip", _("no GPUs; not needed (launch.device: cpu)"), why=why)
         return finding(
             ctx.severity("fail"),
-            "no GPUs visible (no NVIDIA driver: see nvidia_driver)",
+            _("no GPUs visible (no NVIDIA driver: see nvidia_driver)"),
             why=why,
             fix=_("install the driver (see nvidia_driver's fix)"),
             blocks=["launch"],
@@ -203,43 +215,53 @@ def check_gpus(ctx: CheckContext) -> CheckResult:
         lines.append(
             f"GPU {gpu['index']}: {gpu['name']}, {human(gpu['memory_total'])}, "
             f"sm{gpu['sm']} (cc {gpu['compute_capability']}), "
-            f"{human(gpu['memory_used'])} used{', MIG on' if gpu['mig'] else ''}"
+            + _("{used} used").format(used=human(gpu["memory_used"]))
+            + (_(", MIG on") if gpu["mig"] else "")
         )
         for proc in gpu["processes"]:
             lines.append(f"    pid {proc['pid']}: {human(proc['used'])} — {proc['owner']}")
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
         lines.append(
-            f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} (NVML lists all GPUs)"
+            f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} "
+            + _("(NVML lists all GPUs)")
         )
     data = {"gpus": gpus}
     names = sorted({g["name"] for g in gpus})
-    summary = f"{len(gpus)} × {' / '.join(names)}" if gpus else "0 GPUs"
+    summary = f"{len(gpus)} × {' / '.join(names)}" if gpus else _("0 GPUs")
     if gpus:
         summary += f", sm{min(g['sm'] for g in gpus)}"
     detail = "\n".join(lines)
     if not _needs_gpu(ctx):
         return finding(
-            "skip", summary + " (not used: launch.device: cpu)", detail=detail, why=why, data=data
+            "skip",
+            summary + _(" (not used: launch.device: cpu)"),
+            detail=detail,
+            why=why,
+            data=data,
         )
     problems: list[str] = []
     fixes: list[str] = []
     used = gpus[: needs.nproc] if ctx.judged else gpus
     if not gpus:
-        problems.append("no GPU visible")
+        problems.append(_("no GPU visible"))
     if ctx.judged and needs.nproc > len(gpus):
-        problems.append(f"launch.nproc_per_node is {needs.nproc} but {len(gpus)} GPU(s)")
+        problems.append(
+            _("launch.nproc_per_node is {nproc} but {count} GPU(s)").format(
+                nproc=needs.nproc, count=len(gpus)
+            )
+        )
         fixes.append(f"set launch.nproc_per_node: {max(len(gpus), 1)}")
     old = [g for g in used if g["sm"] < 80]
     if old and ctx.judged:
         if needs.bf16:
-            problems.append("bf16 needs sm80+")
+            problems.append(_("bf16 needs sm80+"))
             fixes.append("training.bf16: false and training.fp16: true")
         if needs.tf32:
-            problems.append("tf32 needs sm80+")
+            problems.append(_("tf32 needs sm80+"))
             fixes.append("training.tf32: false")
         if needs.flash_attn == "always":
-            problems.append("FlashAttention-2 needs sm80+")
-            fixes.append("environment.flash_attn.install: never (SDPA is used instead)")
+            problems.append(_("FlashAttention-2 needs sm80+"))
+            fixes.append(_("environment.flash_attn.install: never (SDPA is used instead)"))
     if problems:
         return finding(
             ctx.severity("fail"),
@@ -252,14 +274,15 @@ def check_gpus(ctx: CheckContext) -> CheckResult:
         )
     warnings = []
     if any(g["mig"] for g in used):
-        warnings.append("MIG is on: one FSDP job cannot span MIG slices")
-        fixes.append("sudo nvidia-smi -mig 0 (needs no running jobs; may need a GPU reset)")
+        warnings.append(_("MIG is on: one FSDP job cannot span MIG slices"))
+        fixes.append(_("sudo nvidia-smi -mig 0 (needs no running jobs; may need a GPU reset)"))
     busy = [g for g in used if g["processes"] or g["memory_used"] > 2 * 1024**3]
     if busy:
-        warnings.append(f"GPU {', '.join(str(g['index']) for g in busy)} already in use")
-        fixes.append("wait for those jobs, or pick free GPUs with CUDA_VISIBLE_DEVICES")
+        busy_ids = ", ".join(str(g["index"]) for g in busy)
+        warnings.append(_("GPU {ids} already in use").format(ids=busy_ids))
+        fixes.append(_("wait for those jobs, or pick free GPUs with CUDA_VISIBLE_DEVICES"))
     if len(names) > 1:
-        warnings.append("mixed GPU models: the slowest sets the pace")
+        warnings.append(_("mixed GPU models: the slowest sets the pace"))
     if warnings:
         return finding(
             "warn",
@@ -270,8 +293,8 @@ def check_gpus(ctx: CheckContext) -> CheckResult:
             data=data,
         )
     implied = (
-        "bf16, tf32 and FlashAttention-2 available"
+        _("bf16, tf32 and FlashAttention-2 available")
         if gpus and min(g["sm"] for g in gpus) >= 80
-        else "no bf16/tf32/FlashAttention-2 (needs sm80+)"
+        else _("no bf16/tf32/FlashAttention-2 (needs sm80+)")
     )
     return finding("ok", f"{summary}: {implied}", detail=detail, why=why, data=data)

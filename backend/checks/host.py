@@ -38,31 +38,36 @@ def _disk_locations(ctx: CheckContext) -> list[tuple[str, Path, int, Step, str]]
     p = needs.params
     out: list[tuple[str, Path, int, Step, str]] = []
     if needs.model_dir is not None:
-        need, how = 0, "weights already there" if needs.model_bytes_present else "size unknown"
+        need = 0
+        how = _("weights already there") if needs.model_bytes_present else _("size unknown")
         if not needs.model_bytes_present and p and needs.model_source in ("hf", "git_lfs"):
             need = 2 * p
-            how = f"2 bytes × {p / 1e9:.2f} B params (fp16 weights)"
+            how = _("2 bytes × {params} B params (fp16 weights)").format(params=f"{p / 1e9:.2f}")
             if needs.model_source == "git_lfs":
                 need = 4 * p
-                how += ", ×2 because git-lfs keeps a copy in .git/lfs"
+                how += _(", ×2 because git-lfs keeps a copy in .git/lfs")
         elif not needs.model_bytes_present and p:
-            need, how = 4 * p, "fp32 weights made locally"
+            need, how = 4 * p, _("fp32 weights made locally")
         out.append(("model", needs.model_dir, need, "model", how))
     if needs.output_dir is not None:
-        need, how = 0, "size unknown"
+        need, how = 0, _("size unknown")
         if p:
             kept = needs.checkpoints if needs.checkpoints is not None else 1
             # A new checkpoint is complete before the oldest is deleted (docs/checkpoints.md),
             # so a save briefly holds kept + 1; that peak exceeds kept + the final fp32 model.
             need = (kept + 1) * 12 * p if kept else 4 * p
             how = (
-                f"{kept} checkpoint(s) kept + 1 being written × 12 bytes/param (fp32 weights + "
-                f"Adam state; FSDP shards sum to the same), P={p / 1e9:.2f} B"
+                _(
+                    "{kept} checkpoint(s) kept + 1 being written × 12 bytes/param (fp32 weights + "
+                    "Adam state; FSDP shards sum to the same), P={params} B"
+                ).format(kept=kept, params=f"{p / 1e9:.2f}")
                 if kept
-                else f"final fp32 model only (no checkpoints), P={p / 1e9:.2f} B"
+                else _("final fp32 model only (no checkpoints), P={params} B").format(
+                    params=f"{p / 1e9:.2f}"
+                )
             )
             if needs.checkpoints is None and ctx.judged and needs.save_strategy != "no":
-                how += "; no save_total_limit, so every checkpoint stays: counted one"
+                how += _("; no save_total_limit, so every checkpoint stays: counted one")
         out.append(("output", needs.output_dir, need, "launch", how))
     if needs.runner == "docker":
         facts = docker_facts(ctx)
@@ -71,7 +76,7 @@ def _disk_locations(ctx: CheckContext) -> list[tuple[str, Path, int, Step, str]]
         # A tcp:// or ssh:// daemon keeps its data on another machine: not measurable here.
         if root and socket_path(ctx.targets.docker_host) is not None:
             need = 0 if facts.get("image_local") else IMAGE_DISK_ESTIMATE
-            how = "image already local" if need == 0 else "~20 GiB for a CUDA devel image"
+            how = _("image already local") if need == 0 else _("~20 GiB for a CUDA devel image")
             out.append(("docker data root", Path(root), need, "image", how))
     return out
 
@@ -97,14 +102,22 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         need = sum(item["need"] for item in group["items"])
         free = group["free"]
         names = " + ".join(item["purpose"] for item in group["items"])
-        lines.append(f"{names}: {human(free)} free of {human(group['total'])}, needs {human(need)}")
+        lines.append(
+            _("{names}: {free} free of {total}, needs {need}").format(
+                names=names, free=human(free), total=human(group["total"]), need=human(need)
+            )
+        )
         for item in group["items"]:
             lines.append(
                 f"  {item['purpose']}: {item['path']} — {human(item['need'])} ({item['how']})"
             )
             locations.append({**item, "free": free, "filesystem_of": group["anchor"]})
         if free < need:
-            short.append(f"{names} (needs {human(need)}, {human(free)} free)")
+            short.append(
+                _("{names} (needs {need}, {free} free)").format(
+                    names=names, need=human(need), free=human(free)
+                )
+            )
             # Steps run in order (model, image, launch): a step is held back only when what it
             # and the steps before it put on this filesystem exceeds the free space.
             running = 0
@@ -113,7 +126,11 @@ def check_disk(ctx: CheckContext) -> CheckResult:
                 if item["need"] and running > free:
                     blocks.append(item["step"])
         elif free < need * 1.2:
-            tight.append(f"{names} (needs {human(need)}, {human(free)} free)")
+            tight.append(
+                _("{names} (needs {need}, {free} free)").format(
+                    names=names, need=human(need), free=human(free)
+                )
+            )
     data = {"locations": locations}
     why = _(
         "A full disk stops a download half way, or kills training at the first checkpoint "
@@ -122,7 +139,7 @@ def check_disk(ctx: CheckContext) -> CheckResult:
     if short:
         return finding(
             ctx.severity("fail"),
-            f"not enough disk for {', '.join(short)}",
+            _("not enough disk for {what}").format(what=", ".join(short)),
             detail="\n".join(lines),
             why=why,
             fix=_(
@@ -134,9 +151,13 @@ def check_disk(ctx: CheckContext) -> CheckResult:
             data=data,
         )
     status: Status = "warn" if tight else "ok"
-    summary = f"little headroom for {', '.join(tight)}" if tight else "enough disk for this preset"
+    summary = (
+        _("little headroom for {what}").format(what=", ".join(tight))
+        if tight
+        else _("enough disk for this preset")
+    )
     if not ctx.judged:
-        summary = "; ".join(lines[:1]) if lines else "no locations to check"
+        summary = "; ".join(lines[:1]) if lines else _("no locations to check")
     return finding(status, summary, detail="\n".join(lines), why=why, data=data)
 
 
@@ -156,7 +177,9 @@ def check_ram(ctx: CheckContext) -> CheckResult:
     mem = read_meminfo(ctx.targets.meminfo_path)
     total, available = mem.get("MemTotal", 0), mem.get("MemAvailable", mem.get("MemFree", 0))
     data: dict[str, Any] = {"total": total, "available": available}
-    facts = f"{human(total)} total, {human(available)} available"
+    facts = _("{total} total, {available} available").format(
+        total=human(total), available=human(available)
+    )
     needs, p = ctx.needs, ctx.needs.params
     why = _(
         "FastChat loads the model in fp32 in every rank before FSDP shards it (4 bytes/param × "
@@ -167,16 +190,22 @@ def check_ram(ctx: CheckContext) -> CheckResult:
         return finding("ok", facts, why=why, data=data)
     if not p:
         return finding(
-            "warn", f"{facts}; model size unknown, cannot estimate need", why=why, data=data
+            "warn",
+            facts + _("; model size unknown, cannot estimate need"),
+            why=why,
+            data=data,
         )
     load = 4 * p * needs.nproc
     extra = 16 * p if (needs.offload or needs.device == "cpu") else 0
     need = load + extra
     data["need"] = need
-    detail = f"loading: 4 × {p / 1e9:.2f} B params × {needs.nproc} processes = {human(load)}"
+    detail = _("loading: 4 × {params} B params × {nproc} processes = {load}").format(
+        params=f"{p / 1e9:.2f}", nproc=needs.nproc, load=human(load)
+    )
     if extra:
-        detail += f"\n{'offload' if needs.offload else 'CPU training'}: 16 × P = {human(extra)}"
-    fix = (
+        what = "offload" if needs.offload else _("CPU training")
+        detail += f"\n{what}: 16 × P = {human(extra)}"
+    fix = _(
         "lower launch.nproc_per_node, drop 'offload' from training.fsdp, or add RAM/swap "
         "(`sudo fallocate -l 64G /swapfile && sudo chmod 600 /swapfile && sudo mkswap /swapfile "
         "&& sudo swapon /swapfile`)"
@@ -184,7 +213,7 @@ def check_ram(ctx: CheckContext) -> CheckResult:
     if total < need:
         return finding(
             "fail",
-            f"needs {human(need)}, {facts}",
+            _("needs {need}, {facts}").format(need=human(need), facts=facts),
             detail=detail,
             why=why,
             fix=fix,
@@ -194,20 +223,30 @@ def check_ram(ctx: CheckContext) -> CheckResult:
     if available < need:
         return finding(
             "warn",
-            f"needs {human(need)}, only {human(available)} available now",
+            _("needs {need}, only {available} available now").format(
+                need=human(need), available=human(available)
+            ),
             detail=detail,
             why=why,
-            fix="stop other memory users (`ps aux --sort=-rss | head`) or " + fix,
+            fix=_("stop other memory users (`ps aux --sort=-rss | head`) or ") + fix,
             data=data,
         )
-    return finding("ok", f"needs {human(need)}, {facts}", detail=detail, why=why, data=data)
+    return finding(
+        "ok",
+        _("needs {need}, {facts}").format(need=human(need), facts=facts),
+        detail=detail,
+        why=why,
+        data=data,
+    )
 
 
 def check_shm(ctx: CheckContext) -> CheckResult:
     st = os.statvfs(ctx.targets.shm_path)
     size, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
     data: dict[str, Any] = {"path": ctx.targets.shm_path, "size": size, "free": free}
-    facts = f"{ctx.targets.shm_path}: {human(size)} ({human(free)} free)"
+    facts = _("{path}: {size} ({free} free)").format(
+        path=ctx.targets.shm_path, size=human(size), free=human(free)
+    )
     needs = ctx.needs
     why = _(
         "NCCL passes data between GPUs of one node through /dev/shm and DataLoader workers pass "
@@ -218,25 +257,33 @@ def check_shm(ctx: CheckContext) -> CheckResult:
         container = parse_size(needs.shm_size) if needs.shm_size else 64 * 1024**2
         data["container_shm"] = container
         where = (
-            f"container --shm-size {needs.shm_size}"
+            _("container --shm-size {size}").format(size=needs.shm_size)
             if needs.shm_size
-            else "Docker's default 64 MiB"
+            else _("Docker's default 64 MiB")
         )
         if container is not None and container < want:
             return finding(
                 "fail" if needs.nproc > 1 else "warn",
-                f"the container gets {where}; {needs.nproc} processes want ≥ {human(want)}",
+                _("the container gets {where}; {nproc} processes want ≥ {want}").format(
+                    where=where, nproc=needs.nproc, want=human(want)
+                ),
                 detail=facts,
                 why=why,
                 fix=_("set container.ipc: host (as the seed does) or container.shm_size: 16g"),
                 blocks=["launch"] if needs.nproc > 1 else [],
                 data=data,
             )
-        return finding("ok", f"the container gets {where}", detail=facts, why=why, data=data)
+        return finding(
+            "ok",
+            _("the container gets {where}").format(where=where),
+            detail=facts,
+            why=why,
+            data=data,
+        )
     if size < want:
         return finding(
             ctx.severity("fail"),
-            f"{facts}, want ≥ {human(want)}",
+            _("{facts}, want ≥ {want}").format(facts=facts, want=human(want)),
             why=why,
             fix=_("sudo mount -o remount,size=16G /dev/shm (persist it in /etc/fstab)"),
             blocks=["launch"],
@@ -245,7 +292,7 @@ def check_shm(ctx: CheckContext) -> CheckResult:
     if free < want:
         return finding(
             "warn",
-            f"{facts}: mostly used",
+            _("{facts}: mostly used").format(facts=facts),
             why=why,
             fix=_("remove stale files: ls -la /dev/shm"),
             data=data,
@@ -254,13 +301,15 @@ def check_shm(ctx: CheckContext) -> CheckResult:
 
 
 def _limit_text(value: int) -> str:
-    return "unlimited" if value == resource.RLIM_INFINITY else human(value)
+    return _("unlimited") if value == resource.RLIM_INFINITY else human(value)
 
 
 def check_memlock(ctx: CheckContext) -> CheckResult:
     soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     data = {"soft": soft, "hard": hard, "unlimited": soft == resource.RLIM_INFINITY}
-    facts = f"memlock soft {_limit_text(soft)}, hard {_limit_text(hard)}"
+    facts = _("memlock soft {soft}, hard {hard}").format(
+        soft=_limit_text(soft), hard=_limit_text(hard)
+    )
     why = _(
         "InfiniBand/RDMA (multi-node NCCL) pins memory and needs an unlimited memlock; the seed "
         "passes --ulimit memlock=-1, which a daemon without that hard limit refuses "
@@ -275,9 +324,10 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
         ):
             return finding(
                 "warn",
-                f"preset asks --ulimit memlock={needs.container_memlock}; this host's hard limit is "
-                f"{_limit_text(hard)}",
-                detail=facts + "\nA daemon started with this limit refuses a higher one.",
+                _(
+                    "preset asks --ulimit memlock={memlock}; this host's hard limit is {hard}"
+                ).format(memlock=needs.container_memlock, hard=_limit_text(hard)),
+                detail=facts + "\n" + _("A daemon started with this limit refuses a higher one."),
                 why=why,
                 fix=_(
                     "drop the memlock ulimit from container.ulimits (single node: not needed), or "
@@ -287,7 +337,7 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
             )
         return finding(
             "ok",
-            f"container gets memlock {needs.container_memlock}",
+            _("container gets memlock {memlock}").format(memlock=needs.container_memlock),
             detail=facts,
             why=why,
             data=data,
@@ -295,11 +345,14 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
     if soft != resource.RLIM_INFINITY and needs.nnodes > 1 and ctx.judged:
         return finding(
             "warn",
-            f"{facts}; multi-node NCCL over RDMA wants unlimited",
+            facts + _("; multi-node NCCL over RDMA wants unlimited"),
             why=why,
             fix=_("add `* - memlock unlimited` to /etc/security/limits.conf and log in again"),
             data=data,
         )
     return finding(
-        "ok", facts + ("" if needs.nnodes > 1 else " (matters only for RDMA)"), why=why, data=data
+        "ok",
+        facts + ("" if needs.nnodes > 1 else _(" (matters only for RDMA)")),
+        why=why,
+        data=data,
     )

@@ -17,6 +17,7 @@ from typing import Any
 from backend.checks.context import CheckContext
 from backend.checks.docker_checks import docker_facts
 from backend.checks.model import CheckResult, Step, finding
+from backend.i18n import _
 from backend.redact import redact_text, redact_url
 from backend.tokens import decide
 
@@ -38,7 +39,7 @@ def head(url: str, timeout: float, headers: dict[str, str] | None = None) -> dic
         return {
             "ok": path.exists(),
             "status": None,
-            "error": "" if path.exists() else f"{path} missing",
+            "error": "" if path.exists() else _("{path} missing").format(path=path),
         }
     request = urllib.request.Request(url, method="HEAD", headers=headers or {})
     try:
@@ -61,10 +62,12 @@ def _unreachable(
     proxy = next((os.environ[k] for k in ("HTTPS_PROXY", "https_proxy") if k in os.environ), None)
     url, error = redact_url(url), redact_text(error)
     proxy = redact_url(proxy) if proxy else None
-    detail = f"HEAD {url}: {error}" + (f"\nproxy: {proxy}" if proxy else "\nno HTTPS_PROXY set")
+    detail = f"HEAD {url}: {error}\n" + (
+        _("proxy: {proxy}").format(proxy=proxy) if proxy else _("no HTTPS_PROXY set")
+    )
     return finding(
         ctx.severity("fail"),
-        f"{what} unreachable: {error}",
+        _("{what} unreachable: {error}").format(what=what, error=error),
         detail=detail,
         why=why,
         fix=fix,
@@ -76,9 +79,13 @@ def _unreachable(
 def check_hf(ctx: CheckContext) -> CheckResult:
     preset = ctx.preset
     endpoint = ctx.targets.hf_endpoint.rstrip("/")
-    why = "The model is downloaded from this endpoint."
+    why = _("The model is downloaded from this endpoint.")
     if preset is not None and preset.model.source not in ("hf", "git_lfs"):
-        return finding("skip", f"not needed: model source is {preset.model.source}", why=why)
+        return finding(
+            "skip",
+            _("not needed: model source is {source}").format(source=preset.model.source),
+            why=why,
+        )
     url = endpoint + "/"
     headers: dict[str, str] = {}
     withheld = ""
@@ -94,45 +101,59 @@ def check_hf(ctx: CheckContext) -> CheckResult:
     if not answer["ok"]:
         return _unreachable(
             ctx,
-            "Hugging Face endpoint",
+            _("Hugging Face endpoint"),
             url,
             answer["error"],
             why,
-            "check the network or proxy (HTTPS_PROXY); in China set model.endpoint: "
-            "https://hf-mirror.com; or copy the weights and use model.source: local",
+            _(
+                "check the network or proxy (HTTPS_PROXY); in China set model.endpoint: "
+                "https://hf-mirror.com; or copy the weights and use model.source: local"
+            ),
             ["model"],
         )
     status = answer["status"]
     if status in (401, 403) and preset is not None:
         return finding(
             "fail",
-            f"{preset.model.repo} is gated or private (HTTP {status})",
+            _("{repo} is gated or private (HTTP {status})").format(
+                repo=preset.model.repo, status=status
+            ),
             why=why,
             detail=f"HEAD {url}",
             blocks=["model"],
             data=data,
-            fix=f"{withheld} (the token is read from {preset.model.token_env})"
+            fix=_("{withheld} (the token is read from {env})").format(
+                withheld=withheld, env=preset.model.token_env
+            )
             if withheld
-            else f"accept the licence on the model page, then export {preset.model.token_env}=<token>",
+            else _("accept the licence on the model page, then export {env}=<token>").format(
+                env=preset.model.token_env
+            ),
         )
     if status == 404 and preset is not None:
         return finding(
             "fail",
-            f"{preset.model.repo}@{preset.model.revision} not found (HTTP 404)",
+            _("{repo}@{revision} not found (HTTP 404)").format(
+                repo=preset.model.repo, revision=preset.model.revision
+            ),
             detail=f"HEAD {url}",
             why=why,
-            fix="check model.repo and model.revision",
+            fix=_("check model.repo and model.revision"),
             blocks=["model"],
             data=data,
         )
     if status is not None and status >= 500:
         return finding(
-            "warn", f"{endpoint} answers HTTP {status}", detail=f"HEAD {url}", why=why, data=data
+            "warn",
+            _("{endpoint} answers HTTP {status}").format(endpoint=endpoint, status=status),
+            detail=f"HEAD {url}",
+            why=why,
+            data=data,
         )
     note = f"\n{withheld}" if withheld else ""
     return finding(
         "ok",
-        f"{redact_url(endpoint)} reachable (HTTP {status})",
+        _("{url} reachable (HTTP {status})").format(url=redact_url(endpoint), status=status),
         detail=f"HEAD {url}{note}",
         why=why,
         data=data,
@@ -142,27 +163,33 @@ def check_hf(ctx: CheckContext) -> CheckResult:
 def check_pip(ctx: CheckContext) -> CheckResult:
     needs = ctx.needs
     index = ctx.targets.pip_index.rstrip("/") + "/"
-    why = "FastChat, transformers and flash-attn are installed from this index."
+    why = _("FastChat, transformers and flash-attn are installed from this index.")
     if ctx.judged and needs.runner == "host" and needs.host_venv:
         return finding(
-            "skip", "not needed: environment.venv names an existing environment", why=why
+            "skip", _("not needed: environment.venv names an existing environment"), why=why
         )
     answer = head(index, ctx.targets.network_timeout_s)
     if not answer["ok"]:
         return _unreachable(
             ctx,
-            "pip index",
+            _("pip index"),
             index,
             answer["error"],
             why,
-            "set environment.pip_index_url to a reachable mirror "
-            "(e.g. https://pypi.tuna.tsinghua.edu.cn/simple) or fix the proxy",
+            _(
+                "set environment.pip_index_url to a reachable mirror "
+                "(e.g. https://pypi.tuna.tsinghua.edu.cn/simple) or fix the proxy"
+            ),
             ["image"],
         )
     shown = redact_url(index)
     return finding(
         "ok",
-        f"{shown} reachable" + (f" (HTTP {answer['status']})" if answer["status"] else ""),
+        (
+            _("{url} reachable (HTTP {status})").format(url=shown, status=answer["status"])
+            if answer["status"]
+            else _("{url} reachable").format(url=shown)
+        ),
         why=why,
         data={"url": shown, "status": answer["status"]},
     )
@@ -171,16 +198,16 @@ def check_pip(ctx: CheckContext) -> CheckResult:
 def check_registry(ctx: CheckContext) -> CheckResult:
     needs = ctx.needs
     url = ctx.targets.registry_url
-    why = "The base image is pulled from this registry."
+    why = _("The base image is pulled from this registry.")
     if ctx.judged and needs.runner != "docker":
-        return finding("skip", "not needed: this preset runs on the host", why=why)
+        return finding("skip", _("not needed: this preset runs on the host"), why=why)
     if not url:
-        return finding("skip", "no registry to check", why=why)
+        return finding("skip", _("no registry to check"), why=why)
     answer = head(url, ctx.targets.network_timeout_s)
     if answer["ok"]:
         return finding(
             "ok",
-            f"{url} reachable (HTTP {answer['status']})",
+            _("{url} reachable (HTTP {status})").format(url=url, status=answer["status"]),
             why=why,
             data={"url": url, "status": answer["status"]},
         )
@@ -188,18 +215,22 @@ def check_registry(ctx: CheckContext) -> CheckResult:
     if local:
         return finding(
             "warn",
-            f"registry unreachable ({answer['error']}), but {needs.image} is already local",
+            _("registry unreachable ({error}), but {image} is already local").format(
+                error=answer["error"], image=needs.image
+            ),
             detail=f"HEAD {url}",
             why=why,
             data={"url": url, "error": answer["error"]},
         )
     return _unreachable(
         ctx,
-        "image registry",
+        _("image registry"),
         url,
         answer["error"],
         why,
-        'configure a registry mirror ("registry-mirrors" in /etc/docker/daemon.json), '
-        "or `docker load` the image from a tar made elsewhere",
+        _(
+            'configure a registry mirror ("registry-mirrors" in /etc/docker/daemon.json), '
+            "or `docker load` the image from a tar made elsewhere"
+        ),
         ["image"],
     )

@@ -32,7 +32,7 @@ def _multinode(ctx: CheckContext) -> bool:
 
 
 def _skip() -> CheckResult:
-    return finding("skip", "single-node preset (launch.scheduler is not 'ssh')")
+    return finding("skip", _("single-node preset (launch.scheduler is not 'ssh')"))
 
 
 _DOCKER = "docker"  # what the probe checks instead of torchrun for launch.runner: docker
@@ -167,12 +167,16 @@ def check_nodes_reach(ctx: CheckContext) -> CheckResult:
         return _skip()
     probes = probe_nodes(ctx)
     bad = [p for p in probes if not p.get("reached")]
-    why = "node 0 starts every node's torchrun agent over ssh, without a terminal to ask anything"
+    why = _(
+        "node 0 starts every node's torchrun agent over ssh, without a terminal to ask anything"
+    )
     if bad:
         text = "; ".join(f"{p.get('node')}: {p.get('error')}" for p in bad)
         return finding(
             ctx.severity("fail"),
-            f"{len(bad)} of {len(probes)} nodes cannot be reached over ssh: {text}",
+            _("{bad} of {total} nodes cannot be reached over ssh: {errors}").format(
+                bad=len(bad), total=len(probes), errors=text
+            ),
             why=why,
             fix=_ssh_fix(bad[0].get("error", "")),
             blocks=["launch"],
@@ -191,23 +195,28 @@ def check_nodes_reach(ctx: CheckContext) -> CheckResult:
     if missing:
         return finding(
             ctx.severity("fail"),
-            f"torchrun {_torchrun(ctx)} is missing on {', '.join(missing)}",
-            why="every node runs the same torchrun path as node 0",
-            fix="build the same environment.venv at the same path on every node",
+            _("torchrun {path} is missing on {nodes}").format(
+                path=_torchrun(ctx), nodes=", ".join(missing)
+            ),
+            why=_("every node runs the same torchrun path as node 0"),
+            fix=_("build the same environment.venv at the same path on every node"),
             blocks=["launch"],
             data={"nodes": probes},
         )
     return finding(
-        "ok", f"all {len(probes)} nodes answer over ssh", why=why, data={"nodes": probes}
+        "ok",
+        _("all {count} nodes answer over ssh").format(count=len(probes)),
+        why=why,
+        data={"nodes": probes},
     )
 
 
 def _ssh_fix(error: str) -> str:
     if "Host key verification failed" in error:
-        return "ssh to each node once by hand to accept its host key (or add it to known_hosts)"
+        return _("ssh to each node once by hand to accept its host key (or add it to known_hosts)")
     if "Permission denied" in error:
-        return "install your public key on the node: ssh-copy-id [-p PORT] user@node"
-    return "check the node's name, sshd port (launch.ssh.port or host:port) and that it is up"
+        return _("install your public key on the node: ssh-copy-id [-p PORT] user@node")
+    return _("check the node's name, sshd port (launch.ssh.port or host:port) and that it is up")
 
 
 def check_nodes_alike(ctx: CheckContext) -> CheckResult:
@@ -215,17 +224,21 @@ def check_nodes_alike(ctx: CheckContext) -> CheckResult:
         return _skip()
     probes = [p for p in probe_nodes(ctx) if p.get("reached")]
     if not probes:
-        return finding("skip", "no node answered (see the ssh check)")
+        return finding("skip", _("no node answered (see the ssh check)"))
     counts = {p["node"]: len(p["gpus"]) for p in probes}
     families = {p["node"]: sorted({g.split(".")[0] for g in p["gpus"]}) for p in probes}
     data = {"gpu_counts": counts, "driver_families": families}
     if len(set(counts.values())) > 1 or len({tuple(f) for f in families.values()}) > 1:
         return finding(
             ctx.severity("fail"),
-            f"the nodes differ: GPUs {counts}, driver families {families}",
-            why="torchrun starts nproc_per_node workers on every node; NCCL across driver "
-            "families is a common cause of hangs",
-            fix="use nodes with the same GPUs and driver branch",
+            _("the nodes differ: GPUs {counts}, driver families {families}").format(
+                counts=counts, families=families
+            ),
+            why=_(
+                "torchrun starts nproc_per_node workers on every node; NCCL across driver "
+                "families is a common cause of hangs"
+            ),
+            fix=_("use nodes with the same GPUs and driver branch"),
             blocks=["launch"],
             data=data,
         )
@@ -234,11 +247,15 @@ def check_nodes_alike(ctx: CheckContext) -> CheckResult:
     if len(set(envs.values())) > 1:
         return finding(
             ctx.severity("fail"),
-            f"the nodes' training environments differ: {envs}",
-            why="every rank must run the same torch and transformers (a mismatch hangs or "
-            "crashes in the first collective, or trains different code)",
-            fix="build environment.venv from the same preset on every node "
-            "('trainwiz env build PRESET' there)",
+            _("the nodes' training environments differ: {envs}").format(envs=envs),
+            why=_(
+                "every rank must run the same torch and transformers (a mismatch hangs or "
+                "crashes in the first collective, or trains different code)"
+            ),
+            fix=_(
+                "build environment.venv from the same preset on every node "
+                "('trainwiz env build PRESET' there)"
+            ),
             blocks=["launch"],
             data=data,
         )
@@ -248,15 +265,21 @@ def check_nodes_alike(ctx: CheckContext) -> CheckResult:
     if ctx.preset.launch.device == "cuda" and have < want:
         return finding(
             ctx.severity("fail"),
-            f"each node has {have} GPU(s) but launch.nproc_per_node is {want}",
-            fix=f"set launch.nproc_per_node: {have}",
+            _("each node has {have} GPU(s) but launch.nproc_per_node is {want}").format(
+                have=have, want=want
+            ),
+            fix=_("set launch.nproc_per_node: {have}").format(have=have),
             blocks=["launch"],
             data=data,
         )
-    family = ", ".join(next(iter(families.values()))) or "none"
-    env = next(iter(envs.values())) or "no training env found"
+    family = ", ".join(next(iter(families.values()))) or _("none")
+    env = next(iter(envs.values())) or _("no training env found")
     return finding(
-        "ok", f"every node has {have} GPU(s), driver family {family}, torch {env}", data=data
+        "ok",
+        _("every node has {have} GPU(s), driver family {family}, torch {env}").format(
+            have=have, family=family, env=env
+        ),
+        data=data,
     )
 
 
@@ -269,13 +292,15 @@ def check_nodes_shared_dir(ctx: CheckContext) -> CheckResult:
     if apart:
         return finding(
             ctx.severity("fail"),
-            f"{', '.join(apart)} cannot see {where}",
-            why="each node runs the run's entry from the run directory and rank 0 writes the "
-            "metrics there",
-            fix="put TRAINWIZ_HOME on a file system every node mounts at the same path (NFS)",
+            _("{nodes} cannot see {where}").format(nodes=", ".join(apart), where=where),
+            why=_(
+                "each node runs the run's entry from the run directory and rank 0 writes the "
+                "metrics there"
+            ),
+            fix=_("put TRAINWIZ_HOME on a file system every node mounts at the same path (NFS)"),
             blocks=["launch"],
         )
-    return finding("ok", f"every node sees {where} (shared file system)")
+    return finding("ok", _("every node sees {where} (shared file system)").format(where=where))
 
 
 def check_rdzv_port(ctx: CheckContext) -> CheckResult:
@@ -284,19 +309,29 @@ def check_rdzv_port(ctx: CheckContext) -> CheckResult:
     host, port = _endpoint(ctx)
     probes = [p for p in probe_nodes(ctx) if p.get("reached")]
     if probes and all(p["rdzv"] == "unknown" for p in probes):
-        return finding("warn", f"port {port} is in use here, so it could not be tried")
+        return finding(
+            "warn", _("port {port} is in use here, so it could not be tried").format(port=port)
+        )
     closed = [p["node"] for p in probes if p["rdzv"] != "ok"]
     if closed:
         return finding(
             ctx.severity("fail"),
-            f"{', '.join(closed)} cannot reach the rendezvous at {host}:{port}",
-            why="every agent joins torchrun's c10d rendezvous on node 0; a blocked port ends "
-            "as a rendezvous timeout",
-            fix=f"open TCP {port} on node 0's firewall, or set launch.rdzv_endpoint to an "
-            "address all nodes reach",
+            _("{nodes} cannot reach the rendezvous at {host}:{port}").format(
+                nodes=", ".join(closed), host=host, port=port
+            ),
+            why=_(
+                "every agent joins torchrun's c10d rendezvous on node 0; a blocked port ends "
+                "as a rendezvous timeout"
+            ),
+            fix=_(
+                "open TCP {port} on node 0's firewall, or set launch.rdzv_endpoint to an "
+                "address all nodes reach"
+            ).format(port=port),
             blocks=["launch"],
         )
-    return finding("ok", f"every node reaches the rendezvous at {host}:{port}")
+    return finding(
+        "ok", _("every node reaches the rendezvous at {host}:{port}").format(host=host, port=port)
+    )
 
 
 def check_nccl_interface(ctx: CheckContext) -> CheckResult:
@@ -312,15 +347,23 @@ def check_nccl_interface(ctx: CheckContext) -> CheckResult:
     if len(names) > 1:
         return finding(
             "warn",
-            f"{len(names)} network interfaces ({', '.join(names)}): NCCL may pick the wrong one",
-            why="NCCL and gloo pick an interface by themselves; on a machine with a management "
-            "and a fast network the pick can be the slow or unrouted one (hangs at init)",
-            fix=f"set launch.env NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the fast one, "
-            f"e.g. {names[0]}",
+            _("{count} network interfaces ({names}): NCCL may pick the wrong one").format(
+                count=len(names), names=", ".join(names)
+            ),
+            why=_(
+                "NCCL and gloo pick an interface by themselves; on a machine with a management "
+                "and a fast network the pick can be the slow or unrouted one (hangs at init)"
+            ),
+            fix=_(
+                "set launch.env NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the fast one, "
+                "e.g. {name}"
+            ).format(name=names[0]),
             data=data,
         )
     return finding(
-        "ok", f"one network interface ({', '.join(names) or 'loopback only'})", data=data
+        "ok",
+        _("one network interface ({names})").format(names=", ".join(names) or _("loopback only")),
+        data=data,
     )
 
 

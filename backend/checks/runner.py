@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from backend.checks import docker_checks, gpu, host, mirrors, network, nodes, tools
 from backend.checks.context import CheckContext, Targets, build_context
 from backend.checks.model import CheckResult, Status, Step
+from backend.i18n import N_, _
 from backend.preset.schema import Preset
 
 
@@ -31,38 +32,38 @@ class CheckSpec:
 
 
 CHECKS: list[CheckSpec] = [
-    CheckSpec("nvidia_driver", "NVIDIA driver", gpu.check_driver),
-    CheckSpec("gpus", "GPUs", gpu.check_gpus),
+    CheckSpec("nvidia_driver", N_("NVIDIA driver"), gpu.check_driver),
+    CheckSpec("gpus", N_("GPUs"), gpu.check_gpus),
     CheckSpec(
         "docker_daemon",
-        "Docker daemon",
+        N_("Docker daemon"),
         docker_checks.check_docker_daemon,
         8.0,
         "fail",
         ["image", "launch"],
     ),
-    CheckSpec("docker_access", "Docker permissions", docker_checks.check_docker_access),
+    CheckSpec("docker_access", N_("Docker permissions"), docker_checks.check_docker_access),
     CheckSpec(
-        "nvidia_runtime", "NVIDIA container runtime", docker_checks.check_nvidia_runtime, 8.0
+        "nvidia_runtime", N_("NVIDIA container runtime"), docker_checks.check_nvidia_runtime, 8.0
     ),
-    CheckSpec("gpu_probe", "GPU probe container", docker_checks.check_gpu_probe, 30.0),
-    CheckSpec("disk", "Disk space", host.check_disk, 7.0),
-    CheckSpec("ram", "Host RAM", host.check_ram),
-    CheckSpec("shm", "/dev/shm", host.check_shm),
-    CheckSpec("memlock", "memlock limit", host.check_memlock),
-    CheckSpec("master_port", "master_port", tools.check_port),
-    CheckSpec("git", "git", tools.check_git),
-    CheckSpec("git_lfs", "git-lfs", tools.check_git_lfs),
-    CheckSpec("hf_endpoint", "Hugging Face endpoint", network.check_hf, 5.0, "fail", ["model"]),
-    CheckSpec("pip_index", "pip index", network.check_pip, 5.0, "fail", ["image"]),
-    CheckSpec("registry", "Image registry", network.check_registry, 5.0, "fail", ["image"]),
+    CheckSpec("gpu_probe", N_("GPU probe container"), docker_checks.check_gpu_probe, 30.0),
+    CheckSpec("disk", N_("Disk space"), host.check_disk, 7.0),
+    CheckSpec("ram", N_("Host RAM"), host.check_ram),
+    CheckSpec("shm", N_("/dev/shm"), host.check_shm),
+    CheckSpec("memlock", N_("memlock limit"), host.check_memlock),
+    CheckSpec("master_port", N_("master_port"), tools.check_port),
+    CheckSpec("git", N_("git"), tools.check_git),
+    CheckSpec("git_lfs", N_("git-lfs"), tools.check_git_lfs),
+    CheckSpec("hf_endpoint", N_("Hugging Face endpoint"), network.check_hf, 5.0, "fail", ["model"]),
+    CheckSpec("pip_index", N_("pip index"), network.check_pip, 5.0, "fail", ["image"]),
+    CheckSpec("registry", N_("Image registry"), network.check_registry, 5.0, "fail", ["image"]),
     # Between the nodes of a multi-node preset (backend/checks/nodes.py); skipped otherwise.
-    CheckSpec("nodes_ssh", "Nodes over SSH", nodes.check_nodes_reach, 45.0, "fail", ["launch"]),
-    CheckSpec("nodes_alike", "Nodes alike", nodes.check_nodes_alike, 45.0),
-    CheckSpec("nodes_shared", "Shared run dir", nodes.check_nodes_shared_dir, 45.0),
-    CheckSpec("rdzv_port", "Rendezvous port", nodes.check_rdzv_port, 45.0, "fail", ["launch"]),
-    CheckSpec("nccl_iface", "NCCL interface", nodes.check_nccl_interface),
-    CheckSpec("mirrors", "Mirrors", mirrors.check_mirrors, 10.0),
+    CheckSpec("nodes_ssh", N_("Nodes over SSH"), nodes.check_nodes_reach, 45.0, "fail", ["launch"]),
+    CheckSpec("nodes_alike", N_("Nodes alike"), nodes.check_nodes_alike, 45.0),
+    CheckSpec("nodes_shared", N_("Shared run dir"), nodes.check_nodes_shared_dir, 45.0),
+    CheckSpec("rdzv_port", N_("Rendezvous port"), nodes.check_rdzv_port, 45.0, "fail", ["launch"]),
+    CheckSpec("nccl_iface", N_("NCCL interface"), nodes.check_nccl_interface),
+    CheckSpec("mirrors", N_("Mirrors"), mirrors.check_mirrors, 10.0),
 ]
 
 
@@ -78,7 +79,7 @@ def _run_one(spec: CheckSpec, ctx: CheckContext) -> CheckResult:
         result = CheckResult(
             id=spec.id,
             status="warn",
-            summary=f"check crashed: {type(exc).__name__}: {exc}",
+            summary=_("check crashed: {error}").format(error=f"{type(exc).__name__}: {exc}"),
             detail=traceback.format_exc(limit=4),
         )
     return result.model_copy(
@@ -126,7 +127,7 @@ def run_checks(
                 if spec.id not in done:
                     land(
                         CheckResult(
-                            id=spec.id, title=spec.title, status="skip", summary="cancelled"
+                            id=spec.id, title=spec.title, status="skip", summary=_("cancelled")
                         )
                     )
             break
@@ -138,8 +139,12 @@ def run_checks(
                         id=spec.id,
                         title=spec.title,
                         status=ctx.severity(spec.timeout_status),
-                        summary=f"no answer within {spec.timeout_s:.0f} s",
-                        detail="the check was still waiting (a hung DNS lookup, daemon or network)",
+                        summary=_("no answer within {seconds} s").format(
+                            seconds=f"{spec.timeout_s:.0f}"
+                        ),
+                        detail=_(
+                            "the check was still waiting (a hung DNS lookup, daemon or network)"
+                        ),
                         blocks=spec.blocks_on_timeout if ctx.judged else [],
                         duration_s=round(now, 3),
                     )

@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+from backend.i18n import _
 from backend.preset.schema import Preset, TinyModelSpec
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -79,16 +80,18 @@ def param_count(preset: Preset, model_dir: Path | None) -> tuple[int | None, str
     present = weights_bytes(model_dir)
     if present and model_dir is not None:
         per = _bytes_per_param(model_dir)
-        return present // per, f"{present / 1e9:.1f} GB of weights in {model_dir}"
+        return present // per, _("{size} GB of weights in {path}").format(
+            size=f"{present / 1e9:.1f}", path=model_dir
+        )
     model = preset.model
     if model.source == "tiny" and model.tiny is not None:
-        return tiny_params(model.tiny), "the tiny model spec"
+        return tiny_params(model.tiny), _("the tiny model spec")
     for name in (model.repo, model.git_url, model.dir):
         if name:
             count = params_from_name(name)
             if count:
-                return count, f"the name '{name.rsplit('/', 1)[-1]}'"
-    return None, "unknown (no weights on disk and no size in the name)"
+                return count, _("the name '{name}'").format(name=name.rsplit("/", 1)[-1])
+    return None, _("unknown (no weights on disk and no size in the name)")
 
 
 def human(n: float) -> str:

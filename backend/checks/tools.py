@@ -38,7 +38,7 @@ def port_holder(port: int) -> str | None:
     for conn in conns:
         if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
             if conn.pid is None:
-                return "another user's process"
+                return _("another user's process")
             try:
                 proc = psutil.Process(conn.pid)
                 return f"pid {conn.pid} ({proc.name()}, {proc.username()})"
@@ -56,28 +56,36 @@ def check_port(ctx: CheckContext) -> CheckResult:
     if ctx.judged and needs.node_rank > 0:
         return finding(
             "skip",
-            f"node {needs.node_rank}: the rendezvous port is bound on the master node",
+            _("node {rank}: the rendezvous port is bound on the master node").format(
+                rank=needs.node_rank
+            ),
             why=why,
             data={"port": port},
         )
     if ctx.judged and needs.runner == "docker" and not needs.host_network:
         return finding(
             "skip",
-            f"port {port} is inside the container's own network namespace",
+            _("port {port} is inside the container's own network namespace").format(port=port),
             why=why,
             data={"port": port},
         )
     free, error = port_free(port)
     if free:
         return finding(
-            "ok", f"master_port {port} is free", why=why, data={"port": port, "free": True}
+            "ok",
+            _("master_port {port} is free").format(port=port),
+            why=why,
+            data={"port": port, "free": True},
         )
     holder = port_holder(port)
     return finding(
         ctx.severity("fail"),
-        f"master_port {port} is taken ({error})" + (f" by {holder}" if holder else ""),
+        _("master_port {port} is taken ({error})").format(port=port, error=error)
+        + (_(" by {holder}").format(holder=holder) if holder else ""),
         why=why,
-        fix=f"pick another launch.master_port, or see who holds it: sudo ss -ltnp 'sport = :{port}'",
+        fix=_(
+            "pick another launch.master_port, or see who holds it: sudo ss -ltnp 'sport = :{port}'"
+        ).format(port=port),
         blocks=["launch"],
         data={"port": port, "free": False},
     )
@@ -99,10 +107,12 @@ def check_git(ctx: CheckContext) -> CheckResult:
     if version:
         return finding("ok", version, why=why, data={"version": version})
     if ctx.judged and not needed:
-        return finding("skip", "git not found; this preset does not need it on the host", why=why)
+        return finding(
+            "skip", _("git not found; this preset does not need it on the host"), why=why
+        )
     return finding(
         ctx.severity("fail"),
-        "git not found",
+        _("git not found"),
         why=why,
         fix=_("sudo apt-get install -y git"),
         blocks=["model"] if needs.model_source == "git_lfs" else ["image"],
@@ -121,12 +131,14 @@ def check_git_lfs(ctx: CheckContext) -> CheckResult:
         if ctx.judged and not needed:
             return finding(
                 "skip",
-                f"git-lfs not found; not needed (model source {needs.model_source})",
+                _("git-lfs not found; not needed (model source {source})").format(
+                    source=needs.model_source
+                ),
                 why=why,
             )
         return finding(
             ctx.severity("fail"),
-            "git-lfs not found",
+            _("git-lfs not found"),
             why=why,
             fix=_("sudo apt-get install -y git-lfs && git lfs install"),
             blocks=["model"],
@@ -135,7 +147,7 @@ def check_git_lfs(ctx: CheckContext) -> CheckResult:
     if not hooked:
         return finding(
             ctx.severity("fail") if needed else "warn",
-            f"{version}, but `git lfs install` was not run",
+            _("{version}, but `git lfs install` was not run").format(version=version),
             why=why,
             fix=_("git lfs install"),
             blocks=["model"] if needed else [],

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 
 HELPER = Path(__file__).with_name("_token_stats.py")
 ROLES = ("human", "gpt")
@@ -142,13 +143,23 @@ def _record_issues(index: int, record: Any, seen_ids: dict[str, int]) -> list[Da
 
 def load_records(path: Path) -> list[Any]:
     if not path.is_file():
-        raise BadInput(f"data file {path} does not exist: fix training.data_path")
+        raise BadInput(
+            _("data file {path} does not exist: fix training.data_path").format(path=path)
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(f"{path} is not valid JSON ({exc}): FastChat needs a JSON list") from exc
+        raise BadInput(
+            _("{path} is not valid JSON ({exc}): FastChat needs a JSON list").format(
+                path=path, exc=exc
+            )
+        ) from exc
     if not isinstance(data, list):
-        raise BadInput(f"{path}: top level is {type(data).__name__}, FastChat needs a JSON list")
+        raise BadInput(
+            _("{path}: top level is {name}, FastChat needs a JSON list").format(
+                path=path, name=type(data).__name__
+            )
+        )
     return data
 
 
@@ -176,7 +187,9 @@ def check_data(
                 report.issues.append(issue)
     report.counts = dict(counts)
     if model_dir is not None and not Path(model_dir).expanduser().is_dir():
-        raise BadInput(f"model directory {model_dir} does not exist: fix --model")
+        raise BadInput(
+            _("model directory {model_dir} does not exist: fix --model").format(model_dir=model_dir)
+        )
     if model_dir is not None:
         try:
             report.tokens = token_stats(file, Path(model_dir), max_length, sorted(bad), python)
@@ -192,7 +205,9 @@ def token_stats(
     from backend.model.tiny import training_python
 
     if not model_dir.is_dir():
-        raise BadInput(f"model directory {model_dir} does not exist: fix --model")
+        raise BadInput(
+            _("model directory {model_dir} does not exist: fix --model").format(model_dir=model_dir)
+        )
     job = {"data": str(file), "model": str(model_dir), "max_length": max_length, "skip": skip}
     argv = [training_python(python), str(HELPER), json.dumps(job)]
     # Tokenizers need no framework: USE_TORCH=0 saves seconds of importing torch.
@@ -207,14 +222,22 @@ def token_stats(
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TrainwizError(f"could not run the training python {argv[0]}: {exc}") from exc
+        raise TrainwizError(
+            _("could not run the training python {value}: {exc}").format(value=argv[0], exc=exc)
+        ) from exc
     if proc.returncode != 0:
         if "No module named 'transformers'" in proc.stderr:
             raise TrainwizError(
-                f"token statistics need transformers in the training python ({argv[0]})"
+                _("token statistics need transformers in the training python ({value})").format(
+                    value=argv[0]
+                )
             )
         tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
-        raise TrainwizError(f"loading the tokenizer from {model_dir} failed:\n{tail}")
+        raise TrainwizError(
+            _("loading the tokenizer from {model_dir} failed:\n{tail}").format(
+                model_dir=model_dir, tail=tail
+            )
+        )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     lengths = sorted(out["lengths"]) or [0]
 

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from backend.diagnosis.model import Fix
 from backend.errors import BadInput
+from backend.i18n import _
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
@@ -37,7 +38,12 @@ def apply_fixes(preset: Preset, fix: Fix) -> Preset:
     except ValidationError as exc:
         problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
         raise BadInput(
-            [f"fix '{fix.title}' makes an invalid preset: {p}" for p in problems]
+            [
+                _("fix '{title}' makes an invalid preset: {problem}").format(
+                    title=fix.title, problem=p
+                )
+                for p in problems
+            ]
         ) from exc
 
 

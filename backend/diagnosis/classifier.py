@@ -26,6 +26,7 @@ from backend.diagnosis.nodes import cross_node, node_of, node_of_path
 from backend.diagnosis.scan import compile_prefilter, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
 from backend.errors import BadInput
+from backend.i18n import N_, _
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
@@ -96,7 +97,7 @@ def classify_line(line: str) -> LineFlag | None:
         hit = _match(_ANSI.sub("", segment), None, None, candidates)
         if hit is not None:
             sig = hit[0]
-            return LineFlag(sig.category, sig.severity, sig.title)
+            return LineFlag(sig.category, sig.severity, _(sig.title))
     return None
 
 
@@ -192,7 +193,7 @@ class _Scanner:
             or "train_done" in self.markers
         ):
             category = "fsdp_save_oom"
-            title = "Out of GPU memory while gathering the checkpoint"
+            title = N_("Out of GPU memory while gathering the checkpoint")
         groups = {k: v for k, v in found.groupdict().items() if v}
         groups["match"] = text
         node = node_of(segment)
@@ -252,7 +253,7 @@ def diagnose_stream(
         else:
             # Hold back the last 3 complete lines (window lookahead) and the unfinished one.
             cut = len(data)
-            for _ in range(4):
+            for _attempt in range(4):
                 idx = max(data.rfind(b"\n", 0, cut), data.rfind(b"\r", 0, cut))
                 if idx < 0:
                     break
@@ -284,7 +285,7 @@ def diagnose_stream(
                 line=acc.line,
                 lines=acc.lines,
                 text=acc.text,
-                title=acc.title,
+                title=_(acc.title),  # the tables hold English (N_); shown in the user's language
                 explanation=explain(acc.category, acc.groups, acc.count),
                 fixes=fixes_for(acc.category, acc.groups, preset),
                 count=acc.count,
@@ -333,9 +334,17 @@ def _diagnose_path(
         size = target.stat().st_size
         handle = target.open("rb")
     except FileNotFoundError as exc:
-        raise BadInput(f"log '{target}': no such file: give a log file path or a run id") from exc
+        raise BadInput(
+            _("log '{target}': no such file: give a log file path or a run id").format(
+                target=target
+            )
+        ) from exc
     except OSError as exc:
-        raise BadInput(f"log '{target}': cannot read: {exc.strerror}") from exc
+        raise BadInput(
+            _("log '{target}': cannot read: {strerror}").format(
+                target=target, strerror=exc.strerror
+            )
+        ) from exc
     with handle:
         return diagnose_stream(handle, preset=preset, total=size, cancel=cancel, progress=progress)
 

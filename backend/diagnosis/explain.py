@@ -113,6 +113,11 @@ def gib(value: str, unit: str) -> float:
     )
 
 
+def _then(text: str, sentence: str) -> str:
+    """Two sentences in a row: English puts a space between them, Chinese (after 。) none."""
+    return text + ("" if text.endswith(("。", "！", "？", "）")) else " ") + sentence
+
+
 def explain(category: str, groups: dict[str, Any], count: int) -> str:
     text = _(_EXPLAIN[category]) if category in _EXPLAIN else ""
     match = str(groups.get("match", ""))
@@ -122,11 +127,12 @@ def explain(category: str, groups: dict[str, Any], count: int) -> str:
             r"total capacit?y of ([\d.]+) ([KMGT]iB)", match
         )
         if tried and total:
-            text += " " + _("It asked for {more} GiB more on a {total} GiB GPU.").format(
+            more = _("It asked for {more} GiB more on a {total} GiB GPU.").format(
                 more=f"{gib(*tried.groups()):.2f}", total=f"{gib(*total.groups()):.1f}"
             )
+            text = _then(text, more)
     if category == "tokenization_mismatch":
-        text += " " + _("Seen {count} time(s).").format(count=count)
+        text = _then(text, _("Seen {count} time(s).").format(count=count))
     if count > 1 and category not in ("tokenization_mismatch",):
-        text += " " + _("({count} matching lines.)").format(count=count)
+        text = _then(text, _("({count} matching lines.)").format(count=count))
     return text

@@ -15,6 +15,7 @@ from backend.diagnosis.fixes_env import container_fixes, flash_fixes, hf_fixes
 from backend.diagnosis.fixes_methods import method_fixes
 from backend.diagnosis.fixes_train import arch_fixes, hub_fixes, nan_fixes
 from backend.diagnosis.model import Fix, PresetChange
+from backend.i18n import _
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
@@ -58,13 +59,13 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
         # Reserved-but-free memory would have covered the request: fragmentation.
         fixes.append(
             Fix(
-                "Let the allocator expand segments",
-                "free but fragmented memory becomes usable; nothing else changes",
+                _("Let the allocator expand segments"),
+                _("free but fragmented memory becomes usable; nothing else changes"),
                 _env_changes(
                     preset,
                     "PYTORCH_CUDA_ALLOC_CONF",
                     "expandable_segments:True",
-                    "allocator setting for fragmentation",
+                    _("allocator setting for fragmentation"),
                 ),
             )
         )
@@ -72,18 +73,18 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
         return [
             *fixes,
             Fix(
-                "Halve the per-device batch, double gradient accumulation",
-                "same global batch and results, less activation memory, a little slower",
+                _("Halve the per-device batch, double gradient accumulation"),
+                _("same global batch and results, less activation memory, a little slower"),
             ),
             Fix(
-                "Turn on gradient checkpointing",
-                "recomputes activations: ~30% slower, far less memory",
+                _("Turn on gradient checkpointing"),
+                _("recomputes activations: ~30% slower, far less memory"),
             ),
             Fix(
-                "Offload FSDP parameters to CPU",
-                "fsdp 'full_shard auto_wrap offload': slower, needs host RAM",
+                _("Offload FSDP parameters to CPU"),
+                _("fsdp 'full_shard auto_wrap offload': slower, needs host RAM"),
             ),
-            Fix("Lower model_max_length", "shorter sequences: truncates long conversations"),
+            Fix(_("Lower model_max_length"), _("shorter sequences: truncates long conversations")),
         ]
     t = preset.training
     batch, accum = t.per_device_train_batch_size, t.gradient_accumulation_steps
@@ -92,15 +93,28 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
         new_accum = accum * batch // new_batch
         fixes.append(
             Fix(
-                f"per-device batch {batch} -> {new_batch}, accumulation {accum} -> {new_accum}",
-                f"the global batch stays {batch * accum * preset.launch.nproc_per_node * preset.launch.nnodes} "
-                f"sequences; activations shrink ~{batch // new_batch}x",
+                _(
+                    "per-device batch {batch} -> {new_batch}, accumulation {accum} -> {new_accum}"
+                ).format(batch=batch, new_batch=new_batch, accum=accum, new_accum=new_accum),
+                _(
+                    "the global batch stays {global_batch} sequences; activations shrink ~{factor}x"
+                ).format(
+                    global_batch=batch
+                    * accum
+                    * preset.launch.nproc_per_node
+                    * preset.launch.nnodes,
+                    factor=batch // new_batch,
+                ),
                 [
                     _change(
-                        "training.per_device_train_batch_size", new_batch, "less activation memory"
+                        "training.per_device_train_batch_size",
+                        new_batch,
+                        _("less activation memory"),
                     ),
                     _change(
-                        "training.gradient_accumulation_steps", new_accum, "keeps the global batch"
+                        "training.gradient_accumulation_steps",
+                        new_accum,
+                        _("keeps the global batch"),
                     ),
                 ],
             )
@@ -108,9 +122,9 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
     if not t.gradient_checkpointing:
         fixes.append(
             Fix(
-                "Turn on gradient checkpointing",
-                "recomputes activations in backward: ~30% slower",
-                [_change("training.gradient_checkpointing", True, "far less activation memory")],
+                _("Turn on gradient checkpointing"),
+                _("recomputes activations in backward: ~30% slower"),
+                [_change("training.gradient_checkpointing", True, _("far less activation memory"))],
             )
         )
     if "offload" not in t.fsdp.split():
@@ -118,7 +132,7 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
             _change(
                 "training.fsdp",
                 "full_shard auto_wrap offload",
-                "parameters and optimizer state live in host RAM between uses",
+                _("parameters and optimizer state live in host RAM between uses"),
             )
         ]
         if not t.fsdp_transformer_layer_cls_to_wrap:
@@ -126,17 +140,17 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
                 _change(
                     "training.fsdp_transformer_layer_cls_to_wrap",
                     "LlamaDecoderLayer",
-                    "auto_wrap needs the layer class (Llama/Vicuna)",
+                    _("auto_wrap needs the layer class (Llama/Vicuna)"),
                 )
             )
-        fixes.append(Fix("Offload FSDP to CPU", "slower steps and more host RAM", changes))
+        fixes.append(Fix(_("Offload FSDP to CPU"), _("slower steps and more host RAM"), changes))
     if t.model_max_length > 512:
         new_len = max(512, t.model_max_length // 2)
         fixes.append(
             Fix(
-                f"model_max_length {t.model_max_length} -> {new_len}",
-                "activations scale with length; longer conversations get truncated",
-                [_change("training.model_max_length", new_len, "shorter sequences")],
+                _("model_max_length {old} -> {new}").format(old=t.model_max_length, new=new_len),
+                _("activations scale with length; longer conversations get truncated"),
+                [_change("training.model_max_length", new_len, _("shorter sequences"))],
             )
         )
     return fixes
@@ -147,9 +161,9 @@ def _save_oom_fixes(preset: Preset | None) -> list[Fix]:
     if preset is None or preset.launch.entry != "trainwiz":
         fixes.append(
             Fix(
-                "Save with the trainwiz entry",
-                "it gathers the full state dict with offload_to_cpu and rank0_only",
-                [_change("launch.entry", "trainwiz", "CPU-offloaded full-state-dict save")]
+                _("Save with the trainwiz entry"),
+                _("it gathers the full state dict with offload_to_cpu and rank0_only"),
+                [_change("launch.entry", "trainwiz", _("CPU-offloaded full-state-dict save"))]
                 if preset
                 else [],
             )
@@ -157,9 +171,9 @@ def _save_oom_fixes(preset: Preset | None) -> list[Fix]:
     if preset is None or not preset.environment.fsdp_state_dict_patch:
         fixes.append(
             Fix(
-                "Patch torch 2.0.x's FSDP state-dict clone to CPU (the seed's patch)",
-                "only for torch 2.0.x images: they clone on the GPU even with offload_to_cpu",
-                [_change("environment.fsdp_state_dict_patch", True, "clone to CPU while saving")]
+                _("Patch torch 2.0.x's FSDP state-dict clone to CPU (the seed's patch)"),
+                _("only for torch 2.0.x images: they clone on the GPU even with offload_to_cpu"),
+                [_change("environment.fsdp_state_dict_patch", True, _("clone to CPU while saving"))]
                 if preset
                 else [],
             )
@@ -212,22 +226,22 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
         port = free_port()
         return [
             Fix(
-                f"Use free port {port} for the rendezvous",
-                "the kernel reported it free just now",
-                [_change("launch.master_port", port, "the old port is taken")] if preset else [],
+                _("Use free port {port} for the rendezvous").format(port=port),
+                _("the kernel reported it free just now"),
+                [_change("launch.master_port", port, _("the old port is taken"))] if preset else [],
             )
         ]
     if category == "rendezvous_timeout":
         wait = preset.launch.rdzv_timeout * 2 if preset else 1200
         return [
             Fix(
-                "Check the nodes from node 0",
-                "`trainwiz check --preset PRESET`: ssh to each node, the rendezvous port, GPUs",
+                _("Check the nodes from node 0"),
+                _("`trainwiz check --preset PRESET`: ssh to each node, the rendezvous port, GPUs"),
             ),
             Fix(
-                f"Give slow nodes {wait} s to join",
-                "when a node's agent starts late (a busy login, a slow file system)",
-                [_change("launch.rdzv_timeout", wait, "more time to join")] if preset else [],
+                _("Give slow nodes {seconds} s to join").format(seconds=wait),
+                _("when a node's agent starts late (a busy login, a slow file system)"),
+                [_change("launch.rdzv_timeout", wait, _("more time to join"))] if preset else [],
             ),
         ]
     if category in ("shm", "nccl"):
@@ -235,19 +249,19 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
         if preset is None or preset.container.ipc != "host":
             fixes.append(
                 Fix(
-                    "Share the host's IPC namespace (--ipc=host)",
-                    "/dev/shm as large as the host's",
-                    [_change("container.ipc", "host", "large /dev/shm")] if preset else [],
+                    _("Share the host's IPC namespace (--ipc=host)"),
+                    _("/dev/shm as large as the host's"),
+                    [_change("container.ipc", "host", _("large /dev/shm"))] if preset else [],
                 )
             )
             fixes.append(
                 Fix(
-                    "Give the container a larger /dev/shm (--shm-size 16g)",
-                    "when --ipc=host is not allowed",
+                    _("Give the container a larger /dev/shm (--shm-size 16g)"),
+                    _("when --ipc=host is not allowed"),
                     [
-                        _change("container.ipc", None, "use --shm-size instead"),
+                        _change("container.ipc", None, _("use --shm-size instead")),
                         _change(
-                            "container.shm_size", "16g", "room for NCCL and DataLoader workers"
+                            "container.shm_size", "16g", _("room for NCCL and DataLoader workers")
                         ),
                     ]
                     if preset
@@ -257,72 +271,80 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
         if category == "shm":
             fixes.append(
                 Fix(
-                    "Check the host's /dev/shm",
-                    "`df -h /dev/shm`: with --ipc=host or the host runner it is the host's size",
+                    _("Check the host's /dev/shm"),
+                    _("`df -h /dev/shm`: with --ipc=host or the host runner it is the host's size"),
                 )
             )
             if preset is not None and preset.training.dataloader_num_workers > 0:
                 fixes.append(
                     Fix(
-                        "Load data in the main process",
-                        "DataLoader workers pass batches through /dev/shm",
-                        [_change("training.dataloader_num_workers", 0, "no shared-memory batches")],
+                        _("Load data in the main process"),
+                        _("DataLoader workers pass batches through /dev/shm"),
+                        [
+                            _change(
+                                "training.dataloader_num_workers", 0, _("no shared-memory batches")
+                            )
+                        ],
                     )
                 )
         if category == "nccl":
             fixes.append(
                 Fix(
-                    "Rerun with NCCL_DEBUG=INFO",
-                    "NCCL then prints the failing call",
-                    _env_changes(preset, "NCCL_DEBUG", "INFO", "NCCL diagnostics"),
+                    _("Rerun with NCCL_DEBUG=INFO"),
+                    _("NCCL then prints the failing call"),
+                    _env_changes(preset, "NCCL_DEBUG", "INFO", _("NCCL diagnostics")),
                 )
             )
             if "timeout" in match and preset is not None:
                 fixes.append(
                     Fix(
-                        "Raise the collective timeout",
-                        "slow saves or evaluation on one rank can exceed it",
+                        _("Raise the collective timeout"),
+                        _("slow saves or evaluation on one rank can exceed it"),
                         [
                             _change(
                                 "training.ddp_timeout",
                                 preset.training.ddp_timeout * 2,
-                                "longer timeout",
+                                _("longer timeout"),
                             )
                         ],
                     )
                 )
         return fixes
     if category == "host_oom":
-        fixes = [Fix("Check the kernel log", "`dmesg -T | grep -i oom` names the killed process")]
+        fixes = [
+            Fix(_("Check the kernel log"), _("`dmesg -T | grep -i oom` names the killed process"))
+        ]
         if preset is not None:
             if not preset.training.lazy_preprocess:
                 fixes.append(
                     Fix(
-                        "Tokenize lazily",
-                        "the whole dataset is not held tokenized in RAM per rank",
-                        [_change("training.lazy_preprocess", True, "less host RAM")],
+                        _("Tokenize lazily"),
+                        _("the whole dataset is not held tokenized in RAM per rank"),
+                        [_change("training.lazy_preprocess", True, _("less host RAM"))],
                     )
                 )
             if "offload" in preset.training.fsdp.split():
                 fsdp = " ".join(w for w in preset.training.fsdp.split() if w != "offload")
                 fixes.append(
                     Fix(
-                        "Stop offloading to CPU",
-                        "offload keeps parameters and optimizer in host RAM",
-                        [_change("training.fsdp", fsdp, "less host RAM, more GPU memory")],
+                        _("Stop offloading to CPU"),
+                        _("offload keeps parameters and optimizer in host RAM"),
+                        [_change("training.fsdp", fsdp, _("less host RAM, more GPU memory"))],
                     )
                 )
         return fixes
     if category == "docker_gpu":
         return [
             Fix(
-                "Install and configure the NVIDIA Container Toolkit",
-                "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`",
+                _("Install and configure the NVIDIA Container Toolkit"),
+                _(
+                    "`sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker`"
+                ),
             ),
             Fix(
-                "Run on the host instead of in docker",
-                "the host runner needs no container runtime",
-                [_change("launch.runner", "host", "no docker GPU runtime needed")]
+                _("Run on the host instead of in docker"),
+                _("the host runner needs no container runtime"),
+                [_change("launch.runner", "host", _("no docker GPU runtime needed"))]
                 if preset
                 else [],
             ),
@@ -330,12 +352,12 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
     if category == "driver_mismatch":
         return [
             Fix(
-                "Reboot (or reload the nvidia kernel module)",
-                "after a driver upgrade the loaded module is still the old one",
+                _("Reboot (or reload the nvidia kernel module)"),
+                _("after a driver upgrade the loaded module is still the old one"),
             ),
             Fix(
-                "Pick an image whose CUDA the driver supports",
-                "`nvidia-smi` shows the highest CUDA it supports",
+                _("Pick an image whose CUDA the driver supports"),
+                _("`nvidia-smi` shows the highest CUDA it supports"),
             ),
         ]
     if category == "container_permission":
@@ -343,17 +365,17 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
     if category == "disk_full":
         fixes = [
             Fix(
-                "Free space or move output_dir to a larger disk",
-                "`df -h` shows which mount is full",
+                _("Free space or move output_dir to a larger disk"),
+                _("`df -h` shows which mount is full"),
             )
         ]
         if preset is not None and (preset.training.save_total_limit or 99) > 1:
             fixes.insert(
                 0,
                 Fix(
-                    "Keep only the newest checkpoint",
-                    "older checkpoints are deleted as new ones land",
-                    [_change("training.save_total_limit", 1, "less disk")],
+                    _("Keep only the newest checkpoint"),
+                    _("older checkpoints are deleted as new ones land"),
+                    [_change("training.save_total_limit", 1, _("less disk"))],
                 ),
             )
         return fixes
@@ -368,17 +390,17 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
     if category == "tokenization_mismatch":
         fixes = [
             Fix(
-                "Check the data against the vicuna template",
-                "`trainwiz data check` shows mismatching samples",
+                _("Check the data against the vicuna template"),
+                _("`trainwiz data check` shows mismatching samples"),
             )
         ]
         if preset is not None and preset.environment.transformers.split(".")[0] >= "5":
             fixes.insert(
                 0,
                 Fix(
-                    "Pin transformers 4.x",
-                    "5.x ignores slow tokenizers FastChat's masking relies on",
-                    [_change("environment.transformers", "4.57.6", "slow-tokenizer masking")],
+                    _("Pin transformers 4.x"),
+                    _("5.x ignores slow tokenizers FastChat's masking relies on"),
+                    [_change("environment.transformers", "4.57.6", _("slow-tokenizer masking"))],
                 ),
             )
         return fixes

@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from backend.diagnosis.model import Fix, PresetChange
+from backend.i18n import _
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
@@ -48,9 +49,13 @@ def _change(path: str, value: Any, reason: str) -> PresetChange:
 def flash_fixes(preset: Preset | None, match: str, runtime: bool) -> list[Fix]:
     env = preset.environment if preset else None
     no_iso = Fix(
-        "Build flash-attn with --no-build-isolation",
-        "pip's isolated build environment has no torch ('No module named torch')",
-        [_change("environment.flash_attn.no_build_isolation", True, "build sees the image's torch")]
+        _("Build flash-attn with --no-build-isolation"),
+        _("pip's isolated build environment has no torch ('No module named torch')"),
+        [
+            _change(
+                "environment.flash_attn.no_build_isolation", True, _("build sees the image's torch")
+            )
+        ]
         if env
         else [],
     )
@@ -60,33 +65,35 @@ def flash_fixes(preset: Preset | None, match: str, runtime: bool) -> list[Fix]:
             env.image.replace("runtime", "devel") if env and "runtime" in env.image else None
         )
         devel = Fix(
-            "Use a -devel image (it has nvcc and CUDA headers)",
-            "-runtime images have no compiler",
-            [_change("environment.image", new_image, "same torch/CUDA, with nvcc")]
+            _("Use a -devel image (it has nvcc and CUDA headers)"),
+            _("-runtime images have no compiler"),
+            [_change("environment.image", new_image, _("same torch/CUDA, with nvcc"))]
             if new_image
             else [],
         )
     jobs = Fix(
-        "Limit parallel nvcc jobs (MAX_JOBS=2)",
-        "each nvcc job can take several GB of RAM",
-        [_change("environment.flash_attn.max_jobs", 2, "fewer compilers at once")] if env else [],
+        _("Limit parallel nvcc jobs (MAX_JOBS=2)"),
+        _("each nvcc job can take several GB of RAM"),
+        [_change("environment.flash_attn.max_jobs", 2, _("fewer compilers at once"))]
+        if env
+        else [],
     )
     sdpa = Fix(
-        "Train with PyTorch SDPA attention, without flash-attn",
-        "no compilation; SDPA is fast on recent torch, a little more memory",
+        _("Train with PyTorch SDPA attention, without flash-attn"),
+        _("no compilation; SDPA is fast on recent torch, a little more memory"),
         [
-            _change("training.attn_implementation", "sdpa", "no flash-attn needed"),
-            _change("environment.flash_attn.install", "never", "skip the build"),
+            _change("training.attn_implementation", "sdpa", _("no flash-attn needed")),
+            _change("environment.flash_attn.install", "never", _("skip the build")),
         ]
         if env
         else [],
     )
     rebuild = Fix(
-        "Rebuild flash-attn against this image's torch",
-        "the wheel was built for another torch ABI",
+        _("Rebuild flash-attn against this image's torch"),
+        _("the wheel was built for another torch ABI"),
         [
-            _change("environment.flash_attn.install", "always", "build here"),
-            _change("environment.flash_attn.no_build_isolation", True, "use the image's torch"),
+            _change("environment.flash_attn.install", "always", _("build here")),
+            _change("environment.flash_attn.no_build_isolation", True, _("use the image's torch")),
         ]
         if env
         else [],
@@ -98,9 +105,11 @@ def flash_fixes(preset: Preset | None, match: str, runtime: bool) -> list[Fix]:
             # Isolation is already off, so torch was missing from the environment itself.
             return [
                 Fix(
-                    "Install torch before flash-attn",
-                    "--no-build-isolation is already on: the build found no torch in the "
-                    "environment itself; install torch first, then flash-attn",
+                    _("Install torch before flash-attn"),
+                    _(
+                        "--no-build-isolation is already on: the build found no torch in the "
+                        "environment itself; install torch first, then flash-attn"
+                    ),
                 ),
                 sdpa,
             ]
@@ -122,45 +131,51 @@ def container_fixes(preset: Preset | None, match: str) -> list[Fix]:
     name = _RLIMITS[number] if 0 <= number < len(_RLIMITS) else None
     fixes: list[Fix] = []
     if rlimit or "ulimit" in match:
-        title = f"Drop the {name or 'raised'} ulimit"
+        title = (
+            _("Drop the {name} ulimit").format(name=name) if name else _("Drop the raised ulimit")
+        )
         if preset is None or name is None:
-            fixes.append(Fix(title, "this host does not allow raising it"))
+            fixes.append(Fix(title, _("this host does not allow raising it")))
         elif any(u.name == name for u in preset.container.ulimits):
             keep = [u.model_dump() for u in preset.container.ulimits if u.name != name]
             fixes.append(
                 Fix(
                     title,
-                    "this host does not allow raising it",
-                    [_change("container.ulimits", keep, f"drop --ulimit {name}")],
-                )
-            )
-        else:
-            fixes.append(
-                Fix(
-                    f"The {name} limit does not come from this preset",
-                    "look for the daemon's --default-ulimit or the tool that ran docker",
-                )
-            )
-    if re.search(r"(?i)caps|capabilit|privileged", match) or not fixes:
-        title = "Run without --privileged / --cap-add"
-        if preset is None:
-            fixes.append(Fix(title, "the host refuses extra capabilities"))
-        elif preset.container.privileged or preset.container.cap_add:
-            fixes.append(
-                Fix(
-                    title,
-                    "the host refuses extra capabilities",
+                    _("this host does not allow raising it"),
                     [
-                        _change("container.privileged", False, "no extra capabilities"),
-                        _change("container.cap_add", [], "no extra capabilities"),
+                        _change(
+                            "container.ulimits", keep, _("drop --ulimit {name}").format(name=name)
+                        )
                     ],
                 )
             )
         else:
             fixes.append(
                 Fix(
-                    "This preset asks for no extra capabilities",
-                    "the refusal came from another docker run (or a rootless daemon's policy)",
+                    _("The {name} limit does not come from this preset").format(name=name),
+                    _("look for the daemon's --default-ulimit or the tool that ran docker"),
+                )
+            )
+    if re.search(r"(?i)caps|capabilit|privileged", match) or not fixes:
+        title = _("Run without --privileged / --cap-add")
+        if preset is None:
+            fixes.append(Fix(title, _("the host refuses extra capabilities")))
+        elif preset.container.privileged or preset.container.cap_add:
+            fixes.append(
+                Fix(
+                    title,
+                    _("the host refuses extra capabilities"),
+                    [
+                        _change("container.privileged", False, _("no extra capabilities")),
+                        _change("container.cap_add", [], _("no extra capabilities")),
+                    ],
+                )
+            )
+        else:
+            fixes.append(
+                Fix(
+                    _("This preset asks for no extra capabilities"),
+                    _("the refusal came from another docker run (or a rootless daemon's policy)"),
                 )
             )
     return fixes
@@ -173,9 +188,19 @@ def hf_fixes(preset: Preset | None, groups: dict[str, Any]) -> list[Fix]:
         if re.search(rf"\b{old}\b", flags):
             fixes.append(
                 Fix(
-                    f"Use --{new} (the installed transformers >= {first_new})",
-                    f"--{old} was renamed; trainwiz writes the name of environment.transformers",
-                    [_change("environment.transformers", newer, f"flags named for >= {first_new}")]
+                    _("Use --{new} (the installed transformers >= {version})").format(
+                        new=new, version=first_new
+                    ),
+                    _(
+                        "--{old} was renamed; trainwiz writes the name of environment.transformers"
+                    ).format(old=old),
+                    [
+                        _change(
+                            "environment.transformers",
+                            newer,
+                            _("flags named for >= {version}").format(version=first_new),
+                        )
+                    ]
                     if preset
                     else [],
                 )
@@ -183,13 +208,17 @@ def hf_fixes(preset: Preset | None, groups: dict[str, Any]) -> list[Fix]:
         elif re.search(rf"\b{new}\b", flags):
             fixes.append(
                 Fix(
-                    f"Use --{old} (the installed transformers is older than {first_new})",
-                    f"--{new} does not exist before {first_new}; set the version the image has",
+                    _("Use --{old} (the installed transformers is older than {version})").format(
+                        old=old, version=first_new
+                    ),
+                    _(
+                        "--{new} does not exist before {version}; set the version the image has"
+                    ).format(new=new, version=first_new),
                     [
                         _change(
                             "environment.transformers",
                             older,
-                            "flags named for the older version",
+                            _("flags named for the older version"),
                         )
                     ]
                     if preset
@@ -199,8 +228,8 @@ def hf_fixes(preset: Preset | None, groups: dict[str, Any]) -> list[Fix]:
     if not fixes:
         fixes.append(
             Fix(
-                "Set environment.transformers to the version the image has",
-                "trainwiz names flags for that version",
+                _("Set environment.transformers to the version the image has"),
+                _("trainwiz names flags for that version"),
             )
         )
     return fixes

@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from backend.diagnosis.model import Fix, PresetChange
+from backend.i18n import _
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
@@ -41,14 +42,20 @@ def hub_fixes(preset: Preset | None, match: str) -> list[Fix]:
     host = re.search(r"https?://([^/\s]+)/", match)
     fixes = [
         Fix(
-            f"Set {token_env} to a Hugging Face token with read access",
-            f"the preset names {token_env} (model.token_env); trainwiz passes it to the download "
-            "and the run. A `huggingface-cli login` on the host is not seen inside a container",
+            _("Set {env} to a Hugging Face token with read access").format(env=token_env),
+            _(
+                "the preset names {env} (model.token_env); trainwiz passes it to the download "
+                "and the run. A `huggingface-cli login` on the host is not seen inside a container"
+            ).format(env=token_env),
         ),
         Fix(
-            f"Accept the licence at https://{OFFICIAL_HUB}/{repo or '<repo>'}",
-            "gated models (Llama, Gemma, FLUX…) answer 401/403 until the token's account is "
-            "approved on the model page; approval can take a while",
+            _("Accept the licence at {url}").format(
+                url=f"https://{OFFICIAL_HUB}/{repo or '<repo>'}"
+            ),
+            _(
+                "gated models (Llama, Gemma, FLUX…) answer 401/403 until the token's account is "
+                "approved on the model page; approval can take a while"
+            ),
         ),
     ]
     mirror = (endpoint and OFFICIAL_HUB not in endpoint) or (
@@ -57,10 +64,12 @@ def hub_fixes(preset: Preset | None, match: str) -> list[Fix]:
     if mirror:
         fixes.append(
             Fix(
-                "Download from the official Hub",
-                "the request went through a mirror; mirrors refuse gated repos unless they "
-                "forward your token",
-                [_change("model.endpoint", None, "the official Hub checks the licence")]
+                _("Download from the official Hub"),
+                _(
+                    "the request went through a mirror; mirrors refuse gated repos unless they "
+                    "forward your token"
+                ),
+                [_change("model.endpoint", None, _("the official Hub checks the licence"))]
                 if preset is not None and endpoint
                 else [],
             )
@@ -68,19 +77,24 @@ def hub_fixes(preset: Preset | None, match: str) -> list[Fix]:
     else:
         fixes.append(
             Fix(
-                "Check the endpoint",
-                "HF_ENDPOINT or model.endpoint must point at the Hub (or a mirror that "
-                "forwards your token) for gated repos",
+                _("Check the endpoint"),
+                _(
+                    "HF_ENDPOINT or model.endpoint must point at the Hub (or a mirror that "
+                    "forwards your token) for gated repos"
+                ),
             )
         )
     if "Not Found" in match or "NotFound" in match:
-        named = f" (now '{preset.model.repo}')" if preset is not None else ""
         fixes.insert(
             0,
             Fix(
-                f"Check model.repo{named}",
-                "the Hub answers 'Repository Not Found' both for a misspelt id and for a "
-                "private or gated repo without a token",
+                _("Check model.repo (now '{repo}')").format(repo=preset.model.repo)
+                if preset is not None
+                else _("Check model.repo"),
+                _(
+                    "the Hub answers 'Repository Not Found' both for a misspelt id and for a "
+                    "private or gated repo without a token"
+                ),
             ),
         )
     return fixes
@@ -114,26 +128,28 @@ def _image_for(sm: int, preset: Preset | None) -> str | None:
 
 def _no_bf16(preset: Preset | None, match: str) -> Fix:
     changes = [
-        _change("training.bf16", False, "no bf16 units before Ampere"),
-        _change("training.fp16", True, "half precision with loss scaling"),
+        _change("training.bf16", False, _("no bf16 units before Ampere")),
+        _change("training.fp16", True, _("half precision with loss scaling")),
     ]
     if "tf32" in match or (preset is not None and preset.training.tf32):
-        changes.append(_change("training.tf32", False, "TF32 needs Ampere too"))
+        changes.append(_change("training.tf32", False, _("TF32 needs Ampere too")))
     return Fix(
-        "Train in fp16 instead of bf16",
-        "V100, T4 and older GPUs (below sm80) have no bf16 (nor TF32); fp16 with loss scaling "
-        "runs there, a little less stable",
+        _("Train in fp16 instead of bf16"),
+        _(
+            "V100, T4 and older GPUs (below sm80) have no bf16 (nor TF32); fp16 with loss scaling "
+            "runs there, a little less stable"
+        ),
         changes if preset is not None else [],
     )
 
 
 def _sdpa(preset: Preset | None) -> Fix:
     return Fix(
-        "Use PyTorch SDPA attention, without flash-attn",
-        "flash-attn 2 needs sm80 or newer; SDPA (or xformers) runs on older GPUs",
+        _("Use PyTorch SDPA attention, without flash-attn"),
+        _("flash-attn 2 needs sm80 or newer; SDPA (or xformers) runs on older GPUs"),
         [
-            _change("training.attn_implementation", "sdpa", "runs below sm80"),
-            _change("environment.flash_attn.install", "never", "its kernels need sm80"),
+            _change("training.attn_implementation", "sdpa", _("runs below sm80")),
+            _change("environment.flash_attn.install", "never", _("its kernels need sm80")),
         ]
         if preset is not None
         else [],
@@ -150,10 +166,11 @@ def arch_fixes(preset: Preset | None, match: str) -> list[Fix]:
         image = _image_for(sm, preset)
         fixes.append(
             Fix(
-                f"Use an image whose torch has kernels for sm_{sm}",
-                "the image's torch was built without this GPU's architecture; "
-                f"{image or 'a newer pytorch image'} includes it",
-                [_change("environment.image", image, f"torch built for sm_{sm}")]
+                _("Use an image whose torch has kernels for sm_{sm}").format(sm=sm),
+                _(
+                    "the image's torch was built without this GPU's architecture; {image} includes it"
+                ).format(image=image or _("a newer pytorch image")),
+                [_change("environment.image", image, _("torch built for sm_{sm}").format(sm=sm))]
                 if preset is not None and image
                 else [],
             )
@@ -161,10 +178,12 @@ def arch_fixes(preset: Preset | None, match: str) -> list[Fix]:
     else:
         fixes.append(
             Fix(
-                "Use an image whose torch supports this GPU's architecture",
-                "`nvidia-smi --query-gpu=compute_cap --format=csv` gives the GPU's; "
-                "`torch.cuda.get_arch_list()` in the image lists what its torch was built for "
-                "(new GPUs need new CUDA, old ones were dropped by new torch)",
+                _("Use an image whose torch supports this GPU's architecture"),
+                _(
+                    "`nvidia-smi --query-gpu=compute_cap --format=csv` gives the GPU's; "
+                    "`torch.cuda.get_arch_list()` in the image lists what its torch was built for "
+                    "(new GPUs need new CUDA, old ones were dropped by new torch)"
+                ),
             )
         )
     fixes.append(_sdpa(preset))
@@ -175,24 +194,28 @@ def nan_fixes(preset: Preset | None, match: str) -> list[Fix]:
     fp16 = "loss scale" in match or (preset is not None and preset.training.fp16)
     fixes: list[Fix] = []
     if preset is None:
-        fixes.append(Fix("Lower the learning rate", "the usual cause: a step too large diverges"))
+        fixes.append(
+            Fix(_("Lower the learning rate"), _("the usual cause: a step too large diverges"))
+        )
     else:
         lr = preset.training.learning_rate
         fixes.append(
             Fix(
-                f"Lower the learning rate {lr:g} -> {lr / 4:g}",
-                "the usual cause of a loss that blows up: steps too large for this model/batch",
-                [_change("training.learning_rate", lr / 4, "smaller steps")],
+                _("Lower the learning rate {old} -> {new}").format(
+                    old=f"{lr:g}", new=f"{lr / 4:g}"
+                ),
+                _("the usual cause of a loss that blows up: steps too large for this model/batch"),
+                [_change("training.learning_rate", lr / 4, _("smaller steps"))],
             )
         )
     if fp16:
         fixes.append(
             Fix(
-                "Train in bf16 instead of fp16 (Ampere or newer)",
-                "fp16 overflows (the loss scaler kept shrinking); bf16 has fp32's range",
+                _("Train in bf16 instead of fp16 (Ampere or newer)"),
+                _("fp16 overflows (the loss scaler kept shrinking); bf16 has fp32's range"),
                 [
-                    _change("training.fp16", False, "overflows"),
-                    _change("training.bf16", True, "fp32 range, no loss scaling"),
+                    _change("training.fp16", False, _("overflows")),
+                    _change("training.bf16", True, _("fp32 range, no loss scaling")),
                 ]
                 if preset is not None
                 else [],
@@ -201,17 +224,17 @@ def nan_fixes(preset: Preset | None, match: str) -> list[Fix]:
     if preset is None or not 0 < preset.training.max_grad_norm <= 1.0:
         fixes.append(
             Fix(
-                "Clip gradients at norm 1.0",
-                "one bad batch can no longer throw the weights far",
-                [_change("training.max_grad_norm", 1.0, "gradient clipping")]
+                _("Clip gradients at norm 1.0"),
+                _("one bad batch can no longer throw the weights far"),
+                [_change("training.max_grad_norm", 1.0, _("gradient clipping"))]
                 if preset is not None
                 else [],
             )
         )
     fixes.append(
         Fix(
-            "Check the data",
-            "`trainwiz data check` finds empty or fully masked samples (a loss of 0/0 is NaN)",
+            _("Check the data"),
+            _("`trainwiz data check` finds empty or fully masked samples (a loss of 0/0 is NaN)"),
         )
     )
     return fixes

@@ -19,6 +19,7 @@ from backend.diagnosis.sigbase import Marker, Signature
 from backend.diagnosis.sigbase import sig as _sig
 from backend.diagnosis.signatures_methods import METHOD_MARKERS, METHODS
 from backend.diagnosis.signatures_train import ARCH, HUB, NAN, TRAIN_MARKERS
+from backend.i18n import N_
 
 # Tier: 0 root cause of a crash, 1 likely consequence of something else, 2 pure symptom, 3 not
 # a crash at all (training goes on, badly). Sorting puts lower tiers first among findings of
@@ -30,7 +31,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "shm",
         "error",
-        "Shared memory (/dev/shm) too small",
+        N_("Shared memory (/dev/shm) too small"),
         r"Unexpected bus error encountered in worker"
         r"|killed by signal: Bus error|Signal 7 \(SIGBUS\)|" + _EXIT + r"-7\b",
         ("Unexpected bus error", "Bus error", "SIGBUS", *_EXIT_ANCHORS),
@@ -40,7 +41,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "shm",
         "error",
-        "Shared memory (/dev/shm) is full",
+        N_("Shared memory (/dev/shm) is full"),
         r"unable to write to file </torch_|(?:/torch_|SemLock).{0,200}(?:No space left|Errno 28)"
         r"|(?:No space left on device|Errno 28).{0,200}(?:/torch_|SemLock)",
         ("</torch_", "No space left", "Errno 28"),
@@ -48,7 +49,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "shm",
         "error",
-        "Shared memory (/dev/shm) is full (a semaphore could not be created)",
+        N_("Shared memory (/dev/shm) is full (a semaphore could not be created)"),
         r"No space left on device|\[Errno 28\]",
         ("No space left", "Errno 28"),
         needs=("semlock", 30),
@@ -56,7 +57,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "shm",
         "error",
-        "NCCL could not create a shared-memory segment",
+        N_("NCCL could not create a shared-memory segment"),
         r"NCCL WARN.*(?:shm|shared memory)|Error while creating shared memory segment"
         r"|posix_fallocate failed|/dev/shm\b.*(?:No space left|Bus error|too small)"
         r"|(?:No space left on device|Bus error).*/dev/shm",
@@ -66,7 +67,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "rendezvous_timeout",
         "error",
-        "A node never joined the rendezvous",
+        N_("A node never joined the rendezvous"),
         r"RendezvousTimeoutError|rendezvous timeout after",
         ("RendezvousTimeoutError", "rendezvous timeout"),
     ),
@@ -74,7 +75,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "port_in_use",
         "error",
-        "The rendezvous port is already in use",
+        N_("The rendezvous port is already in use"),
         r"Address already in use|EADDRINUSE|errno:?\s*98 - Address|Bind for \S+ failed: port is already allocated"
         r"|failed to (?:listen|bind)\b.{0,300}?(?:errno:?\s*98|Address\s+already\s+in\s+use)",
         (
@@ -90,7 +91,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "cuda_oom",
         "error",
-        "CUDA out of memory",
+        N_("CUDA out of memory"),
         r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
         r"|CUDNN_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|HIP out of memory",
         (
@@ -106,14 +107,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "flash_attn_runtime",
         "error",
-        "flash-attn does not match this torch build",
+        N_("flash-attn does not match this torch build"),
         r"flash_attn\S*: undefined symbol|undefined symbol.*flash_attn",
         ("undefined symbol",),
     ),
     _sig(
         "flash_attn_runtime",
         "error",
-        "FlashAttention is not supported on this GPU",
+        N_("FlashAttention is not supported on this GPU"),
         r"FlashAttention only supports (?:Ampere|Turing)|FlashAttention .{0,40}(?:only supported|"
         r"requires).{0,40}(?:Ampere|sm_?8|sm8x|compute capability)",
         ("FlashAttention",),
@@ -121,14 +122,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "flash_attn_runtime",
         "error",
-        "FlashAttention needs a newer CUDA",
+        N_("FlashAttention needs a newer CUDA"),
         r"FlashAttention (?:is )?only supported on CUDA \d|flash.attn.{0,40}requires CUDA \d",
         ("FlashAttention", "flash_attn", "flash-attn"),
     ),
     _sig(
         "flash_attn_runtime",
         "error",
-        "flash-attn is requested but not installed",
+        N_("flash-attn is requested but not installed"),
         r"FlashAttention2 has been toggled on, but it cannot be used|package flash_attn seems to be not"
         r" installed|No module named '?flash_attn",
         ("FlashAttention2", "flash_attn"),
@@ -139,14 +140,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "flash_attn_build",
         "error",
-        "flash-attn failed to build",
+        N_("flash-attn failed to build"),
         r"Failed (?:building wheel for|to build) flash[-_]attn|Could not build wheels for flash[-_]attn",
         ("Failed building wheel", "Failed to build", "Could not build wheels"),
     ),
     _sig(
         "flash_attn_build",
         "error",
-        "No CUDA compiler (nvcc) in this image",
+        N_("No CUDA compiler (nvcc) in this image"),
         r"nvcc was not found|nvcc: (?:command )?not found|CUDA_HOME environment variable is not set"
         r"|No CUDA runtime is found|unable to execute '?nvcc'?",
         ("vcc was not", "vcc: ", "CUDA_HOME", "No CUDA runtime", "xecute 'nvcc", "xecute nvcc"),
@@ -154,14 +155,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "flash_attn_build",
         "error",
-        "The compiler ran out of memory",
+        N_("The compiler ran out of memory"),
         r"Killed signal terminated program (?:cc1plus|cicc|ptxas)|(?:cc1plus|cicc|ptxas).{0,40}Killed",
         ("Killed",),
     ),
     _sig(
         "flash_attn_build",
         "error",
-        "A CUDA extension failed to compile",
+        N_("A CUDA extension failed to compile"),
         r"Error compiling objects for extension|ninja: build stopped: subcommand failed"
         r"|The detected CUDA version \(.*\) mismatches the version that was used to compile PyTorch",
         ("Error compiling objects", "ninja: build stopped", "mismatches the version"),
@@ -169,7 +170,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "flash_attn_build",
         "error",
-        "pip built flash-attn without torch (build isolation)",
+        N_("pip built flash-attn without torch (build isolation)"),
         r"No module named '?torch'?(?![\w.])",
         ("No module named",),
         needs=("pip_build", 120),
@@ -179,14 +180,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "driver_mismatch",
         "error",
-        "NVIDIA driver and library versions differ",
+        N_("NVIDIA driver and library versions differ"),
         r"(?i)driver/library version mismatch",
         ("library version mismatch", "Library version mismatch"),
     ),
     _sig(
         "driver_mismatch",
         "error",
-        "The NVIDIA driver is too old for this CUDA",
+        N_("The NVIDIA driver is too old for this CUDA"),
         r"NVIDIA driver on your system is too old|CUDA driver version is insufficient for CUDA runtime"
         r"|cudaErrorInsufficientDriver|unsatisfied condition: cuda\s*>="
         r"|forward compatibility was attempted on non supported HW",
@@ -201,7 +202,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "docker_gpu",
         "error",
-        "Docker cannot give GPUs to containers",
+        N_("Docker cannot give GPUs to containers"),
         r'could not select device driver ".*?" with capabilities: \[\[gpu\]\]'
         r"|unknown or invalid runtime name: nvidia|Unknown runtime specified nvidia"
         r"|nvidia-container-cli: (?:initialization|mount|detection) error"
@@ -218,7 +219,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "container_permission",
         "error",
-        "The host refused a container option",
+        N_("The host refused a container option"),
         r"(?i)(?:error setting rlimit|unable to apply caps|apply capabilities|setrlimit).{0,200}"
         r"(?:operation not permitted|permission denied)"
         r"|(?:OCI runtime create failed|failed to create shim task).{0,400}operation not permitted",
@@ -228,7 +229,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "container_permission",
         "warning",
-        "A resource limit could not be raised",
+        N_("A resource limit could not be raised"),
         r"ulimit: .{0,60}cannot modify limit: Operation not permitted",
         ("Operation not permitted",),
     ),
@@ -236,7 +237,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "disk_full",
         "error",
-        "The disk is full",
+        N_("The disk is full"),
         r"No space left on device|\[Errno 28\]|os error 28|StorageFull|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b"
         r"|PytorchStreamWriter failed writing file",
         (
@@ -253,7 +254,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "hf_args",
         "error",
-        "transformers rejected a training argument",
+        N_("transformers rejected a training argument"),
         r"(?:arguments|keys) are not used by the HfArgumentParser: \[(?P<args>[^\]]*)\]"
         r"|TrainingArguments\.__init__\(\) got an unexpected keyword argument '(?P<kw>\w+)'"
         r"|error: unrecognized arguments: (?P<unrec>.+)",
@@ -263,7 +264,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "tokenization_mismatch",
         "warning",
-        "FastChat's masking does not match the tokenizer",
+        N_("FastChat's masking does not match the tokenizer"),
         r"tokenization mismatch: \d+ vs\. ?\d+",
         ("tokenization mismatch",),
     ),
@@ -272,7 +273,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "host_oom",
         "error",
-        "A training process was killed (SIGKILL), usually the host out of RAM",
+        N_("A training process was killed (SIGKILL), usually the host out of RAM"),
         _EXIT
         + r"-9\b|Signal 9 \(SIGKILL\)|[Oo]ut of memory: Kill(?:ed)? process|invoked oom-killer"
         r"|exited with code 137\b|exit (?:code|status) 137\b|\"OOMKilled\":\s*true"
@@ -308,7 +309,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "nccl",
         "error",
-        "An NCCL collective timed out",
+        N_("An NCCL collective timed out"),
         r"Watchdog caught collective operation timeout|collective operation timeout"
         r"|NCCL communicator was aborted|NCCL timeout",
         ("collective operation timeout", "NCCL communicator", "NCCL timeout"),
@@ -316,7 +317,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "nccl",
         "error",
-        "NCCL failed",
+        N_("NCCL failed"),
         r"NCCL error\b|nccl(?:System|Internal|UnhandledCuda|Remote|InvalidUsage|InvalidArgument)Error"
         r"|DistBackendError",
         (
@@ -330,7 +331,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "DistBackendError",
         ),
     ),
-    _sig("nccl", "warning", "NCCL warning", r"NCCL WARN\b", ("NCCL WARN",)),
+    _sig("nccl", "warning", N_("NCCL warning"), r"NCCL WARN\b", ("NCCL WARN",)),
 )
 
 MARKERS: tuple[Marker, ...] = (

@@ -10,13 +10,14 @@ import re
 
 from backend.diagnosis.sigbase import Marker, Signature
 from backend.diagnosis.sigbase import sig as _sig
+from backend.i18n import N_
 
 # huggingface_hub / transformers refusing a download: gated or private repos, bad tokens.
 HUB: tuple[Signature, ...] = (
     _sig(
         "hub_auth",
         "error",
-        "The Hugging Face Hub refused access to the model",
+        N_("The Hugging Face Hub refused access to the model"),
         r"GatedRepoError|Cannot access gated repo|Access to model \S+ is restricted"
         r"|is gated\. You must (?:be authenticated|have access)|not in the authorized list"
         r"|RepositoryNotFoundError|Repository Not Found for url|\b40[13] Client Error"
@@ -48,7 +49,7 @@ ARCH: tuple[Signature, ...] = (
     _sig(
         "cuda_arch",
         "error",
-        "This torch build has no kernels for the GPU's architecture",
+        N_("This torch build has no kernels for the GPU's architecture"),
         r"no kernel image is available for execution on the device"
         r"|with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch installation"
         r"|CUDA error: invalid device function|PyTorch no longer supports this GPU"
@@ -66,7 +67,7 @@ ARCH: tuple[Signature, ...] = (
     _sig(
         "cuda_arch",
         "error",
-        "The GPU does not support bf16/tf32 (needs Ampere, sm80, or newer)",
+        N_("The GPU does not support bf16/tf32 (needs Ampere, sm80, or newer)"),
         r"(?i)Your setup doesn't support bf16|bf16 requested, but AMP is not supported|(?:--)?(?:bf16|tf32)"
         r" requires (?:Ampere|a newer GPU)|bfloat16 is only supported on gpus with compute capability"
         r"|bf16.{0,80}(?:only supported|not supported|requires).{0,60}(?:Ampere|compute capability)"
@@ -96,7 +97,7 @@ NAN: tuple[Signature, ...] = (
     _sig(
         "loss_nan",
         "error",
-        "The loss became NaN/inf",
+        N_("The loss became NaN/inf"),
         r"(?i:non-finite (?:loss|grad))"
         r"|['\"](?:loss|train_loss|eval_loss)['\"]\s*:\s*"
         + _NONFINITE
@@ -117,7 +118,7 @@ NAN: tuple[Signature, ...] = (
     _sig(
         "loss_nan",
         "warning",
-        "The gradient norm is NaN/inf",
+        N_("The gradient norm is NaN/inf"),
         r"['\"]grad_norm['\"]\s*:\s*" + _NONFINITE,
         _NONFINITE_ANCHORS,
     ),

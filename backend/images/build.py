@@ -239,7 +239,9 @@ def _stream_build(
             error = f"Docker refused the build: {exc.explanation or exc}"
             take(error)
         except OSError as exc:
-            raise TrainwizError(f"lost the Docker daemon during the build: {exc}") from exc
+            raise TrainwizError(
+                _("lost the Docker daemon during the build: {exc}").format(exc=exc)
+            ) from exc
     return lines, error, image_id
 
 
@@ -255,7 +257,9 @@ def ensure_env_image(
     if not result.ok:
         first = result.findings[0].title if result.findings else (result.error_line or "")
         raise TrainwizError(
-            f"environment image build failed: {first or result.error}; log: {result.log_path}"
+            _("environment image build failed: {value}; log: {log_path}").format(
+                value=first or result.error, log_path=result.log_path
+            )
         )
     return result.tag
 

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 
 CATALOG_PATH = Path(__file__).resolve().parents[2] / "presets" / "images.yaml"
 
@@ -59,7 +60,9 @@ def load_catalog(path: Path | None = None) -> list[ImageInfo]:
     try:
         stamp = source.stat().st_mtime_ns
     except OSError as exc:
-        raise TrainwizError(f"cannot read the image catalog {source}: {exc}") from exc
+        raise TrainwizError(
+            _("cannot read the image catalog {source}: {exc}").format(source=source, exc=exc)
+        ) from exc
     return [entry.model_copy() for entry in _load(source, stamp)]
 
 
@@ -69,7 +72,9 @@ def _load(source: Path, stamp: int) -> tuple[ImageInfo, ...]:
     try:
         raw = yaml.safe_load(source.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise TrainwizError(f"cannot read the image catalog {source}: {exc}") from exc
+        raise TrainwizError(
+            _("cannot read the image catalog {source}: {exc}").format(source=source, exc=exc)
+        ) from exc
     try:
         return tuple(Catalog.model_validate(raw).images)
     except ValueError as exc:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from backend.i18n import _
 from backend.images.catalog import ImageInfo
 from backend.images.host import HostGpus
 from backend.preset.schema import Preset
@@ -162,24 +163,40 @@ def _check_driver(image: ImageInfo, host: HostGpus, preset: Preset) -> list[Reas
     if not cuda:
         if preset.launch.device == "cuda" and not preset.environment.torch_spec:
             level: Level = "incompatible" if image.torch else "warning"
-            return [Reason("driver", level, "image has no CUDA but the preset trains on cuda")]
-        return [Reason("driver", "ok", "no CUDA in the image (CPU training)")]
+            return [Reason("driver", level, _("image has no CUDA but the preset trains on cuda"))]
+        return [Reason("driver", "ok", _("no CUDA in the image (CPU training)"))]
     if host.driver_version is None:
         if preset.launch.device == "cpu":
             return [
-                Reason("driver", "ok", f"CUDA {image.cuda} image, CPU training: no driver needed")
+                Reason(
+                    "driver",
+                    "ok",
+                    _("CUDA {cuda} image, CPU training: no driver needed").format(cuda=image.cuda),
+                )
             ]
-        return [Reason("driver", "warning", "no NVIDIA driver found here: CUDA not checked")]
+        return [Reason("driver", "warning", _("no NVIDIA driver found here: CUDA not checked"))]
     max_cuda = version_tuple(host.cuda_driver) or version_tuple(
         max_cuda_for_driver(host.driver_version)
     )
-    where = f"driver {host.driver_version} (CUDA ≤ {_fmt(max_cuda) or '?'})"
+    where = _("driver {version} (CUDA ≤ {cuda})").format(
+        version=host.driver_version, cuda=_fmt(max_cuda) or "?"
+    )
     if not max_cuda:
         return [
-            Reason("driver", "incompatible", f"driver {host.driver_version} predates CUDA 10.2")
+            Reason(
+                "driver",
+                "incompatible",
+                _("driver {driver_version} predates CUDA 10.2").format(
+                    driver_version=host.driver_version
+                ),
+            )
         ]
     if cuda[:2] <= max_cuda[:2]:
-        return [Reason("driver", "ok", f"{where} runs CUDA {image.cuda}")]
+        return [
+            Reason(
+                "driver", "ok", _("{where} runs CUDA {cuda}").format(where=where, cuda=image.cuda)
+            )
+        ]
     floor = MINOR_COMPAT_DRIVER.get(cuda[0])
     if (
         cuda[0] == max_cuda[0]
@@ -190,17 +207,30 @@ def _check_driver(image: ImageInfo, host: HostGpus, preset: Preset) -> list[Reas
             Reason(
                 "driver",
                 "warning",
-                f"{where} runs CUDA {image.cuda} only through minor-version compatibility "
-                "(no PTX JIT); prefer an image with CUDA ≤ "
-                f"{_fmt(max_cuda[:2])} or a driver ≥ {driver_for_cuda(cuda) or '?'}",
+                _(
+                    "{where} runs CUDA {cuda} only through minor-version compatibility (no PTX JIT); "
+                    "prefer an image with CUDA ≤ {fmt} or a driver ≥ {value}"
+                ).format(
+                    where=where,
+                    cuda=image.cuda,
+                    fmt=_fmt(max_cuda[:2]),
+                    value=driver_for_cuda(cuda) or "?",
+                ),
             )
         ]
     return [
         Reason(
             "driver",
             "incompatible",
-            f"{where} cannot run CUDA {image.cuda}: upgrade the driver to ≥ "
-            f"{driver_for_cuda(cuda) or '?'} or pick an image with CUDA ≤ {_fmt(max_cuda[:2])}",
+            _(
+                "{where} cannot run CUDA {cuda}: upgrade the driver to ≥ {value} or pick an "
+                "image with CUDA ≤ {fmt}"
+            ).format(
+                where=where,
+                cuda=image.cuda,
+                value=driver_for_cuda(cuda) or "?",
+                fmt=_fmt(max_cuda[:2]),
+            ),
         )
     ]
 
@@ -214,7 +244,11 @@ def _check_arch(image: ImageInfo, host: HostGpus) -> list[Reason]:
         arch = _arch(sm)
         cc = f"sm{sm}"
         if arch is None:
-            reasons.append(Reason("arch", "warning", f"{cc}: architecture not in trainwiz's table"))
+            reasons.append(
+                Reason(
+                    "arch", "warning", _("{cc}: architecture not in trainwiz's table").format(cc=cc)
+                )
+            )
             continue
         name, first, last = arch
         if cuda[:2] < first:
@@ -222,7 +256,9 @@ def _check_arch(image: ImageInfo, host: HostGpus) -> list[Reason]:
                 Reason(
                     "arch",
                     "incompatible",
-                    f"{name} ({cc}) needs CUDA ≥ {_fmt(first)}; image has {image.cuda}",
+                    _("{name} ({cc}) needs CUDA ≥ {fmt}; image has {cuda}").format(
+                        name=name, cc=cc, fmt=_fmt(first), cuda=image.cuda
+                    ),
                 )
             )
         elif last is not None and cuda[:2] > last:
@@ -230,35 +266,51 @@ def _check_arch(image: ImageInfo, host: HostGpus) -> list[Reason]:
                 Reason(
                     "arch",
                     "incompatible",
-                    f"CUDA {image.cuda} dropped {name} ({cc}); last supporting is {_fmt(last)}",
+                    _("CUDA {cuda} dropped {name} ({cc}); last supporting is {fmt}").format(
+                        cuda=image.cuda, name=name, cc=cc, fmt=_fmt(last)
+                    ),
                 )
             )
         else:
-            reasons.append(Reason("arch", "ok", f"{name} ({cc}) supported by CUDA {image.cuda}"))
+            reasons.append(
+                Reason(
+                    "arch",
+                    "ok",
+                    _("{name} ({cc}) supported by CUDA {cuda}").format(
+                        name=name, cc=cc, cuda=image.cuda
+                    ),
+                )
+            )
     return reasons
 
 
 def _check_flash_attn(image: ImageInfo, host: HostGpus, preset: Preset) -> list[Reason]:
     policy = preset.environment.flash_attn.install
     if policy == "never":
-        return [Reason("flash_attn", "ok", "flash-attn not wanted (install: never)")]
+        return [Reason("flash_attn", "ok", _("flash-attn not wanted (install: never)"))]
     if image.flash_attn:
-        return [Reason("flash_attn", "ok", "flash-attn ships in the image")]
+        return [Reason("flash_attn", "ok", _("flash-attn ships in the image"))]
     sm = host.min_sm
     old_gpu = sm is not None and sm < FLASH_ATTN_MIN_SM
     cuda = version_tuple(image.cuda)
     if policy == "always":
         if old_gpu:
             return [
-                Reason("flash_attn", "incompatible", f"flash-attn 2 needs sm80+; GPUs are sm{sm}")
+                Reason(
+                    "flash_attn",
+                    "incompatible",
+                    _("flash-attn 2 needs sm80+; GPUs are sm{sm}").format(sm=sm),
+                )
             ]
         if image.flavor != "devel":
             return [
                 Reason(
                     "flash_attn",
                     "incompatible",
-                    "flash-attn must be built but this is not a -devel image (no nvcc): pick the "
-                    "-devel tag or set flash_attn.install: never",
+                    _(
+                        "flash-attn must be built but this is not a -devel image (no nvcc): pick the "
+                        "-devel tag or set flash_attn.install: never"
+                    ),
                 )
             ]
         if cuda and cuda[:2] < FLASH_ATTN_MIN_CUDA:
@@ -266,32 +318,38 @@ def _check_flash_attn(image: ImageInfo, host: HostGpus, preset: Preset) -> list[
                 Reason(
                     "flash_attn",
                     "incompatible",
-                    f"flash-attn needs CUDA ≥ 11.7; image has {image.cuda}",
+                    _("flash-attn needs CUDA ≥ 11.7; image has {cuda}").format(cuda=image.cuda),
                 )
             ]
-        return [Reason("flash_attn", "ok", "flash-attn will be built (devel image has nvcc)")]
+        return [Reason("flash_attn", "ok", _("flash-attn will be built (devel image has nvcc)"))]
     # auto
     if preset.launch.device != "cuda" or sm is None:
-        return [Reason("flash_attn", "ok", "flash-attn skipped: no sm80+ GPU here (SDPA)")]
+        return [Reason("flash_attn", "ok", _("flash-attn skipped: no sm80+ GPU here (SDPA)"))]
     if old_gpu:
         return [
-            Reason("flash_attn", "ok", f"flash-attn skipped: GPUs are sm{sm} (< sm80), SDPA used")
+            Reason(
+                "flash_attn",
+                "ok",
+                _("flash-attn skipped: GPUs are sm{sm} (< sm80), SDPA used").format(sm=sm),
+            )
         ]
     if image.flavor != "devel":
         level: Level = "warning"
-        text = "flash-attn skipped: runtime image has no nvcc to build it (SDPA used)"
+        text = _("flash-attn skipped: runtime image has no nvcc to build it (SDPA used)")
         if preset.launch.entry == "fastchat-train-mem":
-            level, text = "incompatible", text + "; FastChat's train_mem.py needs flash-attn"
+            level, text = "incompatible", text + _("; FastChat's train_mem.py needs flash-attn")
         return [Reason("flash_attn", level, text)]
     if cuda and cuda[:2] < FLASH_ATTN_MIN_CUDA:
         return [
             Reason(
                 "flash_attn",
                 "warning",
-                f"flash-attn skipped: needs CUDA ≥ 11.7, image has {image.cuda}",
+                _("flash-attn skipped: needs CUDA ≥ 11.7, image has {cuda}").format(
+                    cuda=image.cuda
+                ),
             )
         ]
-    return [Reason("flash_attn", "ok", "flash-attn will be built (devel image has nvcc)")]
+    return [Reason("flash_attn", "ok", _("flash-attn will be built (devel image has nvcc)"))]
 
 
 def _floor(
@@ -311,30 +369,52 @@ def _check_pins(image: ImageInfo, preset: Preset) -> list[Reason]:
     floor = _floor(TRANSFORMERS_TORCH_FLOOR, tf)
     if torch is None:
         level: Level = "ok" if preset.environment.torch_spec else "warning"
-        reasons.append(Reason("torch", level, f"torch version of {source} unknown: not checked"))
+        reasons.append(
+            Reason(
+                "torch",
+                level,
+                _("torch version of {source} unknown: not checked").format(source=source),
+            )
+        )
     elif floor and version_tuple(torch)[:2] < floor:
         reasons.append(
             Reason(
                 "torch",
                 "incompatible",
-                f"transformers {pin} needs torch ≥ {_fmt(floor)}; {source} has {torch}: pick a "
-                "newer image or pin an older transformers (the seed's 4.31.0)",
+                _(
+                    "transformers {pin} needs torch ≥ {fmt}; {source} has {torch}: pick a newer "
+                    "image or pin an older transformers (the seed's 4.31.0)"
+                ).format(pin=pin, fmt=_fmt(floor), source=source, torch=torch),
             )
         )
     else:
-        reasons.append(Reason("torch", "ok", f"torch {torch} ({source}) meets transformers {pin}"))
+        reasons.append(
+            Reason(
+                "torch",
+                "ok",
+                _("torch {torch} ({source}) meets transformers {pin}").format(
+                    torch=torch, source=source, pin=pin
+                ),
+            )
+        )
     py_floor = _floor(TRANSFORMERS_PYTHON_FLOOR, tf)
     if image.python and py_floor and version_tuple(image.python)[:2] < py_floor:
         reasons.append(
             Reason(
                 "python",
                 "incompatible",
-                f"transformers {pin} needs Python ≥ {_fmt(py_floor)}; image has {image.python}",
+                _("transformers {pin} needs Python ≥ {fmt}; image has {python}").format(
+                    pin=pin, fmt=_fmt(py_floor), python=image.python
+                ),
             )
         )
     if preset.environment.fsdp_state_dict_patch and torch and not torch.startswith("2.0."):
         reasons.append(
-            Reason("torch", "ok", f"FSDP state-dict patch skipped: torch {torch} is not 2.0.x")
+            Reason(
+                "torch",
+                "ok",
+                _("FSDP state-dict patch skipped: torch {torch} is not 2.0.x").format(torch=torch),
+            )
         )
     return reasons
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend.errors import TrainwizError
+from backend.i18n import _
 
 
 def docker_client(timeout: int = 600) -> Any:
@@ -17,9 +18,10 @@ def docker_client(timeout: int = 600) -> Any:
         client.ping()
     except DockerException as exc:
         raise TrainwizError(
-            "the Docker daemon does not answer "
-            f"({exc}); start it (sudo systemctl start docker, or scripts/ci-docker.sh), "
-            "or use launch.runner: host"
+            _(
+                "the Docker daemon does not answer ({exc}); start it (sudo systemctl start "
+                "docker, or scripts/ci-docker.sh), or use launch.runner: host"
+            ).format(exc=exc)
         ) from exc
     return client
 

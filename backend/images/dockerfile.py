@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.images.pipindex import ARG_EXTRA, ARG_FLASH, ARG_INDEX
 from backend.images.plan import EnvPlan
 from backend.preset.grammar import IMAGE_REF
@@ -60,8 +61,10 @@ def _from(ref: str) -> str:
     """``FROM`` takes no quoting: the reference must match docker's own grammar, or nothing."""
     if not IMAGE_REF.fullmatch(ref):
         raise BadInput(
-            f"environment.image: {json.dumps(ref)} is not an image reference "
-            "(e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel)"
+            _(
+                "environment.image: {dumps} is not an image reference (e.g. "
+                "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel)"
+            ).format(dumps=json.dumps(ref))
         )
     return f"FROM {ref}"
 

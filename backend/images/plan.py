@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.images.catalog import ImageInfo, describe_ref
 from backend.images.compat import wants_flash_attn
 from backend.images.host import HostGpus, detect_host_gpus
@@ -231,7 +232,7 @@ def plan_environment(
             notes.append(f"find_links {entry} is not a directory here: ignored")
     cert = Path(env.pip_cert).expanduser() if env.pip_cert else host_pip_cert()
     if cert is not None and not cert.is_file():
-        raise BadInput(f"environment.pip_cert: {cert} is not a file")
+        raise BadInput(_("environment.pip_cert: {cert} is not a file").format(cert=cert))
     flash = wants_flash_attn(image, facts, preset)
     indexes = pip_indexes(preset, flash)
     fastchat = env.fastchat

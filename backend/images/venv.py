@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.errors import TrainwizError
+from backend.i18n import _
 from backend.images.events import LogLine
 from backend.images.host import HostGpus
 from backend.images.plan import EnvPlan, plan_environment
@@ -210,6 +211,8 @@ def ensure_host_env(preset: Preset, **kwargs: object) -> str:
     result = build_host_env(preset, **kwargs)  # type: ignore[arg-type]
     if not result.ok:
         raise TrainwizError(
-            f"host environment build failed ({result.error}): {result.log_tail[-1:]}"
+            _("host environment build failed ({error}): {value}").format(
+                error=result.error, value=result.log_tail[-1:]
+            )
         )
     return result.python

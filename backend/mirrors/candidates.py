@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.mirrors.probe import KINDS, Kind
 
 DEFAULT_FILE = Path(__file__).with_name("candidates.yaml")
@@ -30,16 +31,24 @@ def _lists(data: object, where: str) -> dict[Kind, list[str]]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise BadInput(f"{where}: a mapping of {', '.join(KINDS)} to lists of URLs")
+        raise BadInput(
+            _("{where}: a mapping of {items} to lists of URLs").format(
+                where=where, items=", ".join(KINDS)
+            )
+        )
     out: dict[Kind, list[str]] = {}
     for kind in KINDS:
         urls = data.get(kind) or []
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-            raise BadInput(f"{where}.{kind}: a list of URLs")
+            raise BadInput(_("{where}.{kind}: a list of URLs").format(where=where, kind=kind))
         out[kind] = list(urls)
     unknown = set(data) - set(KINDS)
     if unknown:
-        raise BadInput(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise BadInput(
+            _("{where}: unknown key(s) {items}").format(
+                where=where, items=", ".join(sorted(unknown))
+            )
+        )
     return out
 
 
@@ -50,12 +59,20 @@ def load_candidate_lists(path: Path | None = None) -> CandidateLists:
         data = yaml.safe_load(chosen.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise BadInput(
-            f"{chosen}: cannot read the mirror list ({exc.strerror}): fix {ENV_FILE}"
+            _("{chosen}: cannot read the mirror list ({strerror}): fix {ENV_FILE}").format(
+                chosen=chosen, strerror=exc.strerror, ENV_FILE=ENV_FILE
+            )
         ) from exc
     except yaml.YAMLError as exc:
-        raise BadInput(f"{chosen}: not valid YAML ({exc}): fix the mirror list") from exc
+        raise BadInput(
+            _("{chosen}: not valid YAML ({exc}): fix the mirror list").format(
+                chosen=chosen, exc=exc
+            )
+        ) from exc
     if not isinstance(data, dict):
-        raise BadInput(f"{chosen}: a mapping with probe_package, official and cn")
+        raise BadInput(
+            _("{chosen}: a mapping with probe_package, official and cn").format(chosen=chosen)
+        )
     return CandidateLists(
         probe_package=str(data.get("probe_package") or "pip"),
         official=_lists(data.get("official"), f"{chosen}: official"),

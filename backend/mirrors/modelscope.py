@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend.errors import TrainwizError
+from backend.i18n import _
 from backend.model.hub import FetchProgress, FetchResult
 from backend.preset.schema import ModelSource
 
@@ -45,10 +46,12 @@ def modelscope_step(source: ModelSource) -> PlanStep:
     return PlanStep(
         id="model",
         group="model",
-        title=f"Download {source.repo} from ModelScope",
+        title=_("Download {repo} from ModelScope").format(repo=source.repo),
         argv=argv,
         env=_endpoint_env(source),
-        note="trainwiz runs ModelScope's client the same way (pip install 'trainwiz[modelscope]')",
+        note=_(
+            "trainwiz runs ModelScope's client the same way (pip install 'trainwiz[modelscope]')"
+        ),
     )
 
 
@@ -78,7 +81,7 @@ def fetch_modelscope(
             if cancel is not None and cancel.wait(0.5):
                 proc.terminate()
                 proc.wait(10)
-                raise TrainwizError("ModelScope download cancelled")
+                raise TrainwizError(_("ModelScope download cancelled"))
             if cancel is None:
                 time.sleep(0.5)
             if progress is not None:
@@ -91,8 +94,10 @@ def fetch_modelscope(
     if proc.returncode != 0:
         tail = out.strip().splitlines()[-1:] or ["no output"]
         raise TrainwizError(
-            f"ModelScope download of {source.repo} failed: {tail[0]} "
-            f"(endpoint {source.endpoint or 'the default'}; check model.repo and the network)"
+            _(
+                "ModelScope download of {repo} failed: {value} (endpoint {value2}; check "
+                "model.repo and the network)"
+            ).format(repo=source.repo, value=tail[0], value2=source.endpoint or "the default")
         )
     files = sorted(
         p.relative_to(target).as_posix()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from backend import paths
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.model.gitlfs import clone_lfs
 from backend.model.hub import (
     DiskFree,
@@ -84,6 +85,10 @@ def ensure_model(
         action = "made" if made.created else "kept"
     else:
         if not target.is_dir():
-            raise BadInput(f"model.dir: {target} does not exist (source 'local' downloads nothing)")
+            raise BadInput(
+                _("model.dir: {target} does not exist (source 'local' downloads nothing)").format(
+                    target=target
+                )
+            )
         action = "local"
     return EnsureResult(str(target), source.source, action, fetched, validate_model_dir(target))

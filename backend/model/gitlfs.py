@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.model.hub import (
     Cancelled,
     DiskFree,
@@ -62,7 +63,7 @@ def _run(
             if cancel is not None and cancel.is_set():
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
-                raise Cancelled("clone cancelled; run fetch again to resume") from None
+                raise Cancelled(_("clone cancelled; run fetch again to resume")) from None
     if proc.returncode != 0:
         tail = "\n".join(err.strip().splitlines()[-4:]) or f"exit {proc.returncode}"
         raise TrainwizError(redact_text(f"{' '.join(argv[:3])} failed:\n{tail}"))
@@ -86,23 +87,29 @@ def clone_lfs(
 ) -> FetchResult:
     """Clone ``url`` into ``target`` (or reuse an earlier clone), check disk, pull LFS objects."""
     if shutil.which("git") is None:
-        raise TrainwizError("git is not installed: install git and git-lfs, or use source 'hf'")
+        raise TrainwizError(_("git is not installed: install git and git-lfs, or use source 'hf'"))
     root = Path(target).expanduser()
     env = _env()
     if not (root / ".git").is_dir():
         if root.exists() and any(root.iterdir()):
-            raise BadInput(f"model.dir {root} exists and is not a git clone: choose an empty dir")
+            raise BadInput(
+                _("model.dir {root} exists and is not a git clone: choose an empty dir").format(
+                    root=root
+                )
+            )
         root.parent.mkdir(parents=True, exist_ok=True)
         _run(["git", "clone", "--no-checkout", "--", url, str(root)], None, cancel, env)
     _run(["git", "checkout", "--quiet", revision, "--"], root, cancel, env)
     files = lfs_files(root)
-    sizes = {name: size for name, size, _ in files}
+    sizes = {name: size for name, size, _kind in files}
     need = sum(size for _name, size, done in files if not done)
     have = free(root)
     if need > have:
         raise NotEnoughDisk(
-            f"the LFS files need {_gib(need)} on {root} but only {_gib(have)} is free: free space "
-            "or choose another directory; only the pointers were cloned"
+            _(
+                "the LFS files need {gib} on {root} but only {gib2} is free: free space or "
+                "choose another directory; only the pointers were cloned"
+            ).format(gib=_gib(need), root=root, gib2=_gib(have))
         )
     with tempfile.NamedTemporaryFile(prefix="trainwiz-lfs-", suffix=".log", delete=False) as fh:
         progress_file = Path(fh.name)
@@ -123,7 +130,11 @@ def clone_lfs(
         progress_file.unlink(missing_ok=True)
     missing = [name for name, _size, done in lfs_files(root) if not done]
     if missing:
-        raise TrainwizError(f"git lfs pull left {len(missing)} files missing: {missing[:3]}")
+        raise TrainwizError(
+            _("git lfs pull left {count} files missing: {value}").format(
+                count=len(missing), value=missing[:3]
+            )
+        )
     commit = _run(["git", "rev-parse", "HEAD"], root, None, env).strip()
     return FetchResult(
         dir=str(root),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import TrainwizError
+from backend.i18n import _
 from backend.model.hub_errors import explain_api_error, explain_worker_error
 from backend.tokens import child_env, decide
 
@@ -182,8 +183,10 @@ def plan_download(
     required = int(need * (1 + margin))
     if required > free_bytes:
         raise NotEnoughDisk(
-            f"{repo} needs {_gib(required)} more on {root} but only {_gib(free_bytes)} is free: "
-            "free space or choose another directory (--dir / model.dir); nothing was downloaded"
+            _(
+                "{repo} needs {gib} more on {root} but only {gib2} is free: free space or choose "
+                "another directory (--dir / model.dir); nothing was downloaded"
+            ).format(repo=repo, gib=_gib(required), root=root, gib2=_gib(free_bytes))
         )
     return plan
 
@@ -306,7 +309,7 @@ def fetch_hub(
                 error = event
         if cancel is not None and cancel.is_set():
             _stop(proc)
-            raise Cancelled("download cancelled; run fetch again to resume the partial file")
+            raise Cancelled(_("download cancelled; run fetch again to resume the partial file"))
         if progress is not None:
             progress(_progress(root, plan, sizes, done, current, total_rate, file_rate, message))
     proc.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.redact import redact_text, redact_url
 
 MIRROR_HINT = "users in China can set model.endpoint (or --endpoint) to https://hf-mirror.com"
@@ -26,24 +27,44 @@ def explain_api_error(
     if status in (401, 403) or isinstance(exc, GatedRepoError):
         if withheld:
             return BadInput(
-                f"model.endpoint: {endpoint} refused access to {repo} (HTTP {status}); "
-                f"{withheld} (the token is read from {token_env})"
+                _(
+                    "model.endpoint: {endpoint} refused access to {repo} (HTTP {status}); {withheld} "
+                    "(the token is read from {token_env})"
+                ).format(
+                    endpoint=endpoint,
+                    repo=repo,
+                    status=status,
+                    withheld=withheld,
+                    token_env=token_env,
+                )
             )
         return BadInput(
-            f"model.token_env: {endpoint} refused access to {repo} (HTTP {status}): put a token "
-            f"with access in the environment variable {token_env} or run 'hf auth login'"
+            _(
+                "model.token_env: {endpoint} refused access to {repo} (HTTP {status}): put a "
+                "token with access in the environment variable {token_env} or run 'hf auth login'"
+            ).format(endpoint=endpoint, repo=repo, status=status, token_env=token_env)
         )
     if isinstance(exc, RevisionNotFoundError):
-        return BadInput(f"model.revision: {repo} has no revision '{revision}' at {endpoint}")
+        return BadInput(
+            _("model.revision: {repo} has no revision '{revision}' at {endpoint}").format(
+                repo=repo, revision=revision, endpoint=endpoint
+            )
+        )
     if isinstance(exc, RepositoryNotFoundError):
         return BadInput(
-            f"model.repo: no repository '{repo}' at {endpoint} (check the name; a private or "
-            f"gated repo also needs a token in {token_env})"
+            _(
+                "model.repo: no repository '{repo}' at {endpoint} (check the name; a private or "
+                "gated repo also needs a token in {token_env})"
+            ).format(repo=repo, endpoint=endpoint, token_env=token_env)
         )
     import requests
 
     if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
-        return TrainwizError(f"cannot reach {endpoint} ({exc.__class__.__name__}); {MIRROR_HINT}")
+        return TrainwizError(
+            _("cannot reach {endpoint} ({name}); {MIRROR_HINT}").format(
+                endpoint=endpoint, name=exc.__class__.__name__, MIRROR_HINT=MIRROR_HINT
+            )
+        )
     first = (str(exc).splitlines() or [type(exc).__name__])[0]
     return TrainwizError(redact_text(f"the Hub at {endpoint} answered: {first}"))
 
@@ -66,20 +87,50 @@ def explain_worker_error(
     error = {**error, "message": redact_text(str(error.get("message")))}
     if kind == "auth" and withheld:
         return BadInput(
-            f"model.endpoint: {endpoint} refused {name} of {repo} "
-            f"(HTTP {error.get('status')}); {withheld} (the token is read from {token_env})"
+            _(
+                "model.endpoint: {endpoint} refused {name} of {repo} (HTTP {get}); {withheld} "
+                "(the token is read from {token_env})"
+            ).format(
+                endpoint=endpoint,
+                name=name,
+                repo=repo,
+                get=error.get("status"),
+                withheld=withheld,
+                token_env=token_env,
+            )
         )
     if kind == "auth":
         return BadInput(
-            f"model.token_env: {endpoint} refused {name} of {repo} "
-            f"(HTTP {error.get('status')}): put a token with access in ${token_env} "
-            "or run 'hf auth login'"
+            _(
+                "model.token_env: {endpoint} refused {name} of {repo} (HTTP {get}): put a token "
+                "with access in ${token_env} or run 'hf auth login'"
+            ).format(
+                endpoint=endpoint,
+                name=name,
+                repo=repo,
+                get=error.get("status"),
+                token_env=token_env,
+            )
         )
     if kind in ("repo_not_found", "revision_not_found", "entry_not_found"):
-        return TrainwizError(f"{repo}: {name} is not on {endpoint} ({error['message']})")
+        return TrainwizError(
+            _("{repo}: {name} is not on {endpoint} ({message})").format(
+                repo=repo, name=name, endpoint=endpoint, message=error["message"]
+            )
+        )
     if kind == "transient":
         return TrainwizError(
-            f"{name}: the connection kept breaking ({error['attempts']} attempts; last: "
-            f"{error['message']}); {partial_bytes} bytes are kept, run fetch again to resume; {MIRROR_HINT}"
+            _(
+                "{name}: the connection kept breaking ({attempts} attempts; last: {message}); "
+                "{partial_bytes} bytes are kept, run fetch again to resume; {MIRROR_HINT}"
+            ).format(
+                name=name,
+                attempts=error["attempts"],
+                message=error["message"],
+                partial_bytes=partial_bytes,
+                MIRROR_HINT=MIRROR_HINT,
+            )
         )
-    return TrainwizError(f"{name}: download failed: {error.get('message')}")
+    return TrainwizError(
+        _("{name}: download failed: {get}").format(name=name, get=error.get("message"))
+    )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from backend import paths
 from backend.errors import BadInput
+from backend.i18n import _
 
 SAMPLE_CONVERSATIONS = (
     Path(__file__).resolve().parents[2] / "presets" / "data" / ("sample_conversations.json")
@@ -45,8 +46,10 @@ def _refuse_home_itself(value: str, path: Path) -> None:
     runs = Path(os.path.abspath(paths.runs_dir()))
     if target in (home, runs) or target in runs.parents:
         raise BadInput(
-            f"'{value}' resolves to {target}, trainwiz's own state directory (or one holding its "
-            "runs): name a folder inside it, e.g. @home/models/NAME"
+            _(
+                "'{value}' resolves to {target}, trainwiz's own state directory (or one holding "
+                "its runs): name a folder inside it, e.g. @home/models/NAME"
+            ).format(value=value, target=target)
         )
 
 
@@ -56,5 +59,5 @@ def _base(name: str, run_dir: Path | None) -> Path:
     if name == "@sample":
         return SAMPLE_CONVERSATIONS
     if run_dir is None:
-        raise BadInput("'@run' is only known once a run directory exists: use it in a launch")
+        raise BadInput(_("'@run' is only known once a run directory exists: use it in a launch"))
     return run_dir

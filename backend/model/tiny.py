@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.model.placeholders import SAMPLE_CONVERSATIONS
 from backend.model.validate import ModelReport, validate_model_dir
 from backend.preset.schema import TinyModelSpec
@@ -48,13 +49,21 @@ def refuse_foreign_dir(path: Path) -> None:
     """Only an empty or missing directory, or one trainwiz made (it holds MARKER), is replaced:
     the model is swapped in whole, so anything else there would be deleted."""
     if path.is_symlink():
-        raise BadInput(f"model dir {path}: is a symlink; name the real directory")
+        raise BadInput(
+            _("model dir {path}: is a symlink; name the real directory").format(path=path)
+        )
     if path.exists() and not path.is_dir():
-        raise BadInput(f"model dir {path}: exists and is not a directory; pick another path")
+        raise BadInput(
+            _("model dir {path}: exists and is not a directory; pick another path").format(
+                path=path
+            )
+        )
     if path.is_dir() and any(path.iterdir()) and not (path / MARKER).is_file():
         raise BadInput(
-            f"model dir {path}: not empty and not made by trainwiz (no {MARKER}): nothing there "
-            "is deleted; pick an empty or new directory (e.g. @home/models/tiny-llama)"
+            _(
+                "model dir {path}: not empty and not made by trainwiz (no {MARKER}): nothing "
+                "there is deleted; pick an empty or new directory (e.g. @home/models/tiny-llama)"
+            ).format(path=path, MARKER=MARKER)
         )
 
 
@@ -77,14 +86,20 @@ def make_tiny(
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TrainwizError(f"could not run the training python {argv[0]}: {exc}") from exc
+        raise TrainwizError(
+            _("could not run the training python {value}: {exc}").format(value=argv[0], exc=exc)
+        ) from exc
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
         hint = ""
         if "ModuleNotFoundError" in proc.stderr:
             hint = " (the training python lacks torch/transformers/sentencepiece: set up the env)"
-        raise TrainwizError(f"making the tiny model failed{hint}:\n{tail}")
+        raise TrainwizError(
+            _("making the tiny model failed{hint}:\n{tail}").format(hint=hint, tail=tail)
+        )
     report = validate_model_dir(path)
     if not report.ok:
-        raise TrainwizError("the tiny model was made but does not validate: " + report.problems[0])
+        raise TrainwizError(
+            _("the tiny model was made but does not validate: ") + report.problems[0]
+        )
     return TinyResult(str(path), True, report)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from backend.errors import BadInput
+from backend.i18n import _
 
 # Bytes per element of safetensors dtypes (and torch_dtype names used by config.json).
 DTYPE_BYTES = {
@@ -302,9 +303,17 @@ def validate_model_dir(path: str | Path) -> ModelReport:
     """Validate a model directory; problems are collected, never raised, except a missing dir."""
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
-        raise BadInput(f"{root} is a file, not a model directory: give the directory holding it")
+        raise BadInput(
+            _("{root} is a file, not a model directory: give the directory holding it").format(
+                root=root
+            )
+        )
     if not root.is_dir():
-        raise BadInput(f"model directory {root} does not exist: fetch the model or fix model.dir")
+        raise BadInput(
+            _("model directory {root} does not exist: fetch the model or fix model.dir").format(
+                root=root
+            )
+        )
     config_raw, problems = _read_config(root)
     config = summarize_config(config_raw)
     report = ModelReport(path=str(root), config=config, problems=problems)

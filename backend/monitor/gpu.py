@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 from backend.entry import gpusampler
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.monitor.owner import OwnerResolver, UnknownOwner
 
 GpuState = Literal["ok", "no_driver", "error"]
@@ -195,14 +196,22 @@ class TraceReplaySource:
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
-            raise BadInput(f"trace: cannot read {self.path}: {exc.strerror}") from exc
+            raise BadInput(
+                _("trace: cannot read {path}: {strerror}").format(
+                    path=self.path, strerror=exc.strerror
+                )
+            ) from exc
         try:
             self._header = json.loads(lines[0])
             self._rows = [json.loads(line) for line in lines[1:] if line.strip()]
         except (IndexError, json.JSONDecodeError) as exc:
-            raise BadInput(f"trace: {self.path} is not an NVML trace JSONL: {exc}") from exc
+            raise BadInput(
+                _("trace: {path} is not an NVML trace JSONL: {exc}").format(path=self.path, exc=exc)
+            ) from exc
         if "gpus" not in self._header or not self._rows:
-            raise BadInput(f"trace: {self.path} has no machine header or no samples")
+            raise BadInput(
+                _("trace: {path} has no machine header or no samples").format(path=self.path)
+            )
 
     def __len__(self) -> int:
         return len(self._rows)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import BadInput
+from backend.i18n import _
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,17 @@ class RunFiles:
 def open_run(run_dir: Path | str) -> RunFiles:
     path = Path(run_dir).expanduser()
     if not path.is_dir():
-        raise BadInput(f"run: {path} is not a run directory (expected $TRAINWIZ_HOME/runs/<id>)")
+        raise BadInput(
+            _("run: {path} is not a run directory (expected $TRAINWIZ_HOME/runs/<id>)").format(
+                path=path
+            )
+        )
     if (
         not (path / "train.log").exists()
         and not (path / "metrics.jsonl").exists()
         and not (path / "status.json").exists()
     ):
-        raise BadInput(f"run: {path} has no train.log, metrics.jsonl or status.json")
+        raise BadInput(
+            _("run: {path} has no train.log, metrics.jsonl or status.json").format(path=path)
+        )
     return RunFiles(path)

@@ -102,7 +102,13 @@ class Plan:
 
     def as_script(self) -> str:
         """The plan as a copy-pasteable shell script (comments carry the titles)."""
-        lines = [comment(f"trainwiz plan for preset {self.preset} (runner: {self.runner})")]
+        lines = [
+            comment(
+                _("trainwiz plan for preset {preset} (runner: {runner})").format(
+                    preset=self.preset, runner=self.runner
+                )
+            )
+        ]
         for step in self.steps:
             lines.append("")
             lines.append(comment(f"[{step.group}] {redact_text(step.title)}"))
@@ -185,21 +191,26 @@ def build_plan(
             PlanStep(
                 id="image",
                 group="image",
-                title=f"Pull the base image {preset.environment.image}",
+                title=_("Pull the base image {image}").format(image=preset.environment.image),
                 argv=["docker", "pull", preset.environment.image],
             )
         )
     if preset.environment.mode == "image" or preset.launch.runner == "host":
-        what = "environment image" if preset.launch.runner == "docker" else "training venv"
+        title = (
+            _("Build the environment image once (cached by a hash of its inputs)")
+            if preset.launch.runner == "docker"
+            else _("Build the training venv once (cached by a hash of its inputs)")
+        )
+        extras = [*preset.environment.extra_packages, *method_packages(preset)]
         steps.append(
             PlanStep(
                 id="environment",
                 group="environment",
-                title=f"Build the {what} once (cached by a hash of its inputs)",
+                title=title,
                 argv=["trainwiz", "env", "build", ref],
                 note="FastChat, transformers=="
                 f"{preset.environment.transformers}, "
-                f"{', '.join([*preset.environment.extra_packages, *method_packages(preset)]) or 'no extras'}"
+                + (", ".join(extras) or _("no extras"))
                 + _private_index_note(preset),
             )
         )
@@ -225,7 +236,7 @@ def build_plan(
         else:
             # The container's own command is the training: nothing to exec into.
             train.where = "container"
-            train.note = "runs as the container's command (see the container step)"
+            train.note = _("runs as the container's command (see the container step)")
             steps.append(train)
     else:
         steps.append(train)
@@ -241,7 +252,9 @@ def build_plan(
 def check_version(version: str) -> str:
     """A ``--transformers`` argument must be a version: the flag names are chosen from it."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?([.-]?\w+)?", version):
-        raise BadInput(f"--transformers: '{version}' is not a version like 4.57.6")
+        raise BadInput(
+            _("--transformers: '{version}' is not a version like 4.57.6").format(version=version)
+        )
     return version
 
 
@@ -255,11 +268,13 @@ def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
             PlanStep(
                 id="model",
                 group="model",
-                title=f"Download {model.repo} from the Hub",
+                title=_("Download {repo} from the Hub").format(repo=model.repo),
                 argv=argv,
                 env=env,
-                note=f"trainwiz runs this through huggingface_hub: resume, safetensors preferred, "
-                f"token from ${model.token_env} or the cached login",
+                note=_(
+                    "trainwiz runs this through huggingface_hub: resume, safetensors preferred, "
+                    "token from ${env} or the cached login"
+                ).format(env=model.token_env),
             )
         ]
     if model.source == "modelscope":
@@ -271,13 +286,13 @@ def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
             PlanStep(
                 id="model-lfs",
                 group="model",
-                title="Enable git-lfs",
+                title=_("Enable git-lfs"),
                 argv=["git", "lfs", "install"],
             ),
             PlanStep(
                 id="model",
                 group="model",
-                title=f"Clone {model.clone_url()} with git-lfs",
+                title=_("Clone {url} with git-lfs").format(url=model.clone_url()),
                 argv=["git", "clone", "--", model.clone_url(), model.dir],
             ),
         ]
@@ -286,16 +301,16 @@ def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
             PlanStep(
                 id="model",
                 group="model",
-                title="Make the tiny random-weight Llama and its tokenizer locally",
+                title=_("Make the tiny random-weight Llama and its tokenizer locally"),
                 argv=["trainwiz", "model", "make-tiny", ref],
-                note=f"into {model.dir}; no network",
+                note=_("into {path}; no network").format(path=model.dir),
             )
         ]
     return [
         PlanStep(
             id="model",
             group="model",
-            title=f"Validate the local model at {model.dir}",
+            title=_("Validate the local model at {path}").format(path=model.dir),
             argv=["trainwiz", "model", "validate", model.dir],
         )
     ]
@@ -335,12 +350,20 @@ def _train_step(preset: Preset, run_dir: Path | None, target: str) -> PlanStep:
     if launch.device == "cpu":
         env.setdefault("CUDA_VISIBLE_DEVICES", "")
     ds_text = config_text(preset)
-    note = f"DeepSpeed config {config_path(run_dir)}:\n{ds_text.rstrip()}" if ds_text else ""
-    method = "" if preset.training.method == "full" else f" ({preset.training.method})"
+    note = (
+        _("DeepSpeed config {path}:").format(path=config_path(run_dir)) + f"\n{ds_text.rstrip()}"
+        if ds_text
+        else ""
+    )
+    title = (
+        _("Train on {nproc} process(es) with {entry}")
+        if preset.training.method == "full"
+        else _("Train ({method}) on {nproc} process(es) with {entry}")
+    ).format(method=preset.training.method, nproc=launch.nproc_per_node, entry=launch.entry)
     return PlanStep(
         id="train",
         group="train",
-        title=f"Train{method} on {launch.nproc_per_node} process(es) with {launch.entry}",
+        title=title,
         argv=argv,
         env=env,
         note=note,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backend.i18n import _
 from backend.preset.schema import Preset
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def container_step(preset: Preset, run_dir: Path | None, train: PlanStep) -> Pla
     return PlanStep(
         id="container",
         group="container",
-        title="Start the training container (detached: survives the SSH session)",
+        title=_("Start the training container (detached: survives the SSH session)"),
         argv=argv,
         docker=sdk,
     )

@@ -6,6 +6,7 @@ keeps that path available (and exact) for users who want it, while ``mode: image
 
 from __future__ import annotations
 
+from backend.i18n import _
 from backend.plan.commands import PlanStep
 from backend.plan.deepspeed import method_packages
 from backend.preset.schema import EnvironmentConfig, Preset
@@ -51,29 +52,31 @@ def in_container_setup(preset: Preset) -> list[PlanStep]:
         )
 
     if env.apt_packages:
-        add("setup-apt-update", "Refresh apt", ["apt", "update"])
-        add("setup-apt", "Install system packages", ["apt", "install", "-y", *env.apt_packages])
+        add("setup-apt-update", _("Refresh apt"), ["apt", "update"])
+        add("setup-apt", _("Install system packages"), ["apt", "install", "-y", *env.apt_packages])
     if env.upgrade_pip:
         add(
             "setup-pip",
-            "Upgrade pip",
+            _("Upgrade pip"),
             ["pip", "install", "--upgrade", "pip", "setuptools", "wheel", *idx],
         )
     if env.fastchat.source == "editable":
         add(
-            "setup-fastchat", "Install FastChat from the clone", ["pip", "install", "-e", ".", *idx]
+            "setup-fastchat",
+            _("Install FastChat from the clone"),
+            ["pip", "install", "-e", ".", *idx],
         )
     else:
-        add("setup-fastchat", "Install FastChat", ["pip", "install", env.fastchat.spec, *idx])
+        add("setup-fastchat", _("Install FastChat"), ["pip", "install", env.fastchat.spec, *idx])
     add(
         "setup-transformers",
-        "Pin transformers to the version the flags target",
+        _("Pin transformers to the version the flags target"),
         ["pip", "install", f"transformers=={env.transformers}", *idx],
     )
     extras = list(env.extra_packages)
     extras += [p for p in method_packages(preset) if p not in extras]  # deepspeed, bitsandbytes
     if extras:
-        add("setup-extras", "Install extra packages", ["pip", "install", *extras, *idx])
+        add("setup-extras", _("Install extra packages"), ["pip", "install", *extras, *idx])
     if env.flash_attn.install != "never":
         argv = ["pip", "install", "flash-attn"]
         if env.flash_attn.no_build_isolation:
@@ -81,14 +84,14 @@ def in_container_setup(preset: Preset) -> list[PlanStep]:
         envvars = {"MAX_JOBS": str(env.flash_attn.max_jobs)} if env.flash_attn.max_jobs else {}
         add(
             "setup-flash-attn",
-            "Build flash-attn (needs torch installed and nvcc: a -devel image)",
+            _("Build flash-attn (needs torch installed and nvcc: a -devel image)"),
             argv + pip_index_args(env, env.flash_attn.index_url),
             envvars,
         )
     if env.fsdp_state_dict_patch:
         add(
             "setup-fsdp-patch",
-            "Patch torch 2.0.x FSDP to gather the full state dict on the CPU",
+            _("Patch torch 2.0.x FSDP to gather the full state dict on the CPU"),
             ["sh", "-c", FSDP_PATCH_SCRIPT],
         )
     return steps

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.planner.derived import Derived, count_records, derive
 from backend.planner.gpu import GIB, GpuSpec, gpu_spec
 from backend.planner.memory import MemoryPlan, plan_memory
@@ -58,7 +59,9 @@ def plan_preset(preset: Any, gpu: GpuSpec, shape: ModelShape | None = None) -> P
     shape = shape or shape_for_preset(preset)
     if shape is None:
         raise BadInput(
-            f"model.dir {preset.model.dir}: no config.json to read the model's shape from; "
-            "download the model first (trainwiz model) or pass --config PATH/config.json"
+            _(
+                "model.dir {dir}: no config.json to read the model's shape from; download the "
+                "model first (trainwiz model) or pass --config PATH/config.json"
+            ).format(dir=preset.model.dir)
         )
     return PresetPlan(shape=shape, gpu=gpu, estimate=estimate_preset(shape, preset, gpu))

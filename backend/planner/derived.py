@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backend.i18n import _
+
 # Reading a huge dataset just to count it would stall the form: above this, count is estimated.
 MAX_EXACT_BYTES = 256 * 1024 * 1024
 
@@ -32,17 +34,21 @@ def count_records(path: str | Path) -> tuple[int | None, str]:
     """(records, note) of a FastChat JSON list or a JSONL file; None when unreadable."""
     target = Path(path).expanduser()
     if str(path).startswith("@"):
-        return None, f"{path} is resolved at launch"
+        return None, _("{path} is resolved at launch").format(path=path)
     try:
         size = target.stat().st_size
     except OSError:
-        return None, f"{target}: not readable here (it may exist only on the server)"
+        return None, _("{path}: not readable here (it may exist only on the server)").format(
+            path=target
+        )
     if size > MAX_EXACT_BYTES:
-        return None, f"{target}: {size // (1024 * 1024)} MiB, too large to count in the form"
+        return None, _("{path}: {size} MiB, too large to count in the form").format(
+            path=target, size=size // (1024 * 1024)
+        )
     try:
         text = target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return None, f"{target}: cannot read ({exc})"
+        return None, _("{path}: cannot read ({error})").format(path=target, error=exc)
     try:
         data = json.loads(text)
     except ValueError:
@@ -51,11 +57,11 @@ def count_records(path: str | Path) -> tuple[int | None, str]:
             for ln in lines:
                 json.loads(ln)
         except ValueError:
-            return None, f"{target}: neither a JSON list nor JSON lines"
-        return len(lines), f"{len(lines)} records (JSON lines)"
+            return None, _("{path}: neither a JSON list nor JSON lines").format(path=target)
+        return len(lines), _("{count} records (JSON lines)").format(count=len(lines))
     if isinstance(data, list):
-        return len(data), f"{len(data)} records"
-    return None, f"{target}: JSON but not a list of conversations"
+        return len(data), _("{count} records").format(count=len(data))
+    return None, _("{path}: JSON but not a list of conversations").format(path=target)
 
 
 def derive(training: Any, world: int, records: int | None, note: str = "") -> Derived:

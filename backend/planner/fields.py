@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
+from backend.i18n import N_, _
 from backend.planner.gpu import GpuSpec
 from backend.planner.shape import ModelShape
 from backend.preset.schema import LaunchConfig, Preset, TrainingArgs
@@ -45,60 +46,70 @@ GROUPS: list[tuple[str, list[str]]] = [
                                          "dataloader_num_workers", "disable_tqdm"]),
 ]  # fmt: skip
 
-# Help for fields whose schema description is missing or too terse for a form.
+# Help for every field of the form, marked for the catalog (the screen shows ``_(help)``); a
+# field not named here falls back to its schema description, shown in English.
 HELP: dict[str, str] = {
-    "data_path": "FastChat conversation JSON for training (list of {id, conversations})",
-    "eval_data_path": "conversations for evaluation; needed by any eval_strategy but 'no'",
-    "output_dir": "where checkpoints and the final model are written",
-    "cache_dir": "Hugging Face cache for downloads (None: the default cache)",
-    "lazy_preprocess": "tokenize each sample when it is used instead of all at start",
-    "padding_side": "FastChat pads every sample to model_max_length on this side",
-    "trust_remote_code": "run Python code shipped with the model repo (only for trusted repos)",
-    "per_device_train_batch_size": "samples per GPU per forward pass (the micro-batch)",
-    "gradient_accumulation_steps": "micro-batches summed before each optimizer step",
-    "per_device_eval_batch_size": "samples per GPU per evaluation forward pass",
-    "model_max_length": "tokens per sample; FastChat pads or truncates every sample to it",
-    "num_train_epochs": "passes over the training data (ignored when max_steps > 0)",
-    "max_steps": "stop after this many optimizer steps (-1: use num_train_epochs)",
-    "learning_rate": "peak learning rate after warmup (Vicuna used 2e-5)",
-    "lr_scheduler_type": "cosine, linear, constant, constant_with_warmup, ...",
-    "warmup_ratio": "fraction of total steps spent warming up (0-1)",
-    "warmup_steps": "warmup in steps; wins over warmup_ratio when > 0",
-    "weight_decay": "AdamW decoupled weight decay",
-    "optim": "optimizer name as HF knows it (adamw_torch, adamw_torch_fused, ...)",
-    "adam_beta1": "AdamW beta1",
-    "adam_beta2": "AdamW beta2",
-    "adam_epsilon": "AdamW epsilon",
-    "max_grad_norm": "gradient clipping norm (0: off)",
-    "seed": "random seed for data order and initialisation",
-    "bf16": "bfloat16 mixed precision (needs compute capability 8.0+, e.g. A100/H100)",
-    "fp16": "float16 mixed precision with loss scaling (pre-Ampere GPUs)",
-    "tf32": "TF32 matmuls for fp32 work (needs compute capability 8.0+)",
-    "attn_implementation": "auto: flash-attn 2 when importable on sm80+, else SDPA",
-    "launch.nproc_per_node": "training processes = GPUs used on this node",
-    "fsdp": "HF --fsdp: 'full_shard auto_wrap' shards states over GPUs; 'offload' moves them to RAM",
-    "fsdp_transformer_layer_cls_to_wrap": "the layer class FSDP wraps as a unit (LlamaDecoderLayer)",
-    "fsdp_config": 'JSON, e.g. {"activation_checkpointing": true}',
-    "deepspeed": "path to a DeepSpeed config (instead of FSDP)",
-    "ddp_timeout": "seconds before a stuck collective fails",
-    "method": "full: train every weight; lora: adapters on a frozen bf16 base; qlora: on 4-bit",
-    "lora": 'JSON, e.g. {"lora_r": 8, "lora_alpha": 16, "lora_target_modules": ["q_proj"]}',
-    "zero": 'DeepSpeed ZeRO instead of FSDP, JSON: {"stage": 3, "offload_optimizer": true}',
-    "gradient_checkpointing": "recompute activations in backward: less memory, more compute",
-    "eval_strategy": "when to evaluate: no, steps (every eval_steps) or epoch",
-    "eval_steps": "evaluate every N steps (or a fraction of total steps when < 1)",
-    "save_strategy": "when to write checkpoints: no, steps, epoch or best",
-    "save_steps": "checkpoint every N steps (or a fraction when < 1)",
-    "save_total_limit": "keep only the newest N checkpoints (None: keep all)",
-    "logging_steps": "log loss every N steps",
-    "logging_first_step": "also log the very first step",
-    "report_to": "none, tensorboard, wandb, ... (None: every installed integration)",
-    "dataloader_num_workers": "data loader worker processes (0: in the training process)",
-    "disable_tqdm": "hide the progress bar in the log",
-    "packing": "pack whole conversations into rows (no padding): real tokens/s up to 2x+",
-    "pack_tokens": "tokens per packed row (>= model_max_length; None: model_max_length)",
-    "use_liger_kernel": "Liger kernels: less memory (no full logits), faster; needs liger-kernel",
-    "torch_compile": "torch.compile the model: minutes of startup, faster steps where it pays",
+    "model_name_or_path": N_("as the trainer sees it; None: model.dir (mapped through volumes)"),
+    "eval_split": N_("hold out this fraction of data_path for eval loss (deterministic by seed)"),
+    "save_minutes": N_("also checkpoint when this many minutes passed since the last one"),
+    "data_path": N_("FastChat conversation JSON for training (list of {id, conversations})"),
+    "eval_data_path": N_("conversations for evaluation; needed by any eval_strategy but 'no'"),
+    "output_dir": N_("where checkpoints and the final model are written"),
+    "cache_dir": N_("Hugging Face cache for downloads (None: the default cache)"),
+    "lazy_preprocess": N_("tokenize each sample when it is used instead of all at start"),
+    "padding_side": N_("FastChat pads every sample to model_max_length on this side"),
+    "trust_remote_code": N_("run Python code shipped with the model repo (only for trusted repos)"),
+    "per_device_train_batch_size": N_("samples per GPU per forward pass (the micro-batch)"),
+    "gradient_accumulation_steps": N_("micro-batches summed before each optimizer step"),
+    "per_device_eval_batch_size": N_("samples per GPU per evaluation forward pass"),
+    "model_max_length": N_("tokens per sample; FastChat pads or truncates every sample to it"),
+    "num_train_epochs": N_("passes over the training data (ignored when max_steps > 0)"),
+    "max_steps": N_("stop after this many optimizer steps (-1: use num_train_epochs)"),
+    "learning_rate": N_("peak learning rate after warmup (Vicuna used 2e-5)"),
+    "lr_scheduler_type": N_("cosine, linear, constant, constant_with_warmup, ..."),
+    "warmup_ratio": N_("fraction of total steps spent warming up (0-1)"),
+    "warmup_steps": N_("warmup in steps; wins over warmup_ratio when > 0"),
+    "weight_decay": N_("AdamW decoupled weight decay"),
+    "optim": N_("optimizer name as HF knows it (adamw_torch, adamw_torch_fused, ...)"),
+    "adam_beta1": N_("AdamW beta1"),
+    "adam_beta2": N_("AdamW beta2"),
+    "adam_epsilon": N_("AdamW epsilon"),
+    "max_grad_norm": N_("gradient clipping norm (0: off)"),
+    "seed": N_("random seed for data order and initialisation"),
+    "bf16": N_("bfloat16 mixed precision (needs compute capability 8.0+, e.g. A100/H100)"),
+    "fp16": N_("float16 mixed precision with loss scaling (pre-Ampere GPUs)"),
+    "tf32": N_("TF32 matmuls for fp32 work (needs compute capability 8.0+)"),
+    "attn_implementation": N_("auto: flash-attn 2 when importable on sm80+, else SDPA"),
+    "launch.nproc_per_node": N_("training processes = GPUs used on this node"),
+    "fsdp": N_(
+        "HF --fsdp: 'full_shard auto_wrap' shards states over GPUs; 'offload' moves them to RAM"
+    ),
+    "fsdp_transformer_layer_cls_to_wrap": N_(
+        "the layer class FSDP wraps as a unit (LlamaDecoderLayer)"
+    ),
+    "fsdp_config": N_('JSON, e.g. {"activation_checkpointing": true}'),
+    "deepspeed": N_("path to a DeepSpeed config (instead of FSDP)"),
+    "ddp_timeout": N_("seconds before a stuck collective fails"),
+    "method": N_("full: train every weight; lora: adapters on a frozen bf16 base; qlora: on 4-bit"),
+    "lora": N_('JSON, e.g. {"lora_r": 8, "lora_alpha": 16, "lora_target_modules": ["q_proj"]}'),
+    "zero": N_('DeepSpeed ZeRO instead of FSDP, JSON: {"stage": 3, "offload_optimizer": true}'),
+    "gradient_checkpointing": N_("recompute activations in backward: less memory, more compute"),
+    "eval_strategy": N_("when to evaluate: no, steps (every eval_steps) or epoch"),
+    "eval_steps": N_("evaluate every N steps (or a fraction of total steps when < 1)"),
+    "save_strategy": N_("when to write checkpoints: no, steps, epoch or best"),
+    "save_steps": N_("checkpoint every N steps (or a fraction when < 1)"),
+    "save_total_limit": N_("keep only the newest N checkpoints (None: keep all)"),
+    "logging_steps": N_("log loss every N steps"),
+    "logging_first_step": N_("also log the very first step"),
+    "report_to": N_("none, tensorboard, wandb, ... (None: every installed integration)"),
+    "dataloader_num_workers": N_("data loader worker processes (0: in the training process)"),
+    "disable_tqdm": N_("hide the progress bar in the log"),
+    "packing": N_("pack whole conversations into rows (no padding): real tokens/s up to 2x+"),
+    "pack_tokens": N_("tokens per packed row (>= model_max_length; None: model_max_length)"),
+    "use_liger_kernel": N_(
+        "Liger kernels: less memory (no full logits), faster; needs liger-kernel"
+    ),
+    "torch_compile": N_("torch.compile the model: minutes of startup, faster steps where it pays"),
 }
 
 Kind = Literal["bool", "optional_bool", "int", "optional_int", "float", "optional_float",
@@ -191,25 +202,25 @@ def parse(info: FieldInfo, raw: Any) -> Any:
     base = info.kind.removeprefix("optional_")
     if base == "bool":
         if text.lower() not in ("true", "false"):
-            raise ValueError("expected true, false or empty")
+            raise ValueError(_("expected true, false or empty"))
         return text.lower() == "true"
     if base == "int":
         try:
             return int(text)
         except ValueError:
-            raise ValueError(f"'{text}' is not a whole number") from None
+            raise ValueError(_("'{text}' is not a whole number").format(text=text)) from None
     if base == "float":
         try:
             return float(text)
         except ValueError:
-            raise ValueError(f"'{text}' is not a number (e.g. 2e-5)") from None
+            raise ValueError(_("'{text}' is not a number (e.g. 2e-5)").format(text=text)) from None
     if info.kind == "json":
         if text == "":
             return None
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"not valid JSON ({exc.msg})") from None
+            raise ValueError(_("not valid JSON ({error})").format(error=exc.msg)) from None
     return text
 
 
@@ -239,44 +250,56 @@ def cross_checks(
     if not cuda:
         for path in ("bf16", "tf32"):
             if getattr(tr, path):
-                issues.append(Issue(path, "error", "launch.device is cpu: turn this off"))
+                issues.append(Issue(path, "error", _("launch.device is cpu: turn this off")))
     elif gpu is not None and not gpu.bf16_ok:
         sm = f"sm{gpu.cc[0]}{gpu.cc[1]}"
         for path in ("bf16", "tf32"):
             if getattr(tr, path):
                 issues.append(
-                    Issue(path, "error", f"needs compute capability 8.0+; {gpu.name} is {sm}")
+                    Issue(
+                        path,
+                        "error",
+                        _("needs compute capability 8.0+; {gpu} is {sm}").format(
+                            gpu=gpu.name, sm=sm
+                        ),
+                    )
                 )
         if tr.attn_implementation == "flash_attention_2":
             issues.append(
                 Issue(
-                    "attn_implementation", "error", f"flash-attn 2 needs sm80+; {gpu.name} is {sm}"
+                    "attn_implementation",
+                    "error",
+                    _("flash-attn 2 needs sm80+; {gpu} is {sm}").format(gpu=gpu.name, sm=sm),
                 )
             )
     elif gpu is None and (tr.bf16 or tr.tf32):
-        issues.append(Issue("bf16", "info", "GPU unknown here: sm80+ requirement not checked"))
+        issues.append(Issue("bf16", "info", _("GPU unknown here: sm80+ requirement not checked")))
     if gpu is not None and gpu.bf16_ok and tr.fp16:
-        issues.append(Issue("fp16", "info", "this GPU supports bf16, which needs no loss scaling"))
+        issues.append(
+            Issue("fp16", "info", _("this GPU supports bf16, which needs no loss scaling"))
+        )
     if tr.eval_strategy != "no" and not tr.eval_data_path:
         # The trainwiz entry's schema refuses it; FastChat's own script fails at the first eval.
         level: Level = "error" if launch.entry == "trainwiz" else "warning"
         issues.append(
-            Issue("eval_strategy", level, "needs eval data: set eval_data_path or choose 'no'")
+            Issue("eval_strategy", level, _("needs eval data: set eval_data_path or choose 'no'"))
         )
     if tr.eval_data_path and tr.eval_strategy == "no":
-        issues.append(Issue("eval_data_path", "info", "unused while eval_strategy is 'no'"))
+        issues.append(Issue("eval_data_path", "info", _("unused while eval_strategy is 'no'")))
     if shape is not None and tr.model_max_length > shape.max_positions:
         factor = math.ceil(tr.model_max_length / shape.max_positions)
         how = (
-            f"the trainwiz entry applies linear RoPE scaling x{factor}"
+            _("the trainwiz entry applies linear RoPE scaling x{factor}").format(factor=factor)
             if launch.entry == "trainwiz"
-            else "FastChat's train_mem.py does NOT scale RoPE: quality will suffer"
+            else _("FastChat's train_mem.py does NOT scale RoPE: quality will suffer")
         )
         issues.append(
             Issue(
                 "model_max_length",
                 "warning",
-                f"beyond the model's {shape.max_positions} positions: RoPE scaling needed; {how}",
+                _("beyond the model's {positions} positions: RoPE scaling needed; {how}").format(
+                    positions=shape.max_positions, how=how
+                ),
             )
         )
     if cuda and visible_gpus is not None and launch.nproc_per_node > visible_gpus:
@@ -284,7 +307,9 @@ def cross_checks(
             Issue(
                 "launch.nproc_per_node",
                 "error",
-                f"{launch.nproc_per_node} processes but {visible_gpus} GPU(s) visible",
+                _("{nproc} processes but {count} GPU(s) visible").format(
+                    nproc=launch.nproc_per_node, count=visible_gpus
+                ),
             )
         )
     fsdp_ac = bool((tr.fsdp_config or {}).get("activation_checkpointing"))
@@ -293,11 +318,11 @@ def cross_checks(
             Issue(
                 "gradient_checkpointing",
                 "error",
-                "fsdp_config activation_checkpointing is on: HF refuses both; turn this off",
+                _("fsdp_config activation_checkpointing is on: HF refuses both; turn this off"),
             )
         )
     if tr.fsdp and tr.deepspeed:
-        issues.append(Issue("deepspeed", "error", "choose FSDP or DeepSpeed, not both"))
+        issues.append(Issue("deepspeed", "error", _("choose FSDP or DeepSpeed, not both")))
     if tr.fsdp and launch.nproc_per_node * launch.nnodes == 1:
-        issues.append(Issue("fsdp", "info", "one GPU: FSDP runs NO_SHARD (states not divided)"))
+        issues.append(Issue("fsdp", "info", _("one GPU: FSDP runs NO_SHARD (states not divided)")))
     return issues

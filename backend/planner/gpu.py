@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backend.errors import BadInput
+from backend.i18n import _
 
 GIB = 1024**3
 
@@ -89,7 +90,11 @@ def gpu_spec(name: str, memory_bytes: int | None = None, count: int = 1) -> GpuS
         # Unknown model: plan memory exactly, guess throughput from an A100-class peak.
         return GpuSpec(full, memory_bytes, 312e12, 1.5e12, (8, 0), count)
     known = ", ".join(sorted(ALIASES))
-    raise BadInput(f"GPU '{name}': unknown model; use one of {known} or give its memory")
+    raise BadInput(
+        _("GPU '{name}': unknown model; use one of {known} or give its memory").format(
+            name=name, known=known
+        )
+    )
 
 
 def spec_from_snapshot(snap: dict[str, object]) -> GpuSpec | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.i18n import _
 
 GIB = 1024**3
 
@@ -29,7 +30,11 @@ def host_ram_for(given_gib: float | None, gpu_name: str | None) -> int | None:
     """``--host-ram`` in bytes; else this machine's RAM when the plan is for its own GPU."""
     if given_gib is not None:
         if given_gib <= 0:
-            raise BadInput(f"--host-ram {given_gib}: give the host's RAM in GiB, e.g. 128")
+            raise BadInput(
+                _("--host-ram {given_gib}: give the host's RAM in GiB, e.g. 128").format(
+                    given_gib=given_gib
+                )
+            )
         return int(given_gib * GIB)
     if gpu_name is None:
         return read_meminfo()

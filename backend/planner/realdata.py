@@ -21,6 +21,7 @@ from pathlib import Path
 
 from backend.entry.packing import pack_lengths
 from backend.errors import BadInput
+from backend.i18n import _
 
 # ShareGPT after FastChat's split, as measured in the notes (performance-real-data.md): token
 # lengths lognormal, median ~700; sigma 0.8 puts ~9 % at or above 2048 and the mean of the
@@ -97,13 +98,19 @@ def dist_from_report(path: str | Path) -> LengthDist:
     try:
         data = json.loads(target.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise BadInput(f"--lengths {target}: cannot read a data check JSON report ({exc})") from exc
+        raise BadInput(
+            _("--lengths {target}: cannot read a data check JSON report ({exc})").format(
+                target=target, exc=exc
+            )
+        ) from exc
     tokens = data.get("tokens") if isinstance(data, dict) else None
     lengths = tokens.get("lengths") if isinstance(tokens, dict) else None
     if not lengths:
         raise BadInput(
-            f"--lengths {target}: no tokens.lengths in it: run `trainwiz data check FILE "
-            "--model DIR --json` (token statistics need the model's tokenizer)"
+            _(
+                "--lengths {target}: no tokens.lengths in it: run `trainwiz data check FILE "
+                "--model DIR --json` (token statistics need the model's tokenizer)"
+            ).format(target=target)
         )
     return LengthDist(tuple(int(x) for x in lengths), source=f"measured ({target})",
                       records=int(data.get("n_records") or len(lengths)))  # fmt: skip

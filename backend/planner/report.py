@@ -9,6 +9,7 @@ import difflib
 from dataclasses import asdict
 from typing import Any
 
+from backend.i18n import _
 from backend.planner.gpu import GIB, GpuSpec
 from backend.planner.method_search import method_lines
 from backend.planner.shape import ModelShape
@@ -22,61 +23,117 @@ def _gib(value: int) -> str:
 def estimate_lines(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> list[str]:
     mem, thr, s = est.memory, est.throughput, est.settings
     verdict = (
-        ("FITS (tight: within the planner's 10% error)" if mem.tight else "FITS")
+        (_("FITS (tight: within the planner's 10% error)") if mem.tight else _("FITS"))
         if mem.fits
-        else "DOES NOT FIT"
+        else _("DOES NOT FIT")
     )
     lines = [
-        f"model: {shape.n_params / 1e9:.2f}B params, {shape.layers} layers, hidden {shape.hidden}, "
-        f"vocab {shape.vocab} ({shape.source or 'shape given'})",
-        f"GPU: {s.world} x {gpu.name} ({gpu.memory_gib:.1f} GiB, {gpu.peak_flops / 1e12:.0f} TFLOP/s "
-        f"bf16); FSDP {s.strategy}{' + CPU offload' if s.offload else ''}, state divided by "
-        f"{s.shard_n}",
-        f"config: {s.label()}, seq {s.seq}, global batch {s.global_batch}",
-        "memory per GPU (each term at its own peak):",
+        _(
+            "model: {params}B params, {layers} layers, hidden {hidden}, vocab {vocab} ({source})"
+        ).format(
+            params=f"{shape.n_params / 1e9:.2f}",
+            layers=shape.layers,
+            hidden=shape.hidden,
+            vocab=shape.vocab,
+            source=shape.source or _("shape given"),
+        ),
+        _(
+            "GPU: {world} x {gpu} ({memory} GiB, {tflops} TFLOP/s bf16); FSDP {strategy}{offload}, "
+            "state divided by {shards}"
+        ).format(
+            world=s.world,
+            gpu=gpu.name,
+            memory=f"{gpu.memory_gib:.1f}",
+            tflops=f"{gpu.peak_flops / 1e12:.0f}",
+            strategy=s.strategy,
+            offload=" + CPU offload" if s.offload else "",
+            shards=s.shard_n,
+        ),
+        _("config: {label}, seq {seq}, global batch {batch}").format(
+            label=s.label(), seq=s.seq, batch=s.global_batch
+        ),
+        _("memory per GPU (each term at its own peak):"),
     ]
     for term, value in mem.breakdown.items():
         if value:
             lines.append(f"  {term:<28} {_gib(value)}")
     for phase, value in mem.phases.items():
-        lines.append(f"  phase {phase:<22} {_gib(value)} allocated")
-    lines += [
-        f"  peak allocated {_gib(mem.peak_allocated)}, reserved {_gib(mem.peak_reserved)}, "
-        f"with CUDA context/NCCL {_gib(mem.total_per_gpu)} of {_gib(mem.gpu_memory)}: {verdict}",
-        f"host RAM: {_gib(mem.host_ram_load)} while ranks load fp32 weights"
-        + (f", {_gib(mem.host_ram_offload)} of offloaded states" if mem.host_ram_offload else ""),
-        f"throughput: {thr.tokens_per_s:,.0f} tokens/s ({thr.tokens_per_s_per_gpu:,.0f} per GPU), "
-        f"MFU {thr.mfu:.1%}, step {thr.step_time_s:.2f} s",
-        f"real tokens (no padding): {thr.real_tokens_per_s:,.0f} tokens/s, real-token MFU "
-        f"{thr.real_mfu:.1%} (6N); "
-        + (
-            f"packed rows {thr.real_fraction:.0%} filled"
-            if s.packing
-            else f"padding {1 - thr.real_fraction:.0%} of the compute"
+        lines.append(
+            "  "
+            + _("phase {phase} {size} allocated").format(phase=f"{phase:<22}", size=_gib(value))
         )
-        + (f"; epoch {thr.epoch_time_s / 3600:.2f} h" if thr.epoch_time_s else ""),
-        f"  token lengths: {thr.length_source}",
+    real = (
+        _("packed rows {share} filled").format(share=f"{thr.real_fraction:.0%}")
+        if s.packing
+        else _("padding {share} of the compute").format(share=f"{1 - thr.real_fraction:.0%}")
+    )
+    lines += [
+        "  "
+        + _(
+            "peak allocated {allocated}, reserved {reserved}, with CUDA context/NCCL {total} of "
+            "{memory}: {verdict}"
+        ).format(
+            allocated=_gib(mem.peak_allocated),
+            reserved=_gib(mem.peak_reserved),
+            total=_gib(mem.total_per_gpu),
+            memory=_gib(mem.gpu_memory),
+            verdict=verdict,
+        ),
+        _("host RAM: {size} while ranks load fp32 weights").format(size=_gib(mem.host_ram_load))
+        + (
+            _(", {size} of offloaded states").format(size=_gib(mem.host_ram_offload))
+            if mem.host_ram_offload
+            else ""
+        ),
+        _("throughput: {tokens} tokens/s ({per_gpu} per GPU), MFU {mfu}, step {step} s").format(
+            tokens=f"{thr.tokens_per_s:,.0f}",
+            per_gpu=f"{thr.tokens_per_s_per_gpu:,.0f}",
+            mfu=f"{thr.mfu:.1%}",
+            step=f"{thr.step_time_s:.2f}",
+        ),
+        _("real tokens (no padding): {tokens} tokens/s, real-token MFU {mfu} (6N); ").format(
+            tokens=f"{thr.real_tokens_per_s:,.0f}", mfu=f"{thr.real_mfu:.1%}"
+        )
+        + real
+        + (
+            _("; epoch {hours} h").format(hours=f"{thr.epoch_time_s / 3600:.2f}")
+            if thr.epoch_time_s
+            else ""
+        ),
+        "  " + _("token lengths: {source}").format(source=thr.length_source),
     ]
     if est.host_ram is not None:
         lines.append(
-            f"host RAM peak {_gib(mem.host_ram_peak)} of {_gib(est.host_ram)}: "
-            + ("fits" if est.fits_host else "does NOT fit the host (the OOM killer ends it)")
+            _("host RAM peak {peak} of {total}: ").format(
+                peak=_gib(mem.host_ram_peak), total=_gib(est.host_ram)
+            )
+            + (_("fits") if est.fits_host else _("does NOT fit the host (the OOM killer ends it)"))
         )
-    lines += [f"note: {n}" for n in [*mem.notes, *thr.notes]]
+    lines += [_("note: {note}").format(note=n) for n in [*mem.notes, *thr.notes]]
     return lines
 
 
 def tune_lines(result: TuneResult, before_yaml: str, after_yaml: str) -> list[str]:
     b, a = result.before.throughput, result.after.throughput
     lines = [
-        f"tune: {len(result.changes)} change(s) among {result.candidates} configurations; "
-        f"{b.real_tokens_per_s:,.0f} -> {a.real_tokens_per_s:,.0f} real tokens/s "
-        f"(x{result.speedup:.1f}; computed {b.tokens_per_s:,.0f} -> {a.tokens_per_s:,.0f}), "
-        f"peak {result.after.memory.total_per_gpu / GIB:.1f} GiB per GPU",
+        _(
+            "tune: {changes} change(s) among {candidates} configurations; {before} -> {after} "
+            "real tokens/s (x{speedup}; computed {computed_before} -> {computed_after}), "
+            "peak {peak} GiB per GPU"
+        ).format(
+            changes=len(result.changes),
+            candidates=result.candidates,
+            before=f"{b.real_tokens_per_s:,.0f}",
+            after=f"{a.real_tokens_per_s:,.0f}",
+            speedup=f"{result.speedup:.1f}",
+            computed_before=f"{b.tokens_per_s:,.0f}",
+            computed_after=f"{a.tokens_per_s:,.0f}",
+            peak=f"{result.after.memory.total_per_gpu / GIB:.1f}",
+        ),
     ]
     for change in result.changes:
         lines.append(f"  {change.path}: {change.old!r} -> {change.new!r}  ({change.reason})")
-    lines += [f"note: {n}" for n in result.notes]
+    lines += [_("note: {note}").format(note=n) for n in result.notes]
     lines += method_lines(result)
     diff = difflib.unified_diff(
         before_yaml.splitlines(), after_yaml.splitlines(), "preset", "tuned", lineterm=""
@@ -132,20 +189,24 @@ def resolve_inputs(
     from backend.planner.shape import shape_for_preset, shape_from_config
 
     if preset.launch.device == "cpu":
-        return None, None, "the preset trains on the CPU (launch.device: cpu): no GPU plan"
+        return None, None, _("the preset trains on the CPU (launch.device: cpu): no GPU plan")
     gpu = gpu_spec(gpu_name) if gpu_name else detect_local()
     if gpu is None:
         return (
             None,
             None,
-            "no GPU named and none found here: pass --gpu (e.g. h200, a100, a100-40g)",
+            _("no GPU named and none found here: pass --gpu (e.g. h200, a100, a100-40g)"),
         )
     shape: ModelShape | None
     if config_path:
         try:
             data = json.loads(Path(config_path).expanduser().read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise BadInput(f"--config {config_path}: cannot read a JSON config ({exc})") from exc
+            raise BadInput(
+                _("--config {config_path}: cannot read a JSON config ({exc})").format(
+                    config_path=config_path, exc=exc
+                )
+            ) from exc
         shape = shape_from_config(data, source=config_path)
     else:
         shape = shape_for_preset(preset)
@@ -153,8 +214,8 @@ def resolve_inputs(
         return (
             gpu,
             None,
-            (
-                f"model.dir {preset.model.dir} has no config.json yet: pass --config PATH/config.json"
+            _("model.dir {dir} has no config.json yet: pass --config PATH/config.json").format(
+                dir=preset.model.dir
             ),
         )
     return gpu, shape, ""
@@ -178,7 +239,7 @@ def planner_report(
 
     gpu, shape, why = resolve_inputs(preset, gpu_name, config_path)
     if gpu is None or shape is None:
-        return [f"estimate: {why}"], {"estimate": None, "reason": why}
+        return [_("estimate: {why}").format(why=why)], {"estimate": None, "reason": why}
     from backend.planner.realdata import default_dist, dist_from_report
 
     dist = dist_from_report(lengths) if lengths else default_dist()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.errors import BadInput
+from backend.i18n import _
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,9 @@ def shape_from_config(config: dict[str, Any], source: str = "config.json") -> Mo
     ]
     if missing:
         raise BadInput(
-            f"{source}: missing {', '.join(missing)}: is this a Llama-style config.json?"
+            _("{source}: missing {items}: is this a Llama-style config.json?").format(
+                source=source, items=", ".join(missing)
+            )
         )
     kv_heads = _get(config, "num_key_value_heads") or heads
     ffn = _get(config, "intermediate_size", "n_inner") or 4 * int(hidden)

@@ -14,6 +14,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from backend.i18n import _
+
 MAX_TEXT = 8192  # longer than any path (4096) or URL a preset needs
 
 _CONTROL_NAMES = {"\n": "a newline", "\r": "a carriage return", "\x00": "a NUL", "\x1b": "ESC"}
@@ -41,8 +43,10 @@ def check_plain_text(value: Any, multiline: bool = False) -> Any:
             if bad is not None:
                 index, what = bad
                 raise ValueError(
-                    f"contains {what} at character {index + 1}: values are one line of "
-                    "printable text; remove it"
+                    _(
+                        "contains {what} at character {value}: values are one line of printable text; "
+                        "remove it"
+                    ).format(what=what, value=index + 1)
                 )
         elif isinstance(item, Mapping):
             stack.extend(item.keys())
@@ -54,9 +58,11 @@ def check_plain_text(value: Any, multiline: bool = False) -> Any:
 
 def check_no_option(value: str) -> str:
     if value.startswith("-"):
-        raise ValueError(f"'{value}' starts with '-': a program would read it as an option")
+        raise ValueError(
+            _("'{value}' starts with '-': a program would read it as an option").format(value=value)
+        )
     if not value.strip():
-        raise ValueError("is empty")
+        raise ValueError(_("is empty"))
     return value
 
 
@@ -67,8 +73,10 @@ def check_env_keys(env: Mapping[str, str]) -> Any:
     for key in env:
         if not _ENV_KEY.fullmatch(key) or len(key) > 255:
             raise ValueError(
-                f"'{key}' is not an environment variable name: letters, digits and _ only, "
-                "not starting with a digit"
+                _(
+                    "'{key}' is not an environment variable name: letters, digits and _ only, not "
+                    "starting with a digit"
+                ).format(key=key)
             )
     return env
 
@@ -87,8 +95,11 @@ def check_image_ref(value: str) -> str:
     """An image reference as docker parses it (``registry:port/path:tag@sha256:...``)."""
     if len(value) > 255 or not IMAGE_REF.fullmatch(value):
         raise ValueError(
-            f"'{value}' is not an image reference like pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel "
-            "or registry.example.com:5000/team/image:tag (lowercase name, no spaces)"
+            _(
+                "'{value}' is not an image reference like "
+                "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel or "
+                "registry.example.com:5000/team/image:tag (lowercase name, no spaces)"
+            ).format(value=value)
         )
     return value
 
@@ -99,7 +110,11 @@ _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?
 def check_repo_id(value: str) -> str:
     """A Hub repo id ``owner/name`` (or ``name``): no path tricks, nothing a CLI reads as flags."""
     if len(value) > 200 or not _REPO_ID.fullmatch(value) or ".." in value:
-        raise ValueError(f"'{value}' is not a Hugging Face repo id like lmsys/vicuna-7b-v1.5")
+        raise ValueError(
+            _("'{value}' is not a Hugging Face repo id like lmsys/vicuna-7b-v1.5").format(
+                value=value
+            )
+        )
     return value
 
 
@@ -111,7 +126,9 @@ def check_url(value: str, git: bool = False) -> str:
     check_no_option(value)
     if not _URL.fullmatch(value) or (not git and value.startswith(("ssh://", "git://"))):
         kinds = "https://, ssh:// or user@host:path" if git else "https:// (or http://)"
-        raise ValueError(f"'{value}' is not a URL: give a {kinds} URL")
+        raise ValueError(
+            _("'{value}' is not a URL: give a {kinds} URL").format(value=value, kinds=kinds)
+        )
     return value
 
 
@@ -121,7 +138,9 @@ _HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?")
 def check_host(value: str) -> str:
     """A host name or ``host:port`` (pip's --trusted-host)."""
     if len(value) > 255 or not _HOST.fullmatch(value):
-        raise ValueError(f"'{value}' is not a host name such as pypi.tuna.tsinghua.edu.cn")
+        raise ValueError(
+            _("'{value}' is not a host name such as pypi.tuna.tsinghua.edu.cn").format(value=value)
+        )
     return value
 
 
@@ -131,7 +150,11 @@ _APT = re.compile(r"[a-z0-9][a-z0-9+.\-]*(:[a-z0-9-]+)?(=[A-Za-z0-9.+~:\-]+)?")
 def check_apt_package(value: str) -> str:
     """A Debian package name (optionally ``:arch`` and ``=version``), never an apt option."""
     if not _APT.fullmatch(value):
-        raise ValueError(f"'{value}' is not a Debian package name such as git or libaio-dev")
+        raise ValueError(
+            _("'{value}' is not a Debian package name such as git or libaio-dev").format(
+                value=value
+            )
+        )
     return value
 
 
@@ -142,7 +165,9 @@ def check_pip_requirement(value: str) -> str:
     """A pip requirement (``name``, ``name==1.2``, ``git+https://...``), never a pip option."""
     if not _REQUIREMENT.fullmatch(value):
         raise ValueError(
-            f"'{value}' is not a pip requirement (no spaces, must not start with '-'): "
-            "e.g. einops or deepspeed==0.14.4"
+            _(
+                "'{value}' is not a pip requirement (no spaces, must not start with '-'): e.g. "
+                "einops or deepspeed==0.14.4"
+            ).format(value=value)
         )
     return value

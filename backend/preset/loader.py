@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from backend.errors import BadInput
+from backend.i18n import N_, SOURCE_LANGUAGE, _, current_language
 from backend.preset.schema import Preset
 from backend.preset.yamlsafe import MAX_PRESET_BYTES, compose_and_construct, decode_preset_bytes
 
@@ -100,8 +101,8 @@ def _suggest(loc: tuple[int | str, ...]) -> str:
         names.append(field.alias or field_name)
     close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
     if close:
-        return f"; did you mean '{close[0]}'?"
-    return f"; known keys: {', '.join(sorted(names))}"
+        return _("; did you mean '{name}'?").format(name=close[0])
+    return _("; known keys: {names}").format(names=", ".join(sorted(names)))
 
 
 def _where(source: str, node: yaml.Node | None) -> str:
@@ -117,7 +118,7 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
         if isinstance(part, str) and (len(part) > 60 or not part.isprintable()):
             part = _short(part)  # a hostile dict key: shown cut short and escaped
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+    return out or _("(top level)")
 
 
 def format_validation_error(exc: ValidationError, root: yaml.Node | None, source: str) -> list[str]:
@@ -140,27 +141,54 @@ def format_validation_error(exc: ValidationError, root: yaml.Node | None, source
     located.sort(key=lambda item: (item[0], item[1]))
     shown = [
         f"{_where(source, node)} {_dotted(err['loc'])}: {_message(err)}"
-        for _, _, node, err in located[:MAX_PROBLEMS]
+        for _line, _col, node, err in located[:MAX_PROBLEMS]
     ]
     if len(located) > MAX_PROBLEMS:
-        shown.append(f"{source}: ... and {len(located) - MAX_PROBLEMS} more problems")
+        more = _("... and {count} more problems").format(count=len(located) - MAX_PROBLEMS)
+        shown.append(f"{source}: {more}")
     return shown
 
 
 def _message(err: dict[str, Any]) -> str:
     loc, kind = err["loc"], err["type"]
     if kind == "extra_forbidden":
-        return (
-            f"unknown key '{_short(loc[-1]) if len(str(loc[-1])) > 60 else loc[-1]}'{_suggest(loc)}"
-        )
+        key = _short(loc[-1]) if len(str(loc[-1])) > 60 else loc[-1]
+        return _("unknown key '{key}'").format(key=key) + _suggest(loc)
     if kind == "missing":
-        return f"required key '{loc[-1]}' is missing"
+        return _("required key '{key}' is missing").format(key=loc[-1])
     message = str(err["msg"]).removeprefix("Value error, ")
+    if kind in PYDANTIC_MESSAGES and current_language() != SOURCE_LANGUAGE:
+        # pydantic words its own checks in English: the common ones in the user's language
+        ctx = {k: str(v) for k, v in (err.get("ctx") or {}).items()}
+        try:
+            message = _(PYDANTIC_MESSAGES[kind]).format(**ctx)
+        except (KeyError, IndexError):
+            pass  # a context this table does not know: pydantic's English stays
     if "input" in err and kind not in ("model_type",) and not isinstance(err["input"], dict):
-        message += f" (got {_short(err['input'])})"
+        message += _(" (got {value})").format(value=_short(err["input"]))
     return message
 
 
+# pydantic's error types whose English message is shown translated (its ctx fills the names).
+PYDANTIC_MESSAGES: dict[str, str] = {
+    "greater_than_equal": N_("Input should be greater than or equal to {ge}"),
+    "greater_than": N_("Input should be greater than {gt}"),
+    "less_than_equal": N_("Input should be less than or equal to {le}"),
+    "less_than": N_("Input should be less than {lt}"),
+    "int_parsing": N_("Input should be a valid integer"),
+    "int_from_float": N_("Input should be a valid integer, got a number with a fractional part"),
+    "int_type": N_("Input should be a valid integer"),
+    "float_parsing": N_("Input should be a valid number"),
+    "float_type": N_("Input should be a valid number"),
+    "bool_parsing": N_("Input should be a valid boolean (true or false)"),
+    "bool_type": N_("Input should be a valid boolean (true or false)"),
+    "string_type": N_("Input should be a valid string"),
+    "list_type": N_("Input should be a valid list"),
+    "dict_type": N_("Input should be a valid dictionary"),
+    "model_type": N_("Input should be a mapping of keys"),
+    "literal_error": N_("Input should be {expected}"),
+    "enum": N_("Input should be {expected}"),
+}
 MAX_PROBLEMS = 30  # a hostile preset must not print megabytes of errors
 MAX_SHOWN_INPUT = 120
 
@@ -178,23 +206,33 @@ def _short(value: Any) -> str:
 def parse_preset_text(text: str, source: str = "<preset>") -> Preset:
     """Parse YAML text into a Preset, raising BadInput listing every problem."""
     if len(text) > MAX_PRESET_BYTES:
-        raise BadInput(f"{source}: {len(text):,} characters is larger than a preset can be")
+        raise BadInput(
+            _("{source}: {count:,} characters is larger than a preset can be").format(
+                source=source, count=len(text)
+            )
+        )
     try:
         root, data = compose_and_construct(text, source)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInput(f"{where} (yaml): {problem}: fix the YAML syntax") from exc
+        raise BadInput(
+            _("{where} (yaml): {problem}: fix the YAML syntax").format(where=where, problem=problem)
+        ) from exc
     if not isinstance(data, dict):
         raise BadInput(
-            f"{source}:1:1 (top level): a preset is a mapping of keys (schema, name, ...)"
+            _("{source}:1:1 (top level): a preset is a mapping of keys (schema, name, ...)").format(
+                source=source
+            )
         )
     schema = data.get("schema")
     if schema is not None and schema != 1:
         node = _node_at(root, ("schema",))
         raise BadInput(
-            f"{_where(source, node)} schema: version {schema!r} is not supported; this trainwiz reads schema 1"
+            _(
+                "{where} schema: version {schema!r} is not supported; this trainwiz reads schema 1"
+            ).format(where=_where(source, node), schema=schema)
         )
     try:
         return Preset.model_validate(data)
@@ -208,16 +246,26 @@ def resolve_preset_path(name_or_path: str) -> Path:
     if path.is_file():
         return path
     if path.is_dir():
-        raise BadInput(f"{path}: is a directory, not a preset file: name a .yaml file in it")
+        raise BadInput(
+            _("{path}: is a directory, not a preset file: name a .yaml file in it").format(
+                path=path
+            )
+        )
     if os.path.lexists(path) and not os.path.exists(path):
-        raise BadInput(f"{path}: a symbolic link that leads nowhere (dangling or a loop)")
+        raise BadInput(
+            _("{path}: a symbolic link that leads nowhere (dangling or a loop)").format(path=path)
+        )
     shipped = SHIPPED_DIR / (
         name_or_path if name_or_path.endswith(".yaml") else f"{name_or_path}.yaml"
     )
     if shipped.is_file():
         return shipped
     known = ", ".join(p.stem for p in sorted(SHIPPED_DIR.glob("*.yaml")) if p.stem != "images")
-    raise BadInput(f"preset '{name_or_path}': no such file or shipped preset (shipped: {known})")
+    raise BadInput(
+        _("preset '{name_or_path}': no such file or shipped preset (shipped: {known})").format(
+            name_or_path=name_or_path, known=known
+        )
+    )
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
@@ -226,11 +274,15 @@ def load_preset(name_or_path: str | Path) -> Preset:
         with path.open("rb") as handle:  # read one byte past the limit, never the whole file
             raw = handle.read(MAX_PRESET_BYTES + 1)
     except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        raise BadInput(
+            _("{path}: cannot read: {value}").format(path=path, value=exc.strerror or exc)
+        ) from exc
     if len(raw) > MAX_PRESET_BYTES:
         raise BadInput(
-            f"{path}: larger than a preset can be ({MAX_PRESET_BYTES:,} bytes): "
-            "is this the right file?"
+            _(
+                "{path}: larger than a preset can be ({MAX_PRESET_BYTES:,} bytes): is this the "
+                "right file?"
+            ).format(path=path, MAX_PRESET_BYTES=MAX_PRESET_BYTES)
         )
     return parse_preset_text(decode_preset_bytes(raw, str(path)), source=str(path))
 

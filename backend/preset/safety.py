@@ -13,6 +13,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
+from backend.i18n import _
 from backend.preset.schema import Preset
 
 DANGEROUS_CAPS = {"ALL", "SYS_ADMIN", "SYS_MODULE", "SYS_RAWIO", "SYS_PTRACE", "DAC_READ_SEARCH"}
@@ -51,8 +52,8 @@ def container_risks(preset: Preset) -> list[Risk]:
         risks.append(
             Risk(
                 "container.privileged",
-                "a privileged container is root on the host (every device, every capability)",
-                "set container.privileged: false (GPUs need only --gpus)",
+                _("a privileged container is root on the host (every device, every capability)"),
+                _("set container.privileged: false (GPUs need only --gpus)"),
             )
         )
     for index, cap in enumerate(c.cap_add):
@@ -61,8 +62,8 @@ def container_risks(preset: Preset) -> list[Risk]:
             risks.append(
                 Risk(
                     f"container.cap_add[{index}]",
-                    f"capability {cap} lets the container escape to the host",
-                    f"remove {cap} from container.cap_add",
+                    _("capability {cap} lets the container escape to the host").format(cap=cap),
+                    _("remove {cap} from container.cap_add").format(cap=cap),
                 )
             )
     for index, vol in enumerate(c.volumes):
@@ -74,9 +75,10 @@ def container_risks(preset: Preset) -> list[Risk]:
             risks.append(
                 Risk(
                     where,
-                    f"mounting {vol.host} gives the container control of the Docker daemon "
-                    "(root on the host)",
-                    "remove this volume",
+                    _(
+                        "mounting {host} gives the container control of the Docker daemon (root on the host)"
+                    ).format(host=vol.host),
+                    _("remove this volume"),
                 )
             )
         elif host in SENSITIVE_HOST_PATHS:
@@ -84,8 +86,10 @@ def container_risks(preset: Preset) -> list[Risk]:
             risks.append(
                 Risk(
                     where,
-                    f"mounts the host's {host} {mode} into the container",
-                    "mount only the model, data and output directories",
+                    _("mounts the host's {host} {mode} into the container").format(
+                        host=host, mode=mode
+                    ),
+                    _("mount only the model, data and output directories"),
                 )
             )
     for section, env in (("launch.env", preset.launch.env), ("container.env", c.env)):
@@ -94,8 +98,10 @@ def container_risks(preset: Preset) -> list[Risk]:
                 risks.append(
                     Risk(
                         f"{section}.{key}",
-                        f"{key} makes every program load code chosen by the preset",
-                        f"remove {key} from {section}",
+                        _("{key} makes every program load code chosen by the preset").format(
+                            key=key
+                        ),
+                        _("remove {key} from {section}").format(key=key, section=section),
                     )
                 )
     return risks

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from backend.i18n import _
 from backend.preset.grammar import (
     MAX_TEXT,
     check_apt_package,
@@ -117,11 +118,11 @@ class ModelSource(_Strict):
     @model_validator(mode="after")
     def _source_needs(self) -> ModelSource:
         if self.source == "hf" and not self.repo:
-            raise ValueError("source 'hf' needs 'repo' (e.g. lmsys/vicuna-13b-v1.3)")
+            raise ValueError(_("source 'hf' needs 'repo' (e.g. lmsys/vicuna-13b-v1.3)"))
         if self.source == "modelscope" and not self.repo:
-            raise ValueError("source 'modelscope' needs 'repo' (its ModelScope id, owner/name)")
+            raise ValueError(_("source 'modelscope' needs 'repo' (its ModelScope id, owner/name)"))
         if self.source == "git_lfs" and not (self.git_url or self.repo):
-            raise ValueError("source 'git_lfs' needs 'git_url' or 'repo'")
+            raise ValueError(_("source 'git_lfs' needs 'git_url' or 'repo'"))
         if self.source == "tiny" and self.tiny is None:
             self.tiny = TinyModelSpec()
         return self
@@ -209,7 +210,7 @@ class EnvironmentConfig(_Strict):
     @classmethod
     def _version_like(cls, value: str) -> str:
         if not re.fullmatch(r"\d+\.\d+(\.\d+)?([.-]?\w+)?", value):
-            raise ValueError(f"'{value}' is not a version like 4.57.6")
+            raise ValueError(_("'{value}' is not a version like 4.57.6").format(value=value))
         return value
 
     @field_validator("image")
@@ -261,14 +262,20 @@ class Ulimit(_Strict):
     @classmethod
     def _numbers(cls, value: str) -> str:
         if not re.fullmatch(r"-1|\d{1,19}(:(-1|\d{1,19}))?", value):
-            raise ValueError(f"'{value}' is not a ulimit: use -1 (unlimited), N or SOFT:HARD")
+            raise ValueError(
+                _("'{value}' is not a ulimit: use -1 (unlimited), N or SOFT:HARD").format(
+                    value=value
+                )
+            )
         return value
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         if not re.fullmatch(r"[a-z]{2,20}", value):
-            raise ValueError(f"'{value}' is not a ulimit name such as memlock or stack")
+            raise ValueError(
+                _("'{value}' is not a ulimit name such as memlock or stack").format(value=value)
+            )
         return value
 
     def soft_hard(self) -> tuple[int, int]:
@@ -285,7 +292,9 @@ class Volume(_Strict):
     @classmethod
     def _path(cls, value: str) -> str:
         if ":" in value or not value.strip():
-            raise ValueError(f"'{value}' cannot be a bind-mount path (empty, or holds ':')")
+            raise ValueError(
+                _("'{value}' cannot be a bind-mount path (empty, or holds ':')").format(value=value)
+            )
         return value
 
 
@@ -316,7 +325,9 @@ class ContainerConfig(_Strict):
     @classmethod
     def _name(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}", value):
-            raise ValueError(f"'{value}' is not a container name (letters, digits, _ . -)")
+            raise ValueError(
+                _("'{value}' is not a container name (letters, digits, _ . -)").format(value=value)
+            )
         return value
 
     @field_validator("gpus", "network", "ipc", "shm_size", "workdir")
@@ -329,7 +340,9 @@ class ContainerConfig(_Strict):
     def _caps(cls, value: list[str]) -> list[str]:
         for cap in value:
             if not re.fullmatch(r"[A-Za-z_]{2,40}", cap):
-                raise ValueError(f"'{cap}' is not a capability name such as SYS_PTRACE")
+                raise ValueError(
+                    _("'{cap}' is not a capability name such as SYS_PTRACE").format(cap=cap)
+                )
         return value
 
 
@@ -347,7 +360,7 @@ _MODULE = r"[A-Za-z0-9][A-Za-z0-9_.+/-]*"
 
 def _matches(pattern: str, value: str, what: str) -> str:
     if not re.fullmatch(pattern, value):
-        raise ValueError(f"'{value}' is not {what}")
+        raise ValueError(_("'{value}' is not {what}").format(value=value, what=what))
     return value
 
 
@@ -406,23 +419,28 @@ def _multinode_checks(launch: LaunchConfig) -> None:
     """The node list, the node count and the scheduler must agree (called by LaunchConfig)."""
     if launch.scheduler == "local":
         if launch.nodes:
-            raise ValueError("launch.nodes is set but launch.scheduler is 'local': use 'ssh'")
+            raise ValueError(_("launch.nodes is set but launch.scheduler is 'local': use 'ssh'"))
         return
     if launch.runner != "host" and launch.scheduler == "slurm":
         raise ValueError(
-            "launch.scheduler 'slurm' runs torchrun on each node's host: set launch.runner: "
-            "host (with environment.venv on every node), or use scheduler ssh for docker"
+            _(
+                "launch.scheduler 'slurm' runs torchrun on each node's host: set launch.runner: "
+                "host (with environment.venv on every node), or use scheduler ssh for docker"
+            )
         )
     if launch.scheduler == "ssh":
         if not launch.nodes:
-            raise ValueError("launch.scheduler 'ssh' needs launch.nodes: [node0, node1, ...]")
+            raise ValueError(_("launch.scheduler 'ssh' needs launch.nodes: [node0, node1, ...]"))
         if launch.nnodes != len(launch.nodes):
             raise ValueError(
-                f"launch.nnodes is {launch.nnodes} but launch.nodes lists {len(launch.nodes)}: "
-                f"set nnodes: {len(launch.nodes)}"
+                _(
+                    "launch.nnodes is {nnodes} but launch.nodes lists {count}: set nnodes: {count}"
+                ).format(nnodes=launch.nnodes, count=len(launch.nodes))
             )
     elif launch.nodes:
-        raise ValueError("launch.nodes is for 'ssh': with 'slurm' the allocation names the nodes")
+        raise ValueError(
+            _("launch.nodes is for 'ssh': with 'slurm' the allocation names the nodes")
+        )
 
 
 class LaunchConfig(_Strict):
@@ -529,7 +547,9 @@ class ZeroSettings(_Strict):
     @model_validator(mode="after")
     def _param_offload_needs_stage3(self) -> ZeroSettings:
         if self.offload_param and self.stage != 3:
-            raise ValueError("offload_param needs stage: 3 (stage 2 keeps every weight on the GPU)")
+            raise ValueError(
+                _("offload_param needs stage: 3 (stage 2 keeps every weight on the GPU)")
+            )
         return self
 
 
@@ -627,11 +647,13 @@ class TrainingArgs(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> TrainingArgs:
         if self.bf16 and self.fp16:
-            raise ValueError("bf16 and fp16 are both on: choose one (bf16 on Ampere or newer)")
+            raise ValueError(_("bf16 and fp16 are both on: choose one (bf16 on Ampere or newer)"))
         if self.pack_tokens is not None and self.pack_tokens < self.model_max_length:
             raise ValueError(
-                f"pack_tokens {self.pack_tokens} is below model_max_length "
-                f"{self.model_max_length}: a conversation must fit one packed row"
+                _(
+                    "pack_tokens {pack_tokens} is below model_max_length {model_max_length}: a "
+                    "conversation must fit one packed row"
+                ).format(pack_tokens=self.pack_tokens, model_max_length=self.model_max_length)
             )
         _method_checks(self)
         return self
@@ -640,7 +662,11 @@ class TrainingArgs(_Strict):
     @classmethod
     def _fsdp_config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None and len(json.dumps(value)) > MAX_TEXT:
-            raise ValueError(f"fsdp_config is larger than {MAX_TEXT} characters as JSON")
+            raise ValueError(
+                _("fsdp_config is larger than {MAX_TEXT} characters as JSON").format(
+                    MAX_TEXT=MAX_TEXT
+                )
+            )
         return value
 
 
@@ -684,7 +710,9 @@ class MirrorsConfig(_Strict):
         """A record trainwiz wrote, but it arrives in presets people pass around: bounded
         like every other text (its URLs end up in the plan)."""
         if value is not None and len(json.dumps(value, default=str)) > MAX_TEXT:
-            raise ValueError(f"resolved is larger than {MAX_TEXT} characters as JSON")
+            raise ValueError(
+                _("resolved is larger than {MAX_TEXT} characters as JSON").format(MAX_TEXT=MAX_TEXT)
+            )
         return value
 
     @model_validator(mode="before")
@@ -695,25 +723,33 @@ class MirrorsConfig(_Strict):
     @model_validator(mode="after")
     def _custom_needs_lists(self) -> MirrorsConfig:
         if self.profile == "custom" and self.custom is None:
-            raise ValueError("profile 'custom' needs a 'custom' block with pypi/hub/registry lists")
+            raise ValueError(
+                _("profile 'custom' needs a 'custom' block with pypi/hub/registry lists")
+            )
         return self
 
 
 def _method_checks(args: TrainingArgs) -> None:
     """LoRA settings without LoRA, and ZeRO next to FSDP or a config path, are contradictions."""
     if args.method == "full" and args.lora != LoraSettings():
-        raise ValueError("training.lora is set but training.method is 'full': set method: lora")
+        raise ValueError(_("training.lora is set but training.method is 'full': set method: lora"))
     if args.method != "full" and args.fsdp:
         raise ValueError(
-            f"training.method '{args.method}' with training.fsdp: FastChat's LoRA path shards "
-            "with DeepSpeed, not FSDP; remove fsdp (use training.zero on several GPUs)"
+            _(
+                "training.method '{method}' with training.fsdp: FastChat's LoRA path shards with "
+                "DeepSpeed, not FSDP; remove fsdp (use training.zero on several GPUs)"
+            ).format(method=args.method)
         )
     if args.zero is not None and args.fsdp:
-        raise ValueError("training.zero and training.fsdp are both set: choose one (remove fsdp)")
+        raise ValueError(
+            _("training.zero and training.fsdp are both set: choose one (remove fsdp)")
+        )
     if args.zero is not None and args.deepspeed:
         raise ValueError(
-            "training.zero and training.deepspeed are both set: zero writes the config, "
-            "deepspeed points at your own; keep one"
+            _(
+                "training.zero and training.deepspeed are both set: zero writes the config, "
+                "deepspeed points at your own; keep one"
+            )
         )
 
 
@@ -741,32 +777,39 @@ class Preset(_Strict):
             and self.launch.entry == "trainwiz"
         ):
             raise ValueError(
-                "training.eval_strategy is "
-                f"'{self.training.eval_strategy}' but training.eval_data_path is empty: "
-                "set eval_data_path, eval_split (e.g. 0.05) or eval_strategy: 'no'"
+                _(
+                    "training.eval_strategy is '{eval_strategy}' but training.eval_data_path is "
+                    "empty: set eval_data_path, eval_split (e.g. 0.05) or eval_strategy: 'no'"
+                ).format(eval_strategy=self.training.eval_strategy)
             )
         if self.launch.entry != "trainwiz":
             for name in ("eval_split", "save_minutes"):
                 if getattr(self.training, name) is not None:
                     raise ValueError(
-                        f"training.{name} needs launch.entry 'trainwiz' (FastChat's "
-                        f"train_mem.py has no such option): set entry: trainwiz or drop {name}"
+                        _(
+                            "training.{name} needs launch.entry 'trainwiz' (FastChat's train_mem.py has no "
+                            "such option): set entry: trainwiz or drop {name}"
+                        ).format(name=name)
                     )
         if self.training.eval_split and self.training.eval_data_path:
             raise ValueError(
-                "training.eval_split and training.eval_data_path are both set: choose one"
+                _("training.eval_split and training.eval_data_path are both set: choose one")
             )
         if self.training.packing and self.launch.entry != "trainwiz":
             raise ValueError(
-                "training.packing needs launch.entry 'trainwiz' (FastChat's train_mem.py pads "
-                "every sample): set launch.entry: trainwiz or packing: false"
+                _(
+                    "training.packing needs launch.entry 'trainwiz' (FastChat's train_mem.py pads "
+                    "every sample): set launch.entry: trainwiz or packing: false"
+                )
             )
         if self.launch.device == "cpu" and (self.training.bf16 or self.training.tf32):
-            raise ValueError("launch.device 'cpu' cannot use bf16/tf32: set them to false")
+            raise ValueError(_("launch.device 'cpu' cannot use bf16/tf32: set them to false"))
         if self.launch.device == "cpu" and self.training.method == "qlora":
             raise ValueError(
-                "training.method 'qlora' needs a CUDA GPU (bitsandbytes 4-bit weights): "
-                "use method: lora on launch.device 'cpu', or launch.device: cuda"
+                _(
+                    "training.method 'qlora' needs a CUDA GPU (bitsandbytes 4-bit weights): use "
+                    "method: lora on launch.device 'cpu', or launch.device: cuda"
+                )
             )
         return self
 

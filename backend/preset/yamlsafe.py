@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from backend.errors import BadInput
+from backend.i18n import _
 
 MAX_PRESET_BYTES = 1024 * 1024  # a real preset is a few KB; 1 MiB is generous
 MAX_NODES = 10_000  # expanded (aliases resolved) scalars + collections
@@ -28,14 +29,22 @@ def decode_preset_bytes(raw: bytes, source: str) -> str:
     """UTF-8 text of a preset file, or BadInput saying what the bytes are instead."""
     if len(raw) > MAX_PRESET_BYTES:
         raise BadInput(
-            f"{source}: {len(raw):,} bytes is larger than a preset can be "
-            f"({MAX_PRESET_BYTES:,} bytes): is this the right file?"
+            _(
+                "{source}: {count:,} bytes is larger than a preset can be ({MAX_PRESET_BYTES:,} "
+                "bytes): is this the right file?"
+            ).format(source=source, count=len(raw), MAX_PRESET_BYTES=MAX_PRESET_BYTES)
         )
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(raw) > 1 and b"\x00" in raw[:2]):
-        raise BadInput(f"{source}:1:1: the file is UTF-16: save it as UTF-8")
+        raise BadInput(
+            _("{source}:1:1: the file is UTF-16: save it as UTF-8").format(source=source)
+        )
     if b"\x00" in raw:
         line = raw[: raw.index(b"\x00")].count(b"\n") + 1
-        raise BadInput(f"{source}:{line}: the file holds NUL bytes (binary, not YAML text)")
+        raise BadInput(
+            _("{source}:{line}: the file holds NUL bytes (binary, not YAML text)").format(
+                source=source, line=line
+            )
+        )
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -43,8 +52,9 @@ def decode_preset_bytes(raw: bytes, source: str) -> str:
         line = before.count(b"\n") + 1
         col = exc.start - (before.rfind(b"\n") + 1) + 1
         raise BadInput(
-            f"{source}:{line}:{col}: byte 0x{raw[exc.start]:02x} is not UTF-8: "
-            "save the file as UTF-8"
+            _(
+                "{source}:{line}:{col}: byte 0x{value:02x} is not UTF-8: save the file as UTF-8"
+            ).format(source=source, line=line, col=col, value=raw[exc.start])
         ) from None
 
 
@@ -78,8 +88,10 @@ def check_expansion(text: str, source: str) -> None:
         line = text.count("\n", 0, run.start()) + 1
         col = run.start() - (text.rfind("\n", 0, run.start()) + 1) + 1
         raise BadInput(
-            f"{source}:{line}:{col}: nesting deeper than {MAX_DEPTH} levels "
-            "(brackets opened in a row): a preset is a few levels of mappings"
+            _(
+                "{source}:{line}:{col}: nesting deeper than {MAX_DEPTH} levels (brackets opened "
+                "in a row): a preset is a few levels of mappings"
+            ).format(source=source, line=line, col=col, MAX_DEPTH=MAX_DEPTH)
         )
     anchors: dict[str, tuple[int, int]] = {}  # name -> (expanded size, levels below it)
     stack: list[_Open] = []
@@ -90,13 +102,17 @@ def check_expansion(text: str, source: str) -> None:
         total += size
         if total > MAX_NODES:
             raise BadInput(
-                f"{_where(source, mark)}: the YAML expands to more than {MAX_NODES:,} values "
-                "(anchors/aliases nested into each other): write the values out"
+                _(
+                    "{where}: the YAML expands to more than {MAX_NODES:,} values (anchors/aliases "
+                    "nested into each other): write the values out"
+                ).format(where=_where(source, mark), MAX_NODES=MAX_NODES)
             )
         if depth > MAX_DEPTH:
             raise BadInput(
-                f"{_where(source, mark)}: nesting deeper than {MAX_DEPTH} levels: "
-                "a preset is a few levels of mappings"
+                _(
+                    "{where}: nesting deeper than {MAX_DEPTH} levels: a preset is a few levels of "
+                    "mappings"
+                ).format(where=_where(source, mark), MAX_DEPTH=MAX_DEPTH)
             )
         if stack:
             stack[-1].deepest = max(stack[-1].deepest, depth)

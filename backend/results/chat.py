@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.results.weights import WORKER, weights, worker_python
 
 _POLL_S = 0.1  # how quickly a cancel is noticed while waiting for the worker
@@ -114,7 +115,9 @@ class ChatSession:
             said = [ln for ln in self._tail().split(" | ") if ln.startswith("consolidate:")]
             raise BadInput(said[-1] if said else self._tail())
         what = f"gave no answer within {timeout:.0f} s" if timed_out else f"exited ({code})"
-        raise TrainwizError(f"the chat worker {what}: {self._tail()}")
+        raise TrainwizError(
+            _("the chat worker {what}: {tail}").format(what=what, tail=self._tail())
+        )
 
     def _tail(self) -> str:
         try:

@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.preset.loader import load_preset
 from backend.preset.schema import Preset, map_container_path
 from backend.results.merge import export_adapter_run, is_adapter_run
@@ -48,9 +49,11 @@ def data_file(preset: Preset) -> Path | None:
 
 def _check_target(to: Path) -> None:
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
-        raise BadInput(f"--to {to}: exists and is not empty: choose a new folder")
+        raise BadInput(_("--to {to}: exists and is not empty: choose a new folder").format(to=to))
     if not to.parent.is_dir():
-        raise BadInput(f"--to {to}: its parent {to.parent} does not exist")
+        raise BadInput(
+            _("--to {to}: its parent {parent} does not exist").format(to=to, parent=to.parent)
+        )
 
 
 def export_run(
@@ -85,7 +88,11 @@ def export_run(
             tail = " | ".join(proc.stderr.strip().splitlines()[-5:])
             if proc.returncode == 2 and picked.sharded:  # consolidate.py: the shards are incomplete
                 raise BadInput(tail)
-            raise TrainwizError(f"export of {source} failed (exit {proc.returncode}): {tail}")
+            raise TrainwizError(
+                _("export of {source} failed (exit {returncode}): {tail}").format(
+                    source=source, returncode=proc.returncode, tail=tail
+                )
+            )
         report = json.loads(lines[-1])
         card = render(
             run_dir.name,

@@ -105,15 +105,21 @@ def weights(run_dir: Path, checkpoint: int | None = None) -> Weights:
     complete checkpoint (full weights, or FSDP-sharded and consolidated)."""
     out = output_dir(run_dir)
     if out is None:
-        raise BadInput(f"run {run_dir.name}: its output_dir is only visible inside the container")
+        raise BadInput(
+            _("run {name}: its output_dir is only visible inside the container").format(
+                name=run_dir.name
+            )
+        )
     if checkpoint is not None:
         path = out / f"checkpoint-{checkpoint}"
         steps = [s for s, _path in checkpoints(run_dir)]
         listed = ", ".join(str(s) for s in steps) or "none"
         if not path.is_dir():
             raise BadInput(
-                f"--checkpoint {checkpoint}: run {run_dir.name} has no complete checkpoint-"
-                f"{checkpoint} (complete ones: {listed})"
+                _(
+                    "--checkpoint {checkpoint}: run {name} has no complete checkpoint-{checkpoint} "
+                    "(complete ones: {listed})"
+                ).format(checkpoint=checkpoint, name=run_dir.name, listed=listed)
             )
         if not is_complete(path) and checkpoint not in steps:
             raise BadInput(
@@ -137,8 +143,10 @@ def weights(run_dir: Path, checkpoint: int | None = None) -> Weights:
         if is_sharded(path) and sharded_problem(path) is None:
             return _sharded(run_dir, path)
     raise BadInput(
-        f"run {run_dir.name}: no saved model in {out} and no complete checkpoint: "
-        "let the run finish (or resume it: trainwiz resume)"
+        _(
+            "run {name}: no saved model in {out} and no complete checkpoint: "
+            "let the run finish (or resume it: trainwiz resume)"
+        ).format(name=run_dir.name, out=out)
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.runs.procs import end_processes, run_processes, same_process
 from backend.runs.rundir import (
     LOG,
@@ -268,7 +269,11 @@ def follow_log(
     try:
         handle = open(path, "rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
-        raise BadInput(f"{path}: cannot read the run's log ({exc.strerror})") from exc
+        raise BadInput(
+            _("{path}: cannot read the run's log ({strerror})").format(
+                path=path, strerror=exc.strerror
+            )
+        ) from exc
     with handle:
         if not from_start:
             handle.seek(0, 2)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.errors import TrainwizError
+from backend.i18n import _
 from backend.redact import redact_argv
 from backend.runs.rundir import CorruptRun, read_status, update_status
 
@@ -63,8 +64,10 @@ def _clear_name(handle: Any, name: str | None, log: IO[bytes]) -> None:
         return
     if old.status == "running" or LABEL_RUN not in (old.labels or {}):
         raise TrainwizError(
-            f"container.name '{name}' is taken by container {old.short_id} ({old.status}): "
-            f"remove it (docker rm -f {name}) or change container.name"
+            _(
+                "container.name '{name}' is taken by container {short_id} ({status}): remove it "
+                "(docker rm -f {name}) or change container.name"
+            ).format(name=name, short_id=old.short_id, status=old.status)
         )
     log.write(
         f"[trainwiz] removing finished container {name} of run {old.labels[LABEL_RUN]}\n".encode()
@@ -137,13 +140,15 @@ def run_container(
         container = handle.containers.run(**kwargs)
     except docker.errors.ImageNotFound as exc:
         raise TrainwizError(
-            f"image {kwargs.get('image')} not found: build it with 'trainwiz env build' first"
+            _("image {get} not found: build it with 'trainwiz env build' first").format(
+                get=kwargs.get("image")
+            )
         ) from exc
     except docker.errors.APIError as exc:
         log.write(f"docker: {exc.explanation or exc}\n".encode())
         _remove_unstarted(handle, run_dir.name)
         raise TrainwizError(
-            f"docker could not start the container: {exc.explanation or exc}"
+            _("docker could not start the container: {value}").format(value=exc.explanation or exc)
         ) from exc
     execs: list[dict[str, Any]] = spec.get("exec", [])
     update_status(
@@ -190,7 +195,7 @@ def run_container(
 
 
 def _exec_exit_code(api: Any, exec_id: str) -> int:
-    for _ in range(50):
+    for _attempt in range(50):
         info = api.exec_inspect(exec_id)
         if not info.get("Running") and info.get("ExitCode") is not None:
             return int(info["ExitCode"])

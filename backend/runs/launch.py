@@ -20,6 +20,7 @@ from typing import Any
 from backend import paths
 from backend.entry import copy_entry
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.mirrors import apply_mirrors
 from backend.mirrors.record import write_mirrors_json
 from backend.plan import Plan, PlanStep, build_plan
@@ -65,8 +66,10 @@ def training_bin(preset: Preset, name: str = "torchrun") -> Path:
         if candidate.is_file():
             return candidate
         raise BadInput(
-            f"environment.venv: {candidate} does not exist: build the environment "
-            f"('trainwiz env build {preset.name}') or point venv at one with torch and fschat"
+            _(
+                "environment.venv: {candidate} does not exist: build the environment ('trainwiz "
+                "env build {name}') or point venv at one with torch and fschat"
+            ).format(candidate=candidate, name=preset.name)
         )
     own = Path(sys.executable).parent / name
     if own.is_file():
@@ -75,8 +78,11 @@ def training_bin(preset: Preset, name: str = "torchrun") -> Path:
     if found:
         return Path(found)
     raise BadInput(
-        f"environment.venv is empty and no {name} was found: build the training environment "
-        f"('trainwiz env build {preset.name}') or set environment.venv to a venv with torch"
+        _(
+            "environment.venv is empty and no {name} was found: build the training "
+            "environment ('trainwiz env build {name2}') or set environment.venv to a venv "
+            "with torch"
+        ).format(name=name, name2=preset.name)
     )
 
 
@@ -235,24 +241,28 @@ def preflight(preset: Preset) -> None:
             base = Path(preset.launch.workdir or ".").expanduser()
             if not preset.launch.workdir or not (base / script).is_file():
                 raise BadInput(
-                    f"launch.workdir: {preset.launch.script} is relative but "
-                    f"{base / script} does not exist: set workdir to your FastChat clone"
+                    _(
+                        "launch.workdir: {script} is relative but {value} does not exist: set workdir to "
+                        "your FastChat clone"
+                    ).format(script=preset.launch.script, value=base / script)
                 )
     for field in ("data_path", "eval_data_path"):
         value = getattr(preset.training, field)
         where = _host_file(preset, value) if value else None
         if where is not None and not where.is_file():
             raise BadInput(
-                f"training.{field}: {value} does not exist"
-                + (f" (on the host: {where})" if str(where) != value else "")
-                + ": point it at a FastChat conversation JSON"
+                _("training.{field}: {value} does not exist").format(field=field, value=value)
+                + (_(" (on the host: {where})").format(where=where) if str(where) != value else "")
+                + _(": point it at a FastChat conversation JSON")
             )
     if preset.model.source == "local":
         from backend.model.ready import model_ready
 
         readiness = model_ready(preset)
         if not readiness.ready:
-            raise BadInput(f"model.dir: {readiness.reason}: point it at a model")
+            raise BadInput(
+                _("model.dir: {reason}: point it at a model").format(reason=readiness.reason)
+            )
 
 
 def _host_file(preset: Preset, path: str) -> Path | None:
@@ -298,7 +308,9 @@ def _check_plan(preset: Preset, transformers_version: str | None) -> None:
     except TrainwizError:
         raise
     except (ValueError, TypeError, KeyError, OSError) as exc:
-        raise BadInput(f"preset {preset.name}: cannot build its plan: {exc}") from exc
+        raise BadInput(
+            _("preset {name}: cannot build its plan: {exc}").format(name=preset.name, exc=exc)
+        ) from exc
 
 
 def launch(
@@ -349,7 +361,9 @@ def launch(
         if isinstance(exc, (TrainwizError, KeyboardInterrupt)) or not isinstance(exc, Exception):
             raise
         raise TrainwizError(
-            f"launch failed before the run started: {type(exc).__name__}: {exc}"
+            _("launch failed before the run started: {name}: {exc}").format(
+                name=type(exc).__name__, exc=exc
+            )
         ) from exc
     try:
         start_watcher(run_dir)
@@ -357,7 +371,9 @@ def launch(
         update_status(
             run_dir, state="failed", cause="watcher", message=f"cannot start the watcher: {exc}"
         )
-        raise TrainwizError(f"cannot start the watcher of run {run_dir.name}: {exc}") from exc
+        raise TrainwizError(
+            _("cannot start the watcher of run {name}: {exc}").format(name=run_dir.name, exc=exc)
+        ) from exc
     deadline = time.monotonic() + ack_timeout
     status = read_status(run_dir)
     while time.monotonic() < deadline:
@@ -372,5 +388,5 @@ def launch(
         update_status(
             run_dir, state="failed", cause="watcher", ended_at=time.time(), message=message
         )
-        raise TrainwizError(f"run {run_dir.name}: {message}")
+        raise TrainwizError(_("run {name}: {message}").format(name=run_dir.name, message=message))
     return LaunchResult(run_id=run_dir.name, run_dir=run_dir, status=status, notes=spec["notes"])

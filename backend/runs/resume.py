@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from backend.entry.checkpoints import complete_checkpoints
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.runs.rundir import (
     LAUNCH,
     LOG,
@@ -266,22 +267,34 @@ def check_resumable(run_dir: Path) -> tuple[RunStatus, tuple[int, Path]]:
 
     status = refresh(run_dir)
     if not status.final:
-        raise BadInput(f"run {status.run_id} is {status.state}: stop it first (trainwiz stop)")
+        raise BadInput(
+            _("run {run_id} is {state}: stop it first (trainwiz stop)").format(
+                run_id=status.run_id, state=status.state
+            )
+        )
     alive = trainer_pids(run_dir)
     if alive:  # torchrun's workers run in their own session: one can outlive its torchrun
         raise BadInput(
-            f"run {status.run_id}: its training process(es) {', '.join(map(str, alive))} are "
-            "still running: stop them first (kill PID), or two trainers would share output_dir"
+            _(
+                "run {run_id}: its training process(es) {items} are still running: stop them "
+                "first (kill PID), or two trainers would share output_dir"
+            ).format(run_id=status.run_id, items=", ".join(map(str, alive)))
         )
     if not (run_dir / LAUNCH).is_file():
-        raise BadInput(f"run {status.run_id} has no {LAUNCH}: it cannot be started again")
+        raise BadInput(
+            _("run {run_id} has no {LAUNCH}: it cannot be started again").format(
+                run_id=status.run_id, LAUNCH=LAUNCH
+            )
+        )
     latest = latest_checkpoint(run_dir)
     if latest is None:
         where = output_dir(run_dir)
         raise BadInput(
-            f"run {status.run_id}: no complete checkpoint in {where}: nothing to resume from; "
-            f"start it again with 'trainwiz launch {run_dir / PRESET}' (set training.save_steps "
-            "or save_minutes so the next run can resume)"
+            _(
+                "run {run_id}: no complete checkpoint in {where}: nothing to resume from; start "
+                "it again with 'trainwiz launch {value}' (set training.save_steps or "
+                "save_minutes so the next run can resume)"
+            ).format(run_id=status.run_id, where=where, value=run_dir / PRESET)
         )
     return status, latest
 
@@ -324,8 +337,9 @@ def resume(run_dir: Path, ack_timeout: float = 15.0) -> dict[str, Any]:
             return record
         time.sleep(0.05)
     raise TrainwizError(
-        f"the watcher of run {run_dir.name} did not start within {ack_timeout:.0f} s: "
-        f"see {run_dir / 'watcher.log'}"
+        _("the watcher of run {name} did not start within {ack_timeout:.0f} s: see {value}").format(
+            name=run_dir.name, ack_timeout=ack_timeout, value=run_dir / "watcher.log"
+        )
     )
 
 
@@ -338,9 +352,13 @@ def resume_fix(run_dir: Path) -> Fix | None:
     if latest is None:
         return None
     return Fix(
-        f"Resume from checkpoint-{latest[0]}: trainwiz resume {run_dir.name}",
-        f"the run continues at step {latest[0]} with its optimizer and data order, instead of "
-        "a relaunch from step 0",
+        _("Resume from checkpoint-{step}: trainwiz resume {run}").format(
+            step=latest[0], run=run_dir.name
+        ),
+        _(
+            "the run continues at step {step} with its optimizer and data order, instead of "
+            "a relaunch from step 0"
+        ).format(step=latest[0]),
     )
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from backend import paths
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 
 State = Literal["starting", "running", "finished", "failed", "stopped", "unknown"]
 FINAL_STATES = ("finished", "failed", "stopped")
@@ -141,7 +142,9 @@ def atomic_write(path: Path, text: str) -> None:
     except OSError as exc:
         if exc.errno not in FULL_DISK:
             raise
-        raise DiskFull(f"disk full: cannot write {path} (the last good copy is kept)") from exc
+        raise DiskFull(
+            _("disk full: cannot write {path} (the last good copy is kept)").format(path=path)
+        ) from exc
 
 
 def write_status(run_dir: Path, status: RunStatus) -> None:
@@ -154,14 +157,20 @@ def read_status(run_dir: Path) -> RunStatus:
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:
-        raise CorruptRun(f"{run_dir}: not a run directory (no {STATUS})") from exc
+        raise CorruptRun(
+            _("{run_dir}: not a run directory (no {STATUS})").format(run_dir=run_dir, STATUS=STATUS)
+        ) from exc
     except OSError as exc:
-        raise CorruptRun(f"{path}: unreadable ({exc.strerror})") from exc
+        raise CorruptRun(
+            _("{path}: unreadable ({strerror})").format(path=path, strerror=exc.strerror)
+        ) from exc
     try:
         return RunStatus.model_validate_json(raw)
     except (ValidationError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CorruptRun(f"{path}: not a valid status ({first[:120]})") from exc
+        raise CorruptRun(
+            _("{path}: not a valid status ({value})").format(path=path, value=first[:120])
+        ) from exc
 
 
 def recovered_status(run_dir: Path) -> RunStatus:
@@ -214,8 +223,10 @@ def create_run_dir(preset_name: str, runner: Literal["host", "docker"], **fields
     free = free_bytes(root)
     if free is not None and free < MIN_FREE:
         raise DiskFull(
-            f"disk full: {free // 1024} KiB free under {root}, a run needs at least "
-            f"{MIN_FREE >> 20} MiB: free some space"
+            _(
+                "disk full: {value} KiB free under {root}, a run needs at least {value2} MiB: "
+                "free some space"
+            ).format(value=free // 1024, root=root, value2=MIN_FREE >> 20)
         )
     while True:
         run_id = new_run_id(preset_name, root)
@@ -234,8 +245,12 @@ def create_run_dir(preset_name: str, runner: Literal["host", "docker"], **fields
     except (OSError, DiskFull) as exc:
         remove_run_dir(run_dir)
         if isinstance(exc, DiskFull) or exc.errno in FULL_DISK:
-            raise DiskFull(f"disk full: no room for a run under {root}: free some space") from exc
-        raise TrainwizError(f"cannot create the run directory {run_dir}: {exc}") from exc
+            raise DiskFull(
+                _("disk full: no room for a run under {root}: free some space").format(root=root)
+            ) from exc
+        raise TrainwizError(
+            _("cannot create the run directory {run_dir}: {exc}").format(run_dir=run_dir, exc=exc)
+        ) from exc
     return run_dir
 
 
@@ -293,7 +308,7 @@ def _find_run_by_id(ref: str, not_found: Callable[[], Path] | None = None) -> Pa
     runs = list_run_dirs()
     if ref in ("last", "latest"):
         if not runs:
-            raise BadInput("no runs yet: start one with 'trainwiz launch PRESET'")
+            raise BadInput(_("no runs yet: start one with 'trainwiz launch PRESET'"))
         return runs[-1]
     exact = [p for p in runs if p.name == ref]
     if exact:
@@ -304,6 +319,8 @@ def _find_run_by_id(ref: str, not_found: Callable[[], Path] | None = None) -> Pa
     if not matches and not_found is not None:
         return not_found()
     if not matches:
-        raise BadInput(f"run '{ref}': no such run (see 'trainwiz runs')")
+        raise BadInput(_("run '{ref}': no such run (see 'trainwiz runs')").format(ref=ref))
     names = ", ".join(p.name for p in matches[:5])
-    raise BadInput(f"run '{ref}' is ambiguous ({names}): give more of the id")
+    raise BadInput(
+        _("run '{ref}' is ambiguous ({names}): give more of the id").format(ref=ref, names=names)
+    )

@@ -24,7 +24,10 @@ def test_zh_locale_wizard_step_bar_footer_next_and_quit(
                 env=env, cwd=tmp_path)  # fmt: skip
     try:
         # Checks: the step bar, the Checks status line and the footer, all in Chinese.
-        screen = pane.wait_for(re.compile(r"\d+ 通过"), timeout=60)
+        # (the step bar can repaint a moment after the counts line: wait for both)
+        screen = pane.wait_for(
+            lambda s: bool(re.search(r"\d+ 通过", s)) and "1 检查" in s, timeout=60
+        )
         assert "1 检查" in screen and "监控" in screen, screen
         assert "下一步" in screen and "退出" in screen, screen
         assert "Next" not in screen and "Quit" not in screen, screen

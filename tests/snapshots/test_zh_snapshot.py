@@ -1,11 +1,14 @@
-"""The wizard in Simplified Chinese (issue 20): the Checks step (the recorded CPU-box results of
-``test_checks_snapshot``) and the Hyperparameters step, at 120x40 and 80x24, and the Launch confirmation at 80x24 — CJK text is two
+"""The wizard in Simplified Chinese (issue 20): the Checks step (the CPU-box results of
+``test_checks_snapshot``, recorded in Chinese: ``run_checks`` under ``set_language('zh_CN')``) and the Hyperparameters step, at 120x40 and 80x24, and the Launch confirmation at 80x24 — CJK text is two
 cells wide, so the narrow terminal is where a translation would be cut. Plus the palette's live
 language switch, Chinese -> English -> Chinese, on a running App."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,18 +19,35 @@ import backend.images
 import backend.images.build
 import backend.planner.gpu as planner_gpu
 import screens.checks
+from backend.checks import CheckResult
 from backend.i18n import current_language, set_language
 from backend.preset import load_preset
-from tests.snapshots.test_checks_snapshot import _replay, _settled
+from tests.snapshots.test_checks_snapshot import RECORDED, _settled
 from tests.snapshots.test_hyperparams_snapshot import _planned_for
 from tests.snapshots.test_launch_snapshot import _planned
 from tui.app import TrainwizApp
 from widgets.step_indicator import StepIndicator
 
+RECORDED_ZH: Path = RECORDED.with_suffix(".zh.json")
+
+
+def _replay_zh(
+    preset: Any,
+    on_result: Callable[[CheckResult], object] | None = None,
+    cancel: threading.Event | None = None,
+    **_: Any,
+) -> list[CheckResult]:
+    checks = json.loads(RECORDED_ZH.read_text(encoding="utf-8"))["checks"]
+    results = [CheckResult.model_validate(c) for c in checks]
+    for result in results:
+        if on_result is not None:
+            on_result(result)
+    return results
+
 
 @pytest.fixture(autouse=True)
 def _chinese(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(screens.checks, "run_checks", _replay)
+    monkeypatch.setattr(screens.checks, "run_checks", _replay_zh)
     monkeypatch.setattr(planner_gpu, "detect_local", lambda: None)
     # as test_launch_snapshot: a fixed runs dir and a pinned environment image tag
     monkeypatch.setenv("TRAINWIZ_HOME", "/tmp/trainwiz-snapshot-home")

@@ -4,13 +4,51 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import textwrap
 from typing import Any
 
 from pydantic import BaseModel
 
+from backend.i18n import _
+
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--json", action="store_true", help=_("print machine-readable JSON"))
+
+
+# A space run, an unbroken run of ASCII (a word, a flag, a path), or any other single character:
+# Chinese breaks between any two characters, English only at spaces.
+_TOKEN = re.compile(r"\s+|[\x21-\x7e]+|.")
+# Punctuation that never starts a line in Chinese typesetting: it stays on the line before.
+_NO_LINE_START = set("，。、；：！？）》」』”’…")
+
+
+def pad_cells(text: str, width: int) -> str:
+    """``text`` padded to ``width`` terminal cells (错误 is two characters, four cells)."""
+    from rich.cells import cell_len
+
+    return text + " " * max(0, width - cell_len(text))
+
+
+def fill_cells(text: str, width: int) -> str:
+    """``textwrap.fill`` by terminal cells: a CJK character takes two cells and needs no space
+    to break at, so a Chinese paragraph is wrapped where an English one would be."""
+    from rich.cells import cell_len
+
+    if cell_len(text) == len(text):
+        return textwrap.fill(text, width)
+    lines: list[str] = []
+    for paragraph in text.splitlines() or [""]:
+        line = ""
+        for token in _TOKEN.findall(paragraph):
+            if line and token not in _NO_LINE_START and cell_len(line + token.rstrip()) > width:
+                lines.append(line.rstrip())
+                line = "" if token.isspace() else token
+            else:
+                line += token
+        lines.append(line.rstrip())
+    return "\n".join(lines)
 
 
 def print_json(payload: Any) -> None:

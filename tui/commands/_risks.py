@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.preset.safety import container_risks, risk_summary
 from backend.preset.schema import Preset
 
@@ -20,16 +21,24 @@ def confirm_risks(preset: Preset, yes: bool) -> None:
     if not risks:
         return
     for risk in risks:
-        print(f"trainwiz: warning: {risk.line()}", file=sys.stderr)
+        print(_("trainwiz: warning: {line}").format(line=risk.line()), file=sys.stderr)
     if yes:
-        print("trainwiz: --yes given: going ahead with these options", file=sys.stderr)
+        print(_("trainwiz: --yes given: going ahead with these options"), file=sys.stderr)
         return
     if sys.stdin.isatty():
-        answer = input(f"preset {preset.name} asks for the options above; run it? [y/N] ")
+        answer = input(
+            _("preset {name} asks for the options above; run it? [y/N] ").format(name=preset.name)
+        )
         if answer.strip().lower() in ("y", "yes"):
             return
-        raise BadInput(f"not confirmed: {risk_summary(risks)} (nothing was started)")
+        raise BadInput(
+            _("not confirmed: {risk_summary} (nothing was started)").format(
+                risk_summary=risk_summary(risks)
+            )
+        )
     raise BadInput(
-        f"preset {preset.name} sets {risk_summary(risks)}, which give the run power over this "
-        "host: pass --yes to accept them, or remove them from the preset (nothing was started)"
+        _(
+            "preset {name} sets {risk_summary}, which give the run power over this host: "
+            "pass --yes to accept them, or remove them from the preset (nothing was started)"
+        ).format(name=preset.name, risk_summary=risk_summary(risks))
     )

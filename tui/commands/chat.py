@@ -17,11 +17,13 @@ from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("chat", help="talk to a run's model (FastChat's template)")
-    parser.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
-    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint-N, not the final")
+    parser = subparsers.add_parser("chat", help=_("talk to a run's model (FastChat's template)"))
+    parser.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
     parser.add_argument(
-        "--prompt", action="append", metavar="TEXT", help="ask this and exit (repeatable)"
+        "--checkpoint", type=int, metavar="N", help=_("checkpoint-N, not the final")
+    )
+    parser.add_argument(
+        "--prompt", action="append", metavar="TEXT", help=_("ask this and exit (repeatable)")
     )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -46,7 +48,12 @@ def run(args: argparse.Namespace) -> int:
                 for turn in turns:
                     print(turn["reply"])
             return 0
-        print(f"chat with {session.model} on {session.device} (empty line to end)", file=sys.stderr)
+        print(
+            _("chat with {model} on {device} (empty line to end)").format(
+                model=session.model, device=session.device
+            ),
+            file=sys.stderr,
+        )
         while True:
             try:
                 prompt = input("you> ")

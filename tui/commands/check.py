@@ -27,24 +27,26 @@ _STATUS = {"ok": N_("ok"), "warn": N_("warn"), "fail": N_("fail"), "skip": N_("s
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "check",
-        help="check this machine against a preset (driver, GPUs, Docker, disk, RAM, network)",
-        description="Run the system checks concurrently; exit 0 when nothing fails.",
+        help=_("check this machine against a preset (driver, GPUs, Docker, disk, RAM, network)"),
+        description=_("Run the system checks concurrently; exit 0 when nothing fails."),
     )
     parser.add_argument(
-        "--preset", metavar="NAME|PATH", help="judge against this preset (default: a plain survey)"
+        "--preset",
+        metavar="NAME|PATH",
+        help=_("judge against this preset (default: a plain survey)"),
     )
     parser.add_argument(
         "--only",
         metavar="ID",
         action="append",
-        help=f"run only these checks: {', '.join(check_ids())}",
+        help=_("run only these checks: {ids}").format(ids=", ".join(check_ids())),
     )
     parser.add_argument(
         "--token-host",
         action="append",
         default=[],
         metavar="HOST",
-        help="also send the Hub token to this https host (like TRAINWIZ_TOKEN_HOSTS)",
+        help=_("also send the Hub token to this https host (like TRAINWIZ_TOKEN_HOSTS)"),
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -55,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         unknown = [i for i in args.only if i not in check_ids()]
         if unknown:
             raise BadInput(
-                f"--only {', '.join(unknown)}: unknown check (known: {', '.join(check_ids())})"
+                _("--only {ids}: unknown check (known: {known})").format(
+                    ids=", ".join(unknown), known=", ".join(check_ids())
+                )
             )
     allow_hosts(args.token_host)
     preset = load_preset(args.preset) if args.preset else None
@@ -84,8 +88,18 @@ def _print_risks(risks: list[Risk]) -> None:
 
     console = Console()
     for risk in risks:
-        console.print(Text(f"! dangerous option {risk.field}: {risk.message}", style="bold yellow"))
-        console.print(Text(f"  fix: {risk.fix}; launch asks for --yes"), soft_wrap=True)
+        console.print(
+            Text(
+                _("! dangerous option {field}: {message}").format(
+                    field=risk.field, message=risk.message
+                ),
+                style="bold yellow",
+            )
+        )
+        console.print(
+            Text("  " + _("fix: {fix}; launch asks for --yes").format(fix=risk.fix)),
+            soft_wrap=True,
+        )
 
 
 def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
@@ -102,12 +116,14 @@ def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
     table = Table(title=title, show_lines=False, expand=False)
     table.add_column("", width=1)
     table.add_column(_("check"), style="bold")
+    table.add_column("id", style="dim")  # what --only takes: never translated
     table.add_column(_("status"))
     table.add_column(_("found"))
     for r in results:
         style = _STYLE[r.status]
         table.add_row(
             Text(_MARK[r.status], style=style),
+            _(r.title) or r.id,
             r.id,
             Text(_(_STATUS[r.status]), style=style),
             r.summary,
@@ -116,7 +132,9 @@ def _print_table(results: list[CheckResult], preset_name: str | None) -> None:
     for r in results:
         if r.status in ("fail", "warn"):
             status = _(_STATUS[r.status])
-            console.print(Text(f"{r.id} ({status})", style=_STYLE[r.status]))
+            title = _(r.title) or r.id
+            heading = _("{title} · {id} ({status})").format(title=title, id=r.id, status=status)
+            console.print(Text(heading, style=_STYLE[r.status]))
             if r.why:
                 console.print(Text("  " + _("why: {why}").format(why=r.why)), soft_wrap=True)
             if r.fix:

@@ -5,19 +5,24 @@ from __future__ import annotations
 import argparse
 
 from backend.data.check import DataReport
+from backend.i18n import _
 from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("data", help="check FastChat conversation data")
+    parser = subparsers.add_parser("data", help=_("check FastChat conversation data"))
     sub = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
-    check = sub.add_parser("check", help="roles, empty turns, ids; token lengths with --model")
-    check.add_argument("file", metavar="FILE", help="FastChat conversation JSON ('@sample' works)")
-    check.add_argument("--model", metavar="DIR", help="model dir whose tokenizer measures lengths")
+    check = sub.add_parser("check", help=_("roles, empty turns, ids; token lengths with --model"))
     check.add_argument(
-        "--max-length", type=int, default=512, help="model_max_length (default 512, FastChat's)"
+        "file", metavar="FILE", help=_("FastChat conversation JSON ('@sample' works)")
     )
-    check.add_argument("--python", help="training python for the tokenizer (default: this one)")
+    check.add_argument(
+        "--model", metavar="DIR", help=_("model dir whose tokenizer measures lengths")
+    )
+    check.add_argument(
+        "--max-length", type=int, default=512, help=_("model_max_length (default 512, FastChat's)")
+    )
+    check.add_argument("--python", help=_("training python for the tokenizer (default: this one)"))
     add_json_flag(check)
     check.set_defaults(func=run_check)
 
@@ -28,7 +33,7 @@ def run_check(args: argparse.Namespace) -> int:
     from backend.model.placeholders import resolve_placeholders
 
     if args.max_length < 8:
-        raise BadInput("--max-length must be at least 8")
+        raise BadInput(_("--max-length must be at least 8"))
     path = resolve_placeholders(args.file, None)
     model = resolve_placeholders(args.model, None) if args.model else None
     report = check_data(path, model, args.max_length, python=args.python)
@@ -40,30 +45,67 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def print_report(r: DataReport) -> None:
-    print(f"data        {r.path}")
-    print(f"records     {r.n_records} ({r.n_turns} turns)")
+    print(_("data        {path}").format(path=r.path))
+    print(
+        _("records     {n_records} ({n_turns} turns)").format(
+            n_records=r.n_records, n_turns=r.n_turns
+        )
+    )
     for issue in r.issues:
         print(f"{issue.severity}: {issue.line()}")
     listed = len(r.issues)
     total = sum(r.counts.values())
     if total > listed:
-        print(f"... {total - listed} more issues; by kind: {r.counts}")
+        print(
+            _("... {value} more issues; by kind: {counts}").format(
+                value=total - listed, counts=r.counts
+            )
+        )
     t = r.tokens
     if t is not None:
         print(
-            f"tokens      mean {t.mean}, p50 {t.p50}, p90 {t.p90}, p99 {t.p99}, max {t.max} "
-            f"({t.tokenizer_class}, vicuna_v1.1 template from {t.template_source})"
+            _(
+                "tokens      mean {mean}, p50 {p50}, p90 {p90}, p99 {p99}, max {max} "
+                "({tokenizer_class}, vicuna_v1.1 template from {template_source})"
+            ).format(
+                mean=t.mean,
+                p50=t.p50,
+                p90=t.p90,
+                p99=t.p99,
+                max=t.max,
+                tokenizer_class=t.tokenizer_class,
+                template_source=t.template_source,
+            )
         )
         print(
-            f"truncated   {t.truncated} of {t.n} ({t.truncated_share:.1%}) longer than "
-            f"model_max_length {t.model_max_length}"
+            _(
+                "truncated   {truncated} of {n} ({truncated_share:.1%}) longer than "
+                "model_max_length {model_max_length}"
+            ).format(
+                truncated=t.truncated,
+                n=t.n,
+                truncated_share=t.truncated_share,
+                model_max_length=t.model_max_length,
+            )
         )
         if t.mismatched:
             print(
-                f"mismatch    {t.mismatched} records FastChat would mask out entirely "
-                f"(tokenization mismatch), e.g. {t.mismatched_indexes[:5]}"
+                _(
+                    "mismatch    {mismatched} records FastChat would mask out entirely (tokenization "
+                    "mismatch), e.g. {value}"
+                ).format(mismatched=t.mismatched, value=t.mismatched_indexes[:5])
             )
     elif r.tokens_unavailable:
-        print(f"tokens      unavailable: {r.tokens_unavailable}")
+        print(
+            _("tokens      unavailable: {tokens_unavailable}").format(
+                tokens_unavailable=r.tokens_unavailable
+            )
+        )
     mismatched = r.tokens.mismatched if r.tokens else 0
-    print("ok" if r.ok else f"{r.errors} record error(s), {mismatched} masked out")
+    print(
+        _("ok")
+        if r.ok
+        else _("{errors} record error(s), {mismatched} masked out").format(
+            errors=r.errors, mismatched=mismatched
+        )
+    )

@@ -14,25 +14,30 @@ from pathlib import Path
 
 from backend.diagnosis import Diagnosis, diagnose_file
 from backend.errors import BadInput
-from backend.i18n import _
+from backend.i18n import N_, _
 from backend.paths import runs_dir
 from backend.runs.rundir import RunStatus
 from backend.termsafe import terminal_safe
-from tui.commands._common import add_json_flag, print_json, to_jsonable
+from tui.commands._common import add_json_flag, fill_cells, pad_cells, print_json, to_jsonable
+
+# Severity words as shown to people (JSON keeps the English keys).
+_SEVERITY = {"error": N_("ERROR"), "warning": N_("WARNING"), "info": N_("INFO")}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "diagnose",
-        help="recognise known failures in a training log and propose preset fixes",
-        description="Read a log (a file, or a run id under $TRAINWIZ_HOME/runs) and report known "
-        "failures, most severe first, each with its cause and fixes. Exit 1 if any is an error.",
+        help=_("recognise known failures in a training log and propose preset fixes"),
+        description=_(
+            "Read a log (a file, or a run id under $TRAINWIZ_HOME/runs) and report known "
+            "failures, most severe first, each with its cause and fixes. Exit 1 if any is an error."
+        ),
     )
-    parser.add_argument("target", metavar="LOGFILE|RUN", help="a log file path or a run id")
+    parser.add_argument("target", metavar="LOGFILE|RUN", help=_("a log file path or a run id"))
     parser.add_argument(
         "--preset",
         metavar="NAME|PATH",
-        help="compute fixes against this preset (default for a run: its preset.yaml)",
+        help=_("compute fixes against this preset (default for a run: its preset.yaml)"),
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -49,8 +54,10 @@ def resolve_log(target: str) -> tuple[Path, Path | None]:
         preset = run_dir / "preset.yaml"
         return log, preset if preset.is_file() else None
     raise BadInput(
-        f"diagnose: '{target}' is neither a log file nor a run with a train.log "
-        f"(runs live in {runs_dir()}): give a log path or a run id from `trainwiz runs list`"
+        _(
+            "diagnose: '{target}' is neither a log file nor a run with a train.log "
+            "(runs live in {runs}): give a log path or a run id from `trainwiz runs list`"
+        ).format(target=target, runs=runs_dir())
     )
 
 
@@ -61,21 +68,36 @@ def _print_human(log: Path, diagnosis: Diagnosis) -> None:
         builtins.print(terminal_safe(text))
 
     if not diagnosis.findings:
-        print(f"{log}: no known failure found ({diagnosis.lines_read} lines read)")
+        print(
+            _("{log}: no known failure found ({lines} lines read)").format(
+                log=log, lines=diagnosis.lines_read
+            )
+        )
         return
-    print(f"{log}: {len(diagnosis.findings)} finding(s), most severe first")
+    print(
+        _("{log}: {count} finding(s), most severe first").format(
+            log=log, count=len(diagnosis.findings)
+        )
+    )
     for finding in diagnosis.findings:
-        more = f" (+{finding.count - 1} more)" if finding.count > 1 else ""
-        print(f"\n{finding.severity.upper():7} {finding.category}  line {finding.line}{more}")
+        more = _(" (+{count} more)").format(count=finding.count - 1) if finding.count > 1 else ""
+        severity = _(_SEVERITY.get(finding.severity, finding.severity.upper()))
+        where = _("line {line}").format(line=finding.line)
+        print(f"\n{pad_cells(severity, 7)} {finding.category}  {where}{more}")
         print(f"  {finding.title}")
         if finding.node:
             others = [n for n in finding.nodes if n != finding.node]
             also = _(" (also on {nodes})").format(nodes=", ".join(others)) if others else ""
             print("  " + _("on {node}").format(node=finding.node) + also)
         print(textwrap.indent(textwrap.fill(terminal_safe(finding.text), 96), "  > "))
-        print(textwrap.indent(textwrap.fill(terminal_safe(finding.explanation), 96), "  "))
+        print(textwrap.indent(_fill(finding.explanation), "  "))
         for number, fix in enumerate(finding.fixes, 1):
-            print(f"  fix {number}: {fix.title} ({fix.reason})")
+            print(
+                "  "
+                + _("fix {number}: {title} ({reason})").format(
+                    number=number, title=fix.title, reason=fix.reason
+                )
+            )
             for change in fix.changes:
                 print(f"      {change.path}: {change.value!r}  # {change.reason}")
 
@@ -92,11 +114,17 @@ def _run_fields(status: RunStatus | None) -> dict[str, object] | None:
     }
 
 
+def _fill(text: str, width: int = 96) -> str:
+    return fill_cells(terminal_safe(text), width)
+
+
 def _run_line(status: RunStatus) -> str:
     """The record's verdict first: what the run itself says about how it ended."""
-    cause = f", cause {status.cause}" if status.cause else ""
+    cause = _(", cause {cause}").format(cause=status.cause) if status.cause else ""
     message = f": {status.message}" if status.message else ""
-    return f"run {status.run_id}: {status.state}{cause}{message}"
+    return _("run {run}: {state}{cause}{message}").format(
+        run=status.run_id, state=status.state, cause=cause, message=message
+    )
 
 
 def run(args: argparse.Namespace) -> int:

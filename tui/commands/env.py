@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.i18n import _
 from backend.images.events import BuildStep, LogLine
 from backend.preset.loader import load_preset
 from tui.commands._common import add_json_flag, print_json
@@ -18,20 +19,20 @@ from tui.commands._common import add_json_flag, print_json
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "env",
-        help="build the training environment (image or host venv) once, cached",
-        description="Build the preset's training environment; unchanged inputs are a cache hit.",
+        help=_("build the training environment (image or host venv) once, cached"),
+        description=_("Build the preset's training environment; unchanged inputs are a cache hit."),
     )
     sub = parser.add_subparsers(dest="env_command", metavar="SUBCOMMAND", required=True)
-    build = sub.add_parser("build", help="build the image (docker runner) or venv (host runner)")
-    build.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
-    build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
-    build.add_argument("--quiet", action="store_true", help="do not stream the build log")
+    build = sub.add_parser("build", help=_("build the image (docker runner) or venv (host runner)"))
+    build.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
+    build.add_argument("--force", action="store_true", help=_("rebuild even if the tag exists"))
+    build.add_argument("--quiet", action="store_true", help=_("do not stream the build log"))
     add_json_flag(build)
     build.set_defaults(func=run_build)
-    tag = sub.add_parser("tag", help="print the environment image tag for a preset")
+    tag = sub.add_parser("tag", help=_("print the environment image tag for a preset"))
     tag.add_argument("preset", metavar="PRESET")
     tag.set_defaults(func=run_tag)
-    dockerfile = sub.add_parser("dockerfile", help="print the generated Dockerfile")
+    dockerfile = sub.add_parser("dockerfile", help=_("print the generated Dockerfile"))
     dockerfile.add_argument("preset", metavar="PRESET")
     dockerfile.set_defaults(func=run_dockerfile)
 
@@ -61,9 +62,16 @@ def run_build(args: argparse.Namespace) -> int:
             print_json({"runner": "host", **_dict(venv)})
         elif venv.ok:
             state = "reused" if venv.cached else f"built in {venv.seconds:.0f} s"
-            print(f"host environment {venv.path} ({state}): {venv.versions}")
+            print(
+                _("host environment {path} ({state}): {versions}").format(
+                    path=venv.path, state=state, versions=venv.versions
+                )
+            )
         else:
-            print(f"host environment build failed: {venv.error}", file=sys.stderr)
+            print(
+                _("host environment build failed: {error}").format(error=venv.error),
+                file=sys.stderr,
+            )
         return 0 if venv.ok else 1
     from backend.images.build import build_env_image
 
@@ -74,14 +82,21 @@ def run_build(args: argparse.Namespace) -> int:
         state = "cache hit" if result.cached else f"built in {result.seconds:.0f} s"
         print(f"{result.tag} ({state})")
     else:
-        print(f"environment image build failed: {result.error}", file=sys.stderr)
+        print(
+            _("environment image build failed: {error}").format(error=result.error), file=sys.stderr
+        )
         if result.error_line:
-            print(f"  line {result.error_line_no}: {result.error_line}", file=sys.stderr)
+            print(
+                _("  line {error_line_no}: {error_line}").format(
+                    error_line_no=result.error_line_no, error_line=result.error_line
+                ),
+                file=sys.stderr,
+            )
         for finding in result.findings:
             print(f"  [{finding.severity}] {finding.category}: {finding.title}", file=sys.stderr)
-        print(f"  full log: {result.log_path}", file=sys.stderr)
+        print(_("  full log: {log_path}").format(log_path=result.log_path), file=sys.stderr)
     for note in result.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(_("note: {note}").format(note=note), file=sys.stderr)
     return 0 if result.ok else 1
 
 

@@ -15,13 +15,15 @@ from tui.commands._common import add_json_flag, print_json
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
-        "export", help="write a run's model as safetensors + tokenizer + model card"
+        "export", help=_("write a run's model as safetensors + tokenizer + model card")
     )
-    parser.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
-    parser.add_argument("--to", required=True, metavar="DIR", help="a new (or empty) folder")
-    parser.add_argument("--checkpoint", type=int, metavar="N", help="checkpoint-N, not the final")
+    parser.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
+    parser.add_argument("--to", required=True, metavar="DIR", help=_("a new (or empty) folder"))
     parser.add_argument(
-        "--merge", action="store_true", help="LoRA/QLoRA run: fold the adapter into its base"
+        "--checkpoint", type=int, metavar="N", help=_("checkpoint-N, not the final")
+    )
+    parser.add_argument(
+        "--merge", action="store_true", help=_("LoRA/QLoRA run: fold the adapter into its base")
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -37,5 +39,9 @@ def run(args: argparse.Namespace) -> int:
         if result.consolidated:
             print(_("consolidated the FSDP-sharded {source} into full weights").format(
                 source=result.source))  # fmt: skip
-        print(f"exported {result.source} to {result.to}: {', '.join(result.files)}")
+        print(
+            _("exported {source} to {to}: {items}").format(
+                source=result.source, to=result.to, items=", ".join(result.files)
+            )
+        )
     return 0

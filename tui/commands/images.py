@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.i18n import _
 from backend.images.events import LayerProgress, LogLine
 from backend.images.host import detect_host_gpus
 from backend.images.survey import ImagesSurvey, host_override, survey_images
@@ -23,23 +24,23 @@ _MARK = {"compatible": "✓", "warning": "!", "incompatible": "✗"}
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "images",
-        help="images this machine can train in (catalog + local), and pull",
-        description="Judge every catalog and local image against the driver, GPUs and preset.",
+        help=_("images this machine can train in (catalog + local), and pull"),
+        description=_("Judge every catalog and local image against the driver, GPUs and preset."),
     )
-    parser.add_argument("--preset", metavar="NAME|PATH", help="judge for this preset")
-    parser.add_argument("--driver", help="what-if NVIDIA driver version, e.g. 535.54.03")
-    parser.add_argument("--cuda", help="what-if driver CUDA version, e.g. 12.2")
+    parser.add_argument("--preset", metavar="NAME|PATH", help=_("judge for this preset"))
+    parser.add_argument("--driver", help=_("what-if NVIDIA driver version, e.g. 535.54.03"))
+    parser.add_argument("--cuda", help=_("what-if driver CUDA version, e.g. 12.2"))
     parser.add_argument(
-        "--gpu", action="append", metavar="CC", help="what-if compute capability, e.g. 9.0"
+        "--gpu", action="append", metavar="CC", help=_("what-if compute capability, e.g. 9.0")
     )
-    parser.add_argument("--no-local", action="store_true", help="skip the Docker daemon")
-    parser.add_argument("--all", action="store_true", help="also list incompatible images")
+    parser.add_argument("--no-local", action="store_true", help=_("skip the Docker daemon"))
+    parser.add_argument("--all", action="store_true", help=_("also list incompatible images"))
     add_json_flag(parser)
     parser.set_defaults(func=run)
     sub = parser.add_subparsers(dest="images_command", metavar="SUBCOMMAND")
-    pull = sub.add_parser("pull", help="pull an image with per-layer progress")
+    pull = sub.add_parser("pull", help=_("pull an image with per-layer progress"))
     pull.add_argument(
-        "ref", help="image reference, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel"
+        "ref", help=_("image reference, e.g. pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel")
     )
     add_json_flag(pull)
     pull.set_defaults(func=run_pull)
@@ -57,11 +58,13 @@ def run(args: argparse.Namespace) -> int:
         _print(
             survey,
             args.all,
-            "none (a CUDA training with default settings)" if preset is None else survey.preset,
+            _("none (a CUDA training with default settings)") if preset is None else survey.preset,
         )
         if preset is None:
             print(
-                "judged for a CUDA training with default settings; --preset P judges for your job",
+                _(
+                    "judged for a CUDA training with default settings; --preset P judges for your job"
+                ),
                 file=sys.stderr,
             )
     if preset is None:
@@ -77,13 +80,24 @@ def _print(survey: ImagesSurvey, show_all: bool, preset_label: str) -> None:
     host = survey.host
     gpus = ", ".join(f"{g.name} (sm{g.sm})" for g in host.gpus) or "none"
     console.print(
-        f"driver {host.driver_version or 'none'} (CUDA {host.cuda_driver or '-'}), GPUs: {gpus}; "
-        f"preset: {preset_label}"
+        _("driver {value} (CUDA {value2}), GPUs: {gpus}; preset: {preset_label}").format(
+            value=host.driver_version or "none",
+            value2=host.cuda_driver or "-",
+            gpus=gpus,
+            preset_label=preset_label,
+        )
     )
     if survey.docker_error:
-        console.print(Text(f"local images not listed: {survey.docker_error}", style="yellow"))
+        console.print(
+            Text(
+                _("local images not listed: {docker_error}").format(
+                    docker_error=survey.docker_error
+                ),
+                style="yellow",
+            )
+        )
     if survey.mirrors:
-        console.print(f"registry mirrors: {', '.join(survey.mirrors)}")
+        console.print(_("registry mirrors: {items}").format(items=", ".join(survey.mirrors)))
     hidden = 0
     for row in survey.rows:
         c = row.compat
@@ -100,11 +114,23 @@ def _print(survey: ImagesSurvey, show_all: bool, preset_label: str) -> None:
             if reason.level != "ok":
                 console.print(Text(f"    {reason.text}", style=_STYLE[c.verdict]), soft_wrap=True)
     if hidden:
-        console.print(Text(f"{hidden} incompatible images hidden (--all shows them)", style="dim"))
+        console.print(
+            Text(
+                _("{hidden} incompatible images hidden (--all shows them)").format(hidden=hidden),
+                style="dim",
+            )
+        )
     if survey.suggestion:
-        console.print(Text(f"suggested: {survey.suggestion}", style="bold green"))
+        console.print(
+            Text(
+                _("suggested: {suggestion}").format(suggestion=survey.suggestion),
+                style="bold green",
+            )
+        )
     else:
-        console.print(Text("no compatible image in the catalog for this machine", style="bold red"))
+        console.print(
+            Text(_("no compatible image in the catalog for this machine"), style="bold red")
+        )
 
 
 def run_pull(args: argparse.Namespace) -> int:
@@ -123,5 +149,8 @@ def run_pull(args: argparse.Namespace) -> int:
     elif result.ok:
         print(f"pulled {result.ref} ({len(result.layers)} layers) {result.digest or ''}".rstrip())
     else:
-        print(f"pull of {result.ref} failed: {result.error}", file=sys.stderr)
+        print(
+            _("pull of {ref} failed: {error}").format(ref=result.ref, error=result.error),
+            file=sys.stderr,
+        )
     return 0 if result.ok else 1

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from backend.i18n import _
 from backend.plan.commands import check_version
 from backend.preset import load_preset
 from backend.runs import follow_log, launch, refresh
@@ -22,27 +23,29 @@ from tui.commands._risks import confirm_risks
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "launch",
-        help="start a training run from a preset (detached: it survives the SSH session)",
-        description="Validate the preset, write its run directory and start the training "
-        "through the preset's runner (host process or Docker container).",
+        help=_("start a training run from a preset (detached: it survives the SSH session)"),
+        description=_(
+            "Validate the preset, write its run directory and start the training "
+            "through the preset's runner (host process or Docker container)."
+        ),
     )
-    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
+    parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
     parser.add_argument(
-        "--detach", "-d", action="store_true", help="print the run id and return at once"
+        "--detach", "-d", action="store_true", help=_("print the run id and return at once")
     )
     parser.add_argument(
         "--no-prepare",
         action="store_true",
-        help="skip the model/environment steps even when their result is missing",
+        help=_("skip the model/environment steps even when their result is missing"),
     )
     parser.add_argument(
-        "--transformers", metavar="VERSION", help="name training flags for this transformers"
+        "--transformers", metavar="VERSION", help=_("name training flags for this transformers")
     )
     parser.add_argument(
         "--yes",
         "-y",
         action="store_true",
-        help="accept dangerous container options (privileged, host mounts, LD_PRELOAD...)",
+        help=_("accept dangerous container options (privileged, host mounts, LD_PRELOAD...)"),
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -68,16 +71,25 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(result.run_id)
             print(
-                f"trainwiz: started in {result.run_dir}; follow with 'trainwiz logs -f {result.run_id}'",
+                _("trainwiz: started in {run_dir}; follow with 'trainwiz logs -f {run_id}'").format(
+                    run_dir=result.run_dir, run_id=result.run_id
+                ),
                 file=sys.stderr,
             )
         return 0
-    print(f"trainwiz: run {result.run_id} ({result.run_dir})", file=sys.stderr)
+    print(
+        _("trainwiz: run {run_id} ({run_dir})").format(
+            run_id=result.run_id, run_dir=result.run_dir
+        ),
+        file=sys.stderr,
+    )
     try:
         follow_with_progress(result.run_dir)
     except KeyboardInterrupt:
         print(
-            f"\ntrainwiz: stopped following; the run continues (trainwiz stop {result.run_id})",
+            _("\ntrainwiz: stopped following; the run continues (trainwiz stop {run_id})").format(
+                run_id=result.run_id
+            ),
             file=sys.stderr,
         )
         return 130
@@ -87,14 +99,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**status.model_dump(), "summary": to_jsonable(summary)})
     else:
-        print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
-        print(f"trainwiz: {summary.line()}", file=sys.stderr)
+        print(
+            _("trainwiz: run {run_id} {state}: {message}").format(
+                run_id=status.run_id, state=status.state, message=status.message
+            ),
+            file=sys.stderr,
+        )
+        print(_("trainwiz: {line}").format(line=summary.line()), file=sys.stderr)
         if failed:
             _print_failure_hint(status.run_id, summary)
     if status.state == "finished":
         return 0
     print(
-        f"trainwiz: see what went wrong with 'trainwiz diagnose {status.run_id}'", file=sys.stderr
+        _("trainwiz: see what went wrong with 'trainwiz diagnose {run_id}'").format(
+            run_id=status.run_id
+        ),
+        file=sys.stderr,
     )
     return status.exit_code if status.exit_code not in (None, 0) and status.exit_code > 0 else 1
 
@@ -126,9 +146,16 @@ def _print_failure_hint(run_id: str, summary: RunSummary) -> None:
     top = summary.top_finding
     if top is not None:
         print(
-            f"trainwiz: likely cause: {top.category}: {top.title} (log line {top.line})",
+            _("trainwiz: likely cause: {category}: {title} (log line {line})").format(
+                category=top.category, title=top.title, line=top.line
+            ),
             file=sys.stderr,
         )
         if top.fixes:
-            print(f"trainwiz: first fix: {top.fixes[0].title}", file=sys.stderr)
-    print(f"trainwiz: see the findings and fixes: trainwiz diagnose {run_id}", file=sys.stderr)
+            print(
+                _("trainwiz: first fix: {title}").format(title=top.fixes[0].title), file=sys.stderr
+            )
+    print(
+        _("trainwiz: see the findings and fixes: trainwiz diagnose {run_id}").format(run_id=run_id),
+        file=sys.stderr,
+    )

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.model.hub import FetchProgress
 from backend.model.validate import ModelReport
 from backend.preset.schema import ModelSource
@@ -17,33 +18,37 @@ from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("model", help="fetch a model, validate it, make the tiny one")
+    parser = subparsers.add_parser("model", help=_("fetch a model, validate it, make the tiny one"))
     sub = parser.add_subparsers(dest="model_command", metavar="ACTION", required=True)
 
-    fetch = sub.add_parser("fetch", help="download/clone/make the model of a preset, or a Hub repo")
-    fetch.add_argument("target", metavar="PRESET|REPO", help="a preset name/path or owner/name")
-    fetch.add_argument("--dir", help="model directory (default: the preset's model.dir)")
-    fetch.add_argument("--endpoint", help="Hub endpoint or mirror, e.g. https://hf-mirror.com")
-    fetch.add_argument("--revision", help="branch, tag or commit")
-    fetch.add_argument("--token-env", help="env var holding the Hub token (default HF_TOKEN)")
+    fetch = sub.add_parser(
+        "fetch", help=_("download/clone/make the model of a preset, or a Hub repo")
+    )
+    fetch.add_argument("target", metavar="PRESET|REPO", help=_("a preset name/path or owner/name"))
+    fetch.add_argument("--dir", help=_("model directory (default: the preset's model.dir)"))
+    fetch.add_argument("--endpoint", help=_("Hub endpoint or mirror, e.g. https://hf-mirror.com"))
+    fetch.add_argument("--revision", help=_("branch, tag or commit"))
+    fetch.add_argument("--token-env", help=_("env var holding the Hub token (default HF_TOKEN)"))
     fetch.add_argument(
         "--token-host",
         action="append",
         default=[],
         metavar="HOST",
-        help="also send the token to this https host (like TRAINWIZ_TOKEN_HOSTS)",
+        help=_("also send the token to this https host (like TRAINWIZ_TOKEN_HOSTS)"),
     )
     add_json_flag(fetch)
     fetch.set_defaults(func=run_fetch)
 
-    validate = sub.add_parser("validate", help="check a model dir without loading its weights")
+    validate = sub.add_parser("validate", help=_("check a model dir without loading its weights"))
     validate.add_argument("dir", metavar="DIR")
     add_json_flag(validate)
     validate.set_defaults(func=run_validate)
 
-    tiny = sub.add_parser("make-tiny", help="create the tiny random Llama of a preset (or at DIR)")
+    tiny = sub.add_parser(
+        "make-tiny", help=_("create the tiny random Llama of a preset (or at DIR)")
+    )
     tiny.add_argument("target", metavar="PRESET|DIR", nargs="?", default="tiny-cpu")
-    tiny.add_argument("--force", action="store_true", help="remake even if a valid one exists")
+    tiny.add_argument("--force", action="store_true", help=_("remake even if a valid one exists"))
     add_json_flag(tiny)
     tiny.set_defaults(func=run_make_tiny)
 
@@ -124,7 +129,11 @@ def run_fetch(args: argparse.Namespace) -> int:
     else:
         print(f"{result.action}: {result.dir}")
         if result.fetch and result.fetch.skipped:
-            print(f"skipped duplicate weight formats: {', '.join(result.fetch.skipped)}")
+            print(
+                _("skipped duplicate weight formats: {items}").format(
+                    items=", ".join(result.fetch.skipped)
+                )
+            )
         _print_report(result.report)
     return 0 if result.report.ok else 1
 
@@ -136,25 +145,50 @@ def _print_report(r: ModelReport) -> None:
         builtins.print(terminal_safe(text))
 
     c = r.config
-    print(f"model       {r.path}")
-    print(f"arch        {c.architecture} ({c.model_type})")
+    print(_("model       {path}").format(path=r.path))
     print(
-        f"shape       hidden {c.hidden_size}, layers {c.num_hidden_layers}, heads "
-        f"{c.num_attention_heads}, kv heads {c.num_key_value_heads}, ffn {c.intermediate_size}"
+        _("arch        {architecture} ({model_type})").format(
+            architecture=c.architecture, model_type=c.model_type
+        )
     )
-    print(f"vocab       {c.vocab_size}, max positions {c.max_position_embeddings}")
+    print(
+        _(
+            "shape       hidden {hidden_size}, layers {num_hidden_layers}, heads "
+            "{num_attention_heads}, kv heads {num_key_value_heads}, ffn {intermediate_size}"
+        ).format(
+            hidden_size=c.hidden_size,
+            num_hidden_layers=c.num_hidden_layers,
+            num_attention_heads=c.num_attention_heads,
+            num_key_value_heads=c.num_key_value_heads,
+            intermediate_size=c.intermediate_size,
+        )
+    )
+    print(
+        _("vocab       {vocab_size}, max positions {max_position_embeddings}").format(
+            vocab_size=c.vocab_size, max_position_embeddings=c.max_position_embeddings
+        )
+    )
     n = f"{r.n_params:,}" if r.n_params is not None else "unknown"
     implied = f"{r.n_params_from_config:,}" if r.n_params_from_config else "?"
-    print(f"parameters  {n} ({r.n_params_source}); config implies {implied}")
     print(
-        f"dtype       {r.dtype} ({r.weight_format}, {len(r.shards)} files, {_human(r.weights_bytes)})"
+        _("parameters  {n} ({n_params_source}); config implies {implied}").format(
+            n=n, n_params_source=r.n_params_source, implied=implied
+        )
     )
-    print(f"tokenizer   {', '.join(r.tokenizer_files) or 'none'}")
+    print(
+        _("dtype       {dtype} ({weight_format}, {count} files, {human})").format(
+            dtype=r.dtype,
+            weight_format=r.weight_format,
+            count=len(r.shards),
+            human=_human(r.weights_bytes),
+        )
+    )
+    print(_("tokenizer   {value}").format(value=", ".join(r.tokenizer_files) or "none"))
     for w in r.warnings:
-        print(f"warning: {w}")
+        print(_("warning: {w}").format(w=w))
     for p in r.problems:
-        print(f"problem: {p}")
-    print("ok" if r.ok else f"{len(r.problems)} problem(s)")
+        print(_("problem: {p}").format(p=p))
+    print(_("ok") if r.ok else _("{count} problem(s)").format(count=len(r.problems)))
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -179,7 +213,11 @@ def run_make_tiny(args: argparse.Namespace) -> int:
     if is_preset:
         source = load_preset(target).model
         if source.source != "tiny":
-            raise BadInput(f"preset '{target}': model.source is '{source.source}', not 'tiny'")
+            raise BadInput(
+                _("preset '{target}': model.source is '{source}', not 'tiny'").format(
+                    target=target, source=source.source
+                )
+            )
         result = make_tiny(model_dir(source), source.tiny, force=args.force)
     else:
         result = make_tiny(Path(target), TinyModelSpec(), force=args.force)

@@ -7,6 +7,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from backend.i18n import _
 from backend.mirrors import apply_mirrors, plan_lines
 from backend.plan import build_plan
 from backend.plan.commands import comment
@@ -21,21 +22,25 @@ from tui.commands._common import add_json_flag, print_json
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "plan",
-        help="print the exact commands a preset runs (shell-quoted, copy-pasteable)",
-        description="Print every step of a preset as the exact command trainwiz runs: model "
-        "fetch, image pull, environment, docker run, in-container setup, torchrun.",
+        help=_("print the exact commands a preset runs (shell-quoted, copy-pasteable)"),
+        description=_(
+            "Print every step of a preset as the exact command trainwiz runs: model "
+            "fetch, image pull, environment, docker run, in-container setup, torchrun."
+        ),
     )
-    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
+    parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
     parser.add_argument(
         "--transformers",
         metavar="VERSION",
-        help="name the training flags for this transformers version (default: the preset's)",
+        help=_("name the training flags for this transformers version (default: the preset's)"),
     )
-    parser.add_argument("--gpu", metavar="NAME", help="plan memory for this GPU (h200, a100, ...)")
-    parser.add_argument("--config", metavar="PATH", help="the model's config.json (its shape)")
-    parser.add_argument("--tune", action="store_true", help="print the fastest preset that fits")
     parser.add_argument(
-        "--free-batch", action="store_true", help="--tune may change the global batch"
+        "--gpu", metavar="NAME", help=_("plan memory for this GPU (h200, a100, ...)")
+    )
+    parser.add_argument("--config", metavar="PATH", help=_("the model's config.json (its shape)"))
+    parser.add_argument("--tune", action="store_true", help=_("print the fastest preset that fits"))
+    parser.add_argument(
+        "--free-batch", action="store_true", help=_("--tune may change the global batch")
     )
     add_real_data_flags(parser)
     add_json_flag(parser)
@@ -46,14 +51,16 @@ def add_real_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lengths",
         metavar="REPORT",
-        help="token lengths from `trainwiz data check FILE --model DIR --json` saved to a file "
-        "(default: a stated ShareGPT-like distribution)",
+        help=_(
+            "token lengths from `trainwiz data check FILE --model DIR --json` saved to a file "
+            "(default: a stated ShareGPT-like distribution)"
+        ),
     )
     parser.add_argument(
         "--host-ram",
         metavar="GIB",
         type=float,
-        help="host RAM to plan within (default: this machine's when planning for its GPU)",
+        help=_("host RAM to plan within (default: this machine's when planning for its GPU)"),
     )
 
 
@@ -71,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         host_ram=host_ram_for(args.host_ram, args.gpu),
     )
     for risk in risks:
-        print(f"trainwiz: warning: {redact_text(risk.line())}", file=sys.stderr)
+        print(_("trainwiz: warning: {line}").format(line=redact_text(risk.line())), file=sys.stderr)
     if args.json:
         estimate = _scrub(estimate, preset_secrets(preset))  # e.g. the tuned preset's YAML
         print_json(
@@ -83,10 +90,10 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        warnings = [comment(f"WARNING {risk.line()}") for risk in risks]
+        warnings = [comment(_("WARNING {line}").format(line=risk.line())) for risk in risks]
         script = plan.as_script()
         if warnings:  # right under the title line, before any command
-            head, _, rest = script.partition("\n")
+            head, _sep, rest = script.partition("\n")
             script = "\n".join([head, *warnings, rest])
         print(script, end="")
         secrets = preset_secrets(preset)

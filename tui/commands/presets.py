@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from backend.i18n import _
 from backend.preset import list_shipped
 from tui.commands._common import add_json_flag, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("presets", help="list the shipped presets")
+    parser = subparsers.add_parser("presets", help=_("list the shipped presets"))
     add_json_flag(parser)
     parser.set_defaults(func=run)
 

@@ -10,6 +10,7 @@ import sys
 from rich.console import Console
 from rich.markup import escape
 
+from backend.i18n import _
 from backend.preset import load_preset
 from backend.replay import STEP_ORDER, Replay, StepReport, steps_between
 from tui.commands._common import add_json_flag, print_json
@@ -21,14 +22,20 @@ _STYLE = {"done": "green", "skipped": "cyan", "warned": "yellow", "failed": "bol
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "replay",
-        help="run a preset end to end without the wizard (checks, model, environment, launch, follow)",
+        help=_(
+            "run a preset end to end without the wizard (checks, model, environment, launch, follow)"
+        ),
         description=__doc__,
     )
-    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
-    parser.add_argument("--yes", "-y", action="store_true", help="accept warnings without asking")
-    parser.add_argument("--from", dest="start", choices=STEP_ORDER, help="first step to run")
-    parser.add_argument("--until", choices=STEP_ORDER, help="last step to run")
-    parser.add_argument("--detach", action="store_true", help="stop after launch; training goes on")
+    parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
+    parser.add_argument(
+        "--yes", "-y", action="store_true", help=_("accept warnings without asking")
+    )
+    parser.add_argument("--from", dest="start", choices=STEP_ORDER, help=_("first step to run"))
+    parser.add_argument("--until", choices=STEP_ORDER, help=_("last step to run"))
+    parser.add_argument(
+        "--detach", action="store_true", help=_("stop after launch; training goes on")
+    )
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -41,14 +48,17 @@ def run(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty() and not args.yes and not args.json
 
     def confirm(text: str) -> bool:
-        console.print(f"[yellow]warnings:[/] {escape(text)}")
+        console.print(_("[yellow]warnings:[/] {escape}").format(escape=escape(text)))
         return console.input("continue anyway? [y/N] ").strip().lower() in ("y", "yes")
 
     def progress(step: str, text: str) -> None:
         if step == "follow":
             console.out(text, highlight=False)
         else:
-            console.print(f"  [dim]{step}:[/] {escape(text)}", highlight=False)
+            console.print(
+                _("  [dim]{step}:[/] {escape}").format(step=step, escape=escape(text)),
+                highlight=False,
+            )
 
     def emit(report: StepReport) -> None:
         style = _STYLE[report.outcome]
@@ -65,10 +75,14 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
         confirm=confirm if interactive else None,
     )
-    console.print(f"[bold]trainwiz replay[/] {preset.name}: {' → '.join(steps)}")
+    console.print(
+        _("[bold]trainwiz replay[/] {name}: {items}").format(
+            name=preset.name, items=" → ".join(steps)
+        )
+    )
     result = replay.run(steps, emit)
     if result.findings:
-        console.print("[bold]diagnosis of the run's log:[/]")
+        console.print(_("[bold]diagnosis of the run's log:[/]"))
         for finding in result.findings:
             console.print(f"  {escape(finding)}", highlight=False)
     if args.json:
@@ -83,5 +97,5 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     elif result.run_id:
-        console.print(f"run: {result.run_id}  (trainwiz attach {result.run_id})")
+        console.print(_("run: {run_id}  (trainwiz attach {run_id})").format(run_id=result.run_id))
     return result.exit_code

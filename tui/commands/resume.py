@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.i18n import _
 from backend.runs import find_run, follow_log, refresh
 from backend.runs.resume import resume
 from tui.commands._common import add_json_flag, print_json
@@ -15,13 +16,15 @@ from tui.commands._common import add_json_flag, print_json
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "resume",
-        help="continue a failed or stopped run from its last complete checkpoint",
-        description="Start the next attempt of a run: training continues from the newest "
-        "complete checkpoint in its output_dir, in the same run directory and metrics series.",
+        help=_("continue a failed or stopped run from its last complete checkpoint"),
+        description=_(
+            "Start the next attempt of a run: training continues from the newest "
+            "complete checkpoint in its output_dir, in the same run directory and metrics series."
+        ),
     )
-    parser.add_argument("run", metavar="RUN", help="run id, unique prefix, 'last' or a run dir")
+    parser.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
     parser.add_argument(
-        "--detach", "-d", action="store_true", help="print the attempt and return at once"
+        "--detach", "-d", action="store_true", help=_("print the attempt and return at once")
     )
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -43,11 +46,20 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
             sys.stdout.flush()
     except KeyboardInterrupt:
-        print(f"\ntrainwiz: stopped following; the run continues (trainwiz stop {run_dir.name})")
+        print(
+            _("\ntrainwiz: stopped following; the run continues (trainwiz stop {name})").format(
+                name=run_dir.name
+            )
+        )
         return 130
     status = refresh(run_dir)
     if args.json:
         print_json(status.model_dump())
     else:
-        print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
+        print(
+            _("trainwiz: run {run_id} {state}: {message}").format(
+                run_id=status.run_id, state=status.state, message=status.message
+            ),
+            file=sys.stderr,
+        )
     return 0 if status.state == "finished" else 1

@@ -8,40 +8,41 @@ import sys
 import time
 from pathlib import Path
 
+from backend.i18n import N_, _
 from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
 from tui.commands._common import add_json_flag, print_json
 
-_REF_HELP = "run id, unique prefix, 'last', a run dir or a Slurm job id"
+_REF_HELP = N_("run id, unique prefix, 'last', a run dir or a Slurm job id")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    runs = subparsers.add_parser("runs", help="list runs with their state")
+    runs = subparsers.add_parser("runs", help=_("list runs with their state"))
     add_json_flag(runs)
     runs.set_defaults(func=run_list)
 
     attach = subparsers.add_parser(
-        "attach", help="open the wizard's monitor on a live or finished run"
+        "attach", help=_("open the wizard's monitor on a live or finished run")
     )
-    attach.add_argument("run", metavar="RUN", help=_REF_HELP)
+    attach.add_argument("run", metavar="RUN", help=_(_REF_HELP))
     add_json_flag(attach)  # the refreshed record instead of the wizard (scripts, other logins)
     attach.set_defaults(func=run_attach)
 
     stop = subparsers.add_parser(
-        "stop", help="stop a run gracefully (SIGTERM / docker stop, then kill)"
+        "stop", help=_("stop a run gracefully (SIGTERM / docker stop, then kill)")
     )
-    stop.add_argument("run", metavar="RUN", help=_REF_HELP)
+    stop.add_argument("run", metavar="RUN", help=_(_REF_HELP))
     stop.add_argument(
         "--timeout",
         type=_seconds,
         default=30.0,
-        help="seconds between SIGTERM and SIGKILL (a finite number >= 0)",
+        help=_("seconds between SIGTERM and SIGKILL (a finite number >= 0)"),
     )
     add_json_flag(stop)
     stop.set_defaults(func=run_stop)
 
-    logs = subparsers.add_parser("logs", help="print a run's log (train.log)")
-    logs.add_argument("run", metavar="RUN", help=_REF_HELP)
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+    logs = subparsers.add_parser("logs", help=_("print a run's log (train.log)"))
+    logs.add_argument("run", metavar="RUN", help=_(_REF_HELP))
+    logs.add_argument("-f", "--follow", action="store_true", help=_("keep printing until it ends"))
     logs.set_defaults(func=run_logs)
 
 
@@ -50,9 +51,13 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(
+            _("'{text}' is not a number of seconds").format(text=text)
+        ) from None
     if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}': give a finite number of seconds >= 0")
+        raise argparse.ArgumentTypeError(
+            _("'{text}': give a finite number of seconds >= 0").format(text=text)
+        )
     return value
 
 
@@ -75,7 +80,7 @@ def run_list(args: argparse.Namespace) -> int:
         print_json([{**s.model_dump(), **extra[s.run_id]} for s in statuses])
         return 0
     if not statuses:
-        print("no runs yet: start one with 'trainwiz launch PRESET'")
+        print(_("no runs yet: start one with 'trainwiz launch PRESET'"))
         return 0
     width = max(len(s.run_id) for s in statuses)
     head = f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'STARTED':<12} {'EVAL':<7} {'CKPT':<10}"
@@ -104,7 +109,11 @@ def attach_preset(run_dir: Path) -> tuple[str | None, list[str]]:
         load_preset(str(preset))
     except (TrainwizError, OSError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        notes.append(f"{preset} unusable ({first}); the default preset is shown")
+        notes.append(
+            _("{preset} unusable ({error}); the default preset is shown").format(
+                preset=preset, error=first
+            )
+        )
         preset = None
     return preset, notes
 
@@ -133,9 +142,17 @@ def run_stop(args: argparse.Namespace) -> int:
         print(f"{status.run_id}: {status.state} ({status.message})")
         if left:
             pids = ", ".join(str(p) for p in left)
-            print(f"trainwiz: {len(left)} process(es) of the run still alive: {pids}")
+            print(
+                _("trainwiz: {count} process(es) of the run still alive: {pids}").format(
+                    count=len(left), pids=pids
+                )
+            )
         else:
-            print(f"trainwiz: {ended} process(es) ended; none of the run is left")
+            print(
+                _("trainwiz: {ended} process(es) ended; none of the run is left").format(
+                    ended=ended
+                )
+            )
     return 0 if status.final and not left else 1
 
 
@@ -154,5 +171,10 @@ def run_logs(args: argparse.Namespace) -> int:
         return 130
     if args.follow:
         status = refresh(run_dir)
-        print(f"trainwiz: run {status.run_id} {status.state}: {status.message}", file=sys.stderr)
+        print(
+            _("trainwiz: run {run_id} {state}: {message}").format(
+                run_id=status.run_id, state=status.state, message=status.message
+            ),
+            file=sys.stderr,
+        )
     return 0

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.preset import load_preset
 from tui.commands._common import add_json_flag, print_json
 
@@ -16,22 +17,28 @@ from tui.commands._common import add_json_flag, print_json
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "tune",
-        help="the fastest configuration on real tokens that fits GPU and host RAM",
-        description="Search batch, recompute, offload, packing, Liger and fused AdamW for the "
-        "most real (non-pad) tokens/s predicted to fit the GPU and the host's RAM, and the "
-        "training methods (LoRA, QLoRA, DeepSpeed ZeRO): one of them when no full fine-tune "
-        "fits, listed beside the answer otherwise; with "
-        "--probe, run the top candidates a few steps each here and keep the measured fastest.",
+        help=_("the fastest configuration on real tokens that fits GPU and host RAM"),
+        description=_(
+            "Search batch, recompute, offload, packing, Liger and fused AdamW for the "
+            "most real (non-pad) tokens/s predicted to fit the GPU and the host's RAM, and the "
+            "training methods (LoRA, QLoRA, DeepSpeed ZeRO): one of them when no full fine-tune "
+            "fits, listed beside the answer otherwise; with "
+            "--probe, run the top candidates a few steps each here and keep the measured fastest."
+        ),
     )
-    parser.add_argument("preset", metavar="PRESET", help="a shipped preset name or a YAML path")
-    parser.add_argument("--gpu", metavar="NAME", help="plan for this GPU (default: this machine's)")
-    parser.add_argument("--config", metavar="PATH", help="the model's config.json (its shape)")
-    parser.add_argument("--free-batch", action="store_true", help="may change the global batch")
-    parser.add_argument("--probe", action="store_true", help="measure the top candidates here")
-    parser.add_argument("--top", type=int, default=3, help="candidates to probe (default 3)")
-    parser.add_argument("--steps", type=int, default=12, help="steps per probe (default 12)")
+    parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
     parser.add_argument(
-        "--write", metavar="PATH", help="write the tuned preset here (default: PRESET-tuned.yaml)"
+        "--gpu", metavar="NAME", help=_("plan for this GPU (default: this machine's)")
+    )
+    parser.add_argument("--config", metavar="PATH", help=_("the model's config.json (its shape)"))
+    parser.add_argument("--free-batch", action="store_true", help=_("may change the global batch"))
+    parser.add_argument("--probe", action="store_true", help=_("measure the top candidates here"))
+    parser.add_argument("--top", type=int, default=3, help=_("candidates to probe (default 3)"))
+    parser.add_argument("--steps", type=int, default=12, help=_("steps per probe (default 12)"))
+    parser.add_argument(
+        "--write",
+        metavar="PATH",
+        help=_("write the tuned preset here (default: PRESET-tuned.yaml)"),
     )
     from tui.commands.plan import add_real_data_flags
 
@@ -50,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
     preset = load_preset(args.preset)
     gpu, shape, why = resolve_inputs(preset, args.gpu, args.config)
     if gpu is None or shape is None:
-        raise BadInput(f"tune: {why}")
+        raise BadInput(_("tune: {why}").format(why=why))
     if args.top < 1 or args.steps < 2:
-        raise BadInput("--top must be >= 1 and --steps >= 2")
+        raise BadInput(_("--top must be >= 1 and --steps >= 2"))
     dist = dist_from_report(args.lengths) if args.lengths else default_dist()
     host_ram = host_ram_for(args.host_ram, args.gpu)
     result = tune(preset, gpu, shape, free_batch=args.free_batch, dist=dist, host_ram=host_ram)
@@ -70,13 +77,24 @@ def run(args: argparse.Namespace) -> int:
             steps=args.steps,
             progress=lambda msg: print(f"trainwiz: {msg}", file=sys.stderr, flush=True),
         )
-        lines.append("probe (measured here; real tokens/s = median after the warm-up steps):")
+        lines.append(_("probe (measured here; real tokens/s = median after the warm-up steps):"))
         for r in measured.rows:
             got = f"{r.measured_real_tokens_per_s:,.0f}" if r.measured_real_tokens_per_s else "-"
             lines.append(
-                f"  {r.label}: predicted {r.predicted_real_tokens_per_s:,.0f}, measured {got} "
-                f"real tokens/s; peak {r.measured_peak_gib} GiB (pred {r.predicted_peak_gib}); "
-                f"startup {r.startup_s or 0:.0f} s; {r.state} (run {r.run_id})"
+                "  "
+                + _(
+                    "{label}: predicted {predicted}, measured {measured} real tokens/s; peak "
+                    "{peak} GiB (pred {predicted_peak}); startup {startup} s; {state} (run {run})"
+                ).format(
+                    label=r.label,
+                    predicted=f"{r.predicted_real_tokens_per_s:,.0f}",
+                    measured=got,
+                    peak=r.measured_peak_gib,
+                    predicted_peak=r.predicted_peak_gib,
+                    startup=f"{r.startup_s or 0:.0f}",
+                    state=r.state,
+                    run=r.run_id,
+                )
             )
             probe_rows.append({k: v for k, v in vars(r).items() if k != "preset"})
         lines += [f"  note: {n}" for n in measured.notes]
@@ -96,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
         print_json({"written": str(target), "diff": diff, "probe": probe_rows, "methods": methods})
     else:
         print("\n".join(lines if not args.probe else [*lines, *diff]))
-        print(f"trainwiz: tuned preset written to {target}", file=sys.stderr)
+        print(
+            _("trainwiz: tuned preset written to {target}").format(target=target), file=sys.stderr
+        )
     return 0
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from backend.i18n import _
 from backend.plan import Plan, PlanStep
 from backend.preset.schema import Preset
 from backend.runs.multinode import docker_nodes, samplers, slurm, ssh
@@ -81,7 +82,7 @@ def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[Pl
     rdzv_id = run_dir.name if run_dir is not None else "<run_id>"
     agent = _agent(preset, train, _torchrun(preset), rdzv_id, None)
     env, cwd = _env(train, base), preset.launch.workdir or os.getcwd()
-    train.note = "run on every node by the steps below (c10d rendezvous instead of ranks)"
+    train.note = _("run on every node by the steps below (c10d rendezvous instead of ranks)")
     if preset.launch.scheduler == "ssh":
         steps = []
         for node in _node_specs(preset, base, agent, env, cwd):
@@ -90,7 +91,9 @@ def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[Pl
                 PlanStep(
                     id=f"node{index}",
                     group="train",
-                    title=f"Start node {index}'s torchrun agent on {host} over SSH",
+                    title=_("Start node {index}'s torchrun agent on {host} over SSH").format(
+                        index=index, host=host
+                    ),
                     argv=node["argv"],
                 )
             )
@@ -108,14 +111,16 @@ def plan_steps(preset: Preset, run_dir: Path | None, train: PlanStep) -> list[Pl
         PlanStep(
             id="slurm-script",
             group="train",
-            title=f"The sbatch script trainwiz writes to {base}/{slurm.SCRIPT}",
+            title=_("The sbatch script trainwiz writes to {path}").format(
+                path=f"{base}/{slurm.SCRIPT}"
+            ),
             argv=["cat", f"{base}/{slurm.SCRIPT}"],
             note=script.rstrip("\n"),
         ),
         PlanStep(
             id="sbatch",
             group="train",
-            title="Submit it; trainwiz then follows the job (squeue, scontrol)",
+            title=_("Submit it; trainwiz then follows the job (squeue, scontrol)"),
             argv=slurm.sbatch_argv(base, rdzv_id, cwd),
         ),
     ]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.errors import BadInput
+from backend.i18n import _
 from backend.preset.schema import Preset
 from backend.runs.multinode import samplers
 from backend.runs.multinode.agents import NodeLog, NodeState, finding
@@ -61,7 +62,11 @@ def sbatch_script(
     """The whole job script; ``agent`` carries ``--rdzv_endpoint=$head:PORT`` when defaulted."""
     for name in env:
         if not _ENV_NAME.fullmatch(name):
-            raise BadInput(f"launch.env: '{name}' is not a variable name (letters, digits, _)")
+            raise BadInput(
+                _("launch.env: '{name}' is not a variable name (letters, digits, _)").format(
+                    name=name
+                )
+            )
     lines = ["#!/bin/bash", f"# trainwiz: preset {preset.name}, one torchrun agent per node"]
     lines += [f"#SBATCH {option}" for option in sbatch_options(preset)]
     lines += ["set -euo pipefail"]
@@ -86,7 +91,11 @@ def sbatch_script(
 def sbatch_argv(run_dir: Path | str, run_id: str, cwd: str) -> list[str]:
     for path in (str(run_dir), cwd):
         if "%" in path:
-            raise BadInput(f"{path}: Slurm reads '%' in a path as a pattern: use another path")
+            raise BadInput(
+                _("{path}: Slurm reads '%' in a path as a pattern: use another path").format(
+                    path=path
+                )
+            )
     return [
         "sbatch",
         "--parsable",
