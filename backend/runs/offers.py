@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.errors import BadInput, TrainwizError
+from backend.i18n import _
 from backend.runs.rundir import LAUNCH, read_status
 
 RESUMABLE_STATES = ("failed", "stopped")
@@ -51,14 +52,17 @@ def resume_offer(run_dir: Path, state: str) -> Offer:
     from backend.runs.resume import check_resumable
 
     if state == "finished":
-        return Offer(False, "the run finished: nothing to resume")
+        return Offer(False, _("the run finished: nothing to resume"))
     if state not in RESUMABLE_STATES:
-        return Offer(False, f"the run is {state}: resume is for a failed or stopped run")
+        return Offer(
+            False,
+            _("the run is {state}: resume is for a failed or stopped run").format(state=state),
+        )
     try:
         _status, (step, path) = check_resumable(run_dir)
     except BadInput as exc:
         return Offer(False, _first_line(exc))
-    return Offer(True, f"from checkpoint-{step}", checkpoint=step, path=path)
+    return Offer(True, _("from checkpoint-{step}").format(step=step), checkpoint=step, path=path)
 
 
 def chat_offer(run_dir: Path, state: str) -> Offer:
@@ -66,13 +70,13 @@ def chat_offer(run_dir: Path, state: str) -> Offer:
     from backend.results.weights import model_dir
 
     if state not in ("finished", *RESUMABLE_STATES):
-        return Offer(False, f"the run is {state}: chat once it has ended")
+        return Offer(False, _("the run is {state}: chat once it has ended").format(state=state))
     try:
         path = model_dir(run_dir)
     except BadInput as exc:
         return Offer(False, _first_line(exc))
     step = int(path.name.split("-")[1]) if path.name.startswith("checkpoint-") else None
-    what = f"checkpoint-{step}" if step is not None else "the final model"
+    what = f"checkpoint-{step}" if step is not None else _("the final model")
     return Offer(True, what, checkpoint=step, path=path)
 
 
@@ -85,7 +89,7 @@ def run_offers(run_dir: Path) -> RunOffers:
         state = status.state
         run_id = status.run_id
     except (TrainwizError, OSError, ValueError) as exc:
-        why = f"the run's status cannot be read: {exc}"
+        why = _("the run's status cannot be read: {error}").format(error=exc)
         off = Offer(False, why)
         return RunOffers(run_dir.name, "unknown", 1, None, off, off)
     attempts = read_attempts(run_dir)
