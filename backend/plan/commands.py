@@ -47,6 +47,8 @@ class PlanStep:
 
         A key that is not a shell name cannot be an assignment, so then ``env`` sets them.
         """
+        if self._env_in_exec():
+            return " ".join(shell_word(a) for a in redact_argv(self.shown_argv()))
         env = redact_env(self.env)
         words = [shell_word(a) for a in redact_argv(self.full_argv())]
         if all(_SHELL_NAME.fullmatch(k) for k in env):
@@ -54,6 +56,19 @@ class PlanStep:
         else:
             prefix = ["env", *(shell_word(f"{k}={v}") for k, v in env.items())]
         return " ".join([*prefix, *words])
+
+    def _env_in_exec(self) -> bool:
+        return bool(self.env) and self.exec_prefix[:2] == ["docker", "exec"]
+
+    def shown_argv(self) -> list[str]:
+        """The command :meth:`display` prints, unredacted. A step run inside the container gets
+        its environment there (``docker exec -e K=V``), not on the host's docker client: the
+        printed line must do what the runner does."""
+        full = self.full_argv()
+        if not self._env_in_exec():
+            return full
+        flags = [w for k, v in self.env.items() for w in ("-e", f"{k}={v}")]
+        return [*full[:2], *flags, *full[2:]]
 
     def redacted(self) -> dict[str, Any]:
         """The step as plan.json / ``plan --json`` show it: secrets redacted."""

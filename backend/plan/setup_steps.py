@@ -7,6 +7,7 @@ keeps that path available (and exact) for users who want it, while ``mode: image
 from __future__ import annotations
 
 from backend.i18n import _
+from backend.images.pipindex import PipIndexes
 from backend.plan.commands import PlanStep
 from backend.plan.deepspeed import method_packages
 from backend.preset.schema import EnvironmentConfig, Preset
@@ -32,14 +33,32 @@ def pip_index_args(env: EnvironmentConfig, index_url: str | None = None) -> list
     return args
 
 
+def _indexes(env: EnvironmentConfig) -> PipIndexes:
+    return PipIndexes.checked(
+        env.pip_index_url,
+        list(env.pip_extra_index_urls),
+        list(env.pip_trusted_hosts),
+        env.flash_attn.index_url,
+    )
+
+
 def in_container_setup(preset: Preset) -> list[PlanStep]:
+    """The seed's ``pip install ... -i MIRROR`` steps. A mirror URL with credentials goes into
+    pip's environment instead (PIP_INDEX_URL...): a pip command line inside the container is
+    readable by every user of the host (``/proc/<pid>/cmdline``), its environment only by root
+    and the same user; the plan and the run log show the names, not the values."""
     env = preset.environment
-    idx = pip_index_args(env)
+    indexes = _indexes(env)
+    secret = indexes.needs_proxy
+    idx = indexes.host_argv() if secret else pip_index_args(env)
+    pip_env = indexes.pip_env() if secret else {}
     steps: list[PlanStep] = []
 
     def add(
         step_id: str, title: str, argv: list[str], envvars: dict[str, str] | None = None
     ) -> None:
+        is_pip = argv[:2] == ["pip", "install"] and step_id != "setup-flash-attn"
+        step_env = {**(pip_env if is_pip else {}), **(envvars or {})}
         steps.append(
             PlanStep(
                 id=step_id,
@@ -47,7 +66,7 @@ def in_container_setup(preset: Preset) -> list[PlanStep]:
                 title=title,
                 argv=argv,
                 where="container",
-                env=envvars or {},
+                env=step_env,
             )
         )
 
@@ -82,10 +101,15 @@ def in_container_setup(preset: Preset) -> list[PlanStep]:
         if env.flash_attn.no_build_isolation:
             argv.append("--no-build-isolation")
         envvars = {"MAX_JOBS": str(env.flash_attn.max_jobs)} if env.flash_attn.max_jobs else {}
+        if secret:  # flash-attn's own index replaces the others, as in the image
+            envvars = {**indexes.pip_env(flash_attn=True), **envvars}
+            fa_args = indexes.host_argv(flash_attn=True)
+        else:
+            fa_args = pip_index_args(env, env.flash_attn.index_url)
         add(
             "setup-flash-attn",
             _("Build flash-attn (needs torch installed and nvcc: a -devel image)"),
-            argv + pip_index_args(env, env.flash_attn.index_url),
+            argv + fa_args,
             envvars,
         )
     if env.fsdp_state_dict_patch:

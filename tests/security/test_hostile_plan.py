@@ -107,7 +107,7 @@ def test_every_text_field_payload_is_refused_or_planned_inert(tmp_path: Path) ->
             assert all(len(line) < 1200 for line in exc.problems), slot.dotted()
             continue
         plan.to_json()  # serialisable whatever the values
-        expected = [redact_argv(step.full_argv()) for step in plan.steps]
+        expected = [redact_argv(step.shown_argv()) for step in plan.steps]
         scripts.setdefault(plan.as_script(), expected)
     names = {argv[0] for expected in scripts.values() for argv in expected}
     stubs = _stub_dir(tmp_path, names)

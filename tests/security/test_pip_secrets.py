@@ -340,3 +340,37 @@ def test_a_remote_docker_daemon_cannot_reach_the_proxy_and_says_so(
         pass
     assert str(caught.value).startswith("environment.pip_extra_index_urls: ")
     assert "DOCKER_HOST=tcp://10.9.8.7:2375" in str(caught.value)
+
+
+def test_in_container_setup_keeps_the_mirror_password_out_of_pip_argv() -> None:
+    """The seed's in_container mode execs ``pip install ... -i MIRROR`` into the container: a
+    password in that argv would be in /proc/<pid>/cmdline for every user of the host. It goes
+    to pip's environment (docker exec -e), and the printed plan shows the name only."""
+    from backend.plan import build_plan
+    from backend.plan.setup_steps import in_container_setup
+    from backend.preset import load_preset
+
+    preset = load_preset("vicuna-13b-v1.3-8xa100").model_copy(deep=True)
+    assert preset.environment.mode == "in_container"
+    preset.environment.pip_index_url = "https://bob:S3CRET-in-container@mirror.example/simple"
+    steps = in_container_setup(preset)
+    pip_steps = [s for s in steps if s.argv[:2] == ["pip", "install"]]
+    assert pip_steps
+    for step in steps:
+        assert "S3CRET-in-container" not in " ".join(step.argv)
+    for step in pip_steps:
+        assert step.env["PIP_INDEX_URL"] == preset.environment.pip_index_url
+    plan = build_plan(preset)
+    shown = "\n".join(s.display() for s in plan.steps)
+    assert "S3CRET-in-container" not in shown
+    assert "docker exec -e 'PIP_INDEX_URL=<redacted>'" in shown
+
+
+def test_in_container_setup_without_credentials_keeps_the_seed_s_dash_i() -> None:
+    from backend.plan.setup_steps import in_container_setup
+    from backend.preset import load_preset
+
+    preset = load_preset("vicuna-13b-v1.3-8xa100")
+    fastchat = next(s for s in in_container_setup(preset) if s.id == "setup-fastchat")
+    assert fastchat.argv[-2:] == ["-i", "https://pypi.tuna.tsinghua.edu.cn/simple"]
+    assert "PIP_INDEX_URL" not in fastchat.env
