@@ -31,6 +31,7 @@ from backend.model.placeholders import resolve_placeholders
 from backend.model.ready import ModelReadiness, model_ready
 from backend.model.validate import ModelReport, validate_model_dir
 from backend.preset.schema import ModelSource
+from backend.units import clock, human
 from screens.base import StepScreen
 
 SOURCES = [
@@ -47,21 +48,6 @@ ACTION_LABEL = {
     "tiny": N_("make"),
     "modelscope": N_("download"),
 }
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
-def _eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "--:--"
-    s = int(seconds)
-    return f"{s // 60}:{s % 60:02d}" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def model_summary(r: ModelReport) -> Text:
@@ -95,7 +81,7 @@ def model_summary(r: ModelReport) -> Text:
             dtype=r.dtype, weight_format=r.weight_format, count=len(r.shards)
         )
     )
-    text.append(f"{_size(r.weights_bytes)}\n")
+    text.append(f"{human(r.weights_bytes)}\n")
     text.append(_("tokenizer {value}\n").format(value=", ".join(r.tokenizer_files) or "none"))
     for warning in r.warnings:
         text.append(f"! {warning}\n", style="yellow")
@@ -401,15 +387,15 @@ class ModelScreen(StepScreen):
             ).format(
                 files_done=p.files_done,
                 files_total=p.files_total,
-                size=_size(p.bytes),
-                size2=_size(p.total),
-                size3=_size(p.speed),
-                eta=_eta(p.eta),
+                size=human(p.bytes),
+                size2=human(p.total),
+                size3=human(p.speed),
+                eta=clock(p.eta),
                 file=p.file,
-                size4=_size(p.file_bytes),
-                size5=_size(p.file_total),
-                size6=_size(p.file_speed),
-                eta2=_eta(p.file_eta),
+                size4=human(p.file_bytes),
+                size5=human(p.file_total),
+                size6=human(p.file_speed),
+                eta2=clock(p.file_eta),
             )
             + (f"\n{p.message}" if p.message else "")
         )

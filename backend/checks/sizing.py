@@ -12,6 +12,7 @@ from pathlib import Path
 
 from backend.i18n import _
 from backend.preset.schema import Preset, TinyModelSpec
+from backend.units import human  # noqa: F401 (re-exported: the checks print sizes through it)
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 _SIZE_IN_NAME = re.compile(r"(?<![0-9a-z])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.IGNORECASE)
@@ -92,15 +93,6 @@ def param_count(preset: Preset, model_dir: Path | None) -> tuple[int | None, str
             if count:
                 return count, _("the name '{name}'").format(name=name.rsplit("/", 1)[-1])
     return None, _("unknown (no weights on disk and no size in the name)")
-
-
-def human(n: float) -> str:
-    """Binary units, as df and free print them."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def parse_size(text: str) -> int | None:

@@ -14,6 +14,7 @@ from backend.model.validate import ModelReport
 from backend.preset.schema import ModelSource
 from backend.termsafe import terminal_safe
 from backend.tokens import allow_hosts
+from backend.units import clock, human
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -78,27 +79,10 @@ def _source_for(args: argparse.Namespace) -> ModelSource:
     return source.model_copy(update=updates) if updates else source
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def _eta(seconds: float | None) -> str:
-    if seconds is None:
-        return "--:--"
-    s = int(seconds)
-    return (
-        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-    )
-
-
 def _print_progress(p: FetchProgress) -> None:
     line = (
-        f"\r{p.files_done}/{p.files_total} files  {_human(p.bytes)}/{_human(p.total)}  "
-        f"{_human(p.speed)}/s  ETA {_eta(p.eta)}  {p.file[-40:]}"
+        f"\r{p.files_done}/{p.files_total} files  {human(p.bytes)}/{human(p.total)}  "
+        f"{human(p.speed)}/s  ETA {clock(p.eta)}  {p.file[-40:]}"
     )
     print(line.ljust(100), end="", file=sys.stderr, flush=True)
 
@@ -180,7 +164,7 @@ def _print_report(r: ModelReport) -> None:
             dtype=r.dtype,
             weight_format=r.weight_format,
             count=len(r.shards),
-            human=_human(r.weights_bytes),
+            human=human(r.weights_bytes),
         )
     )
     print(_("tokenizer   {value}").format(value=", ".join(r.tokenizer_files) or "none"))
