@@ -370,6 +370,14 @@ def _train_step(preset: Preset, run_dir: Path | None, target: str) -> PlanStep:
         if ds_text
         else ""
     )
+    if launch.device == "cpu" and preset.training.fsdp.strip():
+        # accelerate builds no FSDP plugin without CUDA: --fsdp is accepted and ignored, and the
+        # run trains with plain DDP (every rank holds the whole model). Say so, not silently.
+        cpu_note = _(
+            "training.fsdp '{fsdp}' is not applied on launch.device 'cpu': accelerate shards only "
+            "on CUDA, so this run trains with plain DDP (each process holds the whole model)"
+        ).format(fsdp=preset.training.fsdp)
+        note = f"{note}\n{cpu_note}" if note else cpu_note
     title = (
         _("Train on {nproc} process(es) with {entry}")
         if preset.training.method == "full"

@@ -149,3 +149,16 @@ def test_display_quotes_every_env_value_and_hides_secrets() -> None:
 def test_git_lfs_clone_url_cannot_be_read_as_an_option() -> None:
     preset = load_preset("vicuna-13b-v1.3-8xa100")
     assert build_plan(preset).step("model").argv[:3] == ["git", "clone", "--"]
+
+
+def test_fsdp_on_the_cpu_is_said_to_be_ddp() -> None:
+    """accelerate ignores --fsdp without CUDA and trains plain DDP: the plan says so."""
+    from backend.plan import build_plan
+    from backend.preset import load_preset
+
+    preset = load_preset("tiny-cpu").model_copy(deep=True)
+    assert build_plan(preset).step("train").note.find("plain DDP") < 0
+    preset.training.fsdp = "full_shard auto_wrap"
+    note = build_plan(preset).step("train").note
+    assert "training.fsdp 'full_shard auto_wrap' is not applied on launch.device 'cpu'" in note
+    assert "plain DDP" in note
