@@ -9,17 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.model.tiny import make_tiny
-from backend.preset.loader import load_preset
-from tests.faults.helpers import ROOT, end_runs
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    preset = load_preset(ROOT / "presets" / "tiny-cpu.yaml")
-    target = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    make_tiny(target, preset.model.tiny)
-    return target
+from tests.faults.helpers import end_runs
 
 
 @pytest.fixture

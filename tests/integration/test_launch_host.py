@@ -18,21 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.model.tiny import make_tiny
 from backend.monitor.metrics import MetricsFollower, StepRecord
-from backend.preset.loader import load_preset
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    preset = load_preset(ROOT / "presets" / "tiny-cpu.yaml")
-    target = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    make_tiny(target, preset.model.tiny)
-    return target
 
 
 @pytest.fixture

@@ -20,21 +20,11 @@ import pytest
 import yaml
 
 from backend.entry import ENTRY_DIR
-from backend.model.tiny import make_tiny
-from backend.preset.loader import load_preset
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 60
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    preset = load_preset(ROOT / "presets" / "tiny-cpu-lora.yaml")
-    target = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    make_tiny(target, preset.model.tiny)
-    return target
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

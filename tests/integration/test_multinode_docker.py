@@ -33,7 +33,6 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     cli,
     home,
     metric_lines,
-    tiny_model,
     wait_state,
     wait_steps,
 )

@@ -20,7 +20,6 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     home,
     metric_lines,
     runs_json,
-    tiny_model,
     wait_state,
     wait_steps,
 )

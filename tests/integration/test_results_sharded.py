@@ -28,7 +28,6 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     ROOT,
     cli,
     home,
-    tiny_model,
     wait_state,
 )
 from tests.integration.test_resume_host import FINAL, free_port, launch, preset_file

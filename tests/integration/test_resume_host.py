@@ -27,7 +27,6 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     cli,
     home,
     runs_json,
-    tiny_model,
     wait_state,
 )
 

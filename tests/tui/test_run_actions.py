@@ -28,7 +28,7 @@ from screens.chat import ChatScreen
 from screens.dialogs import ConfirmDialog
 from screens.monitor import MonitorScreen
 from screens.run_actions import RunActions
-from tests.faults.conftest import home, tiny_model  # noqa: F401 (fixtures: runs end after)
+from tests.faults.conftest import home  # noqa: F401 (fixture: runs end after)
 from tests.integration.test_launch_host import wait_state, wait_steps
 from tests.integration.test_resume_host import (
     FINAL,
