@@ -58,9 +58,10 @@ def test_chinese_fills_lines_and_keeps_marks_beside_their_character() -> None:
 
 def test_ascii_brackets_stay_with_the_cjk_they_enclose() -> None:
     """The Launch plan's "(已就绪：跳过)" used to leave its ")" alone on the next line."""
-    import tui  # noqa: F401 (installs the CJK word pattern)
     from rich.console import Console
     from rich.text import Text
+
+    import tui  # noqa: F401 (installs the CJK word pattern)
 
     text = Text("1. [model] 在本地生成随机权重的 tiny Llama 及其 tokenizer  (已就绪：跳过)")
     console = Console(width=200)
