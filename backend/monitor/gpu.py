@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from backend.entry import gpusampler
 from backend.errors import BadInput
-from backend.i18n import _
+from backend.i18n import N_, _
 from backend.monitor.owner import OwnerResolver, UnknownOwner
 
 GpuState = Literal["ok", "no_driver", "error"]
@@ -88,7 +88,9 @@ class GpuSource(Protocol):
     def close(self) -> None: ...
 
 
-NO_DRIVER_MESSAGE = "no NVIDIA driver on this machine (NVML not available): GPU stats unavailable"
+NO_DRIVER_MESSAGE = N_(
+    "no NVIDIA driver on this machine (NVML not available): GPU stats unavailable"
+)
 
 
 class NvmlSource:
@@ -103,12 +105,12 @@ class NvmlSource:
             self._reader = gpusampler.NvmlReader()
         except gpusampler.ReadError as exc:
             # No pynvml, LibraryNotFound / DriverNotLoaded / NoPermission: no usable driver.
-            self._init_error = f"{NO_DRIVER_MESSAGE} — {exc}"
+            self._init_error = f"{_(NO_DRIVER_MESSAGE)} — {exc}"
 
     def read(self) -> GpuSnapshot:
         if self._reader is None:
             return GpuSnapshot(
-                time.time(), "no_driver", message=self._init_error or NO_DRIVER_MESSAGE
+                time.time(), "no_driver", message=self._init_error or _(NO_DRIVER_MESSAGE)
             )
         header = self._reader.header
         try:
