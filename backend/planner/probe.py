@@ -137,7 +137,6 @@ def probe_methods(
         if row.skipped:
             row.state, row.source = "skipped", "skipped"
             out.rows.append(row)
-            out.notes.append(_("{label}: skipped: {why}").format(label=row.label, why=row.skipped))
             say(_("probe {i}/{n}: {label}: skipped ({why})").format(
                 i=i + 1, n=len(chosen), label=row.label, why=row.skipped))  # fmt: skip
             continue

@@ -28,7 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
     parser.add_argument(
-        "--gpu", metavar="NAME", help=_("plan for this GPU (default: this machine's)")
+        "--gpu",
+        metavar="NAME",
+        help=_(
+            "plan for this GPU (default: this machine's; a CPU preset with --probe is ranked "
+            "for it and measured on the CPU)"
+        ),
     )
     parser.add_argument("--config", metavar="PATH", help=_("the model's config.json (its shape)"))
     parser.add_argument("--free-batch", action="store_true", help=_("may change the global batch"))
