@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.i18n import _
 from backend.planner.tune import Estimate, TuneResult, _apply
 
 
@@ -28,12 +29,15 @@ class ProbeRow:
     predicted_real_tokens_per_s: float
     predicted_peak_gib: float
     run_id: str = ""
+    run_dir: str = ""
     state: str = ""
     measured_real_tokens_per_s: float | None = None
     measured_peak_gib: float | None = None
     startup_s: float | None = None  # launch to the end of the first step (load, pack, compile)
     steps: int = 0
     oom: bool = False
+    source: str = "predicted"  # "measured" once its probe steps ran, "skipped" when it cannot
+    skipped: str = ""  # why this candidate cannot run on this machine
     preset: Any = None
 
 
@@ -78,59 +82,145 @@ def probe(
     progress: Callable[[str], None] | None = None,
 ) -> ProbeResult:
     """Launch the ``top`` ranked candidates in turn; the fastest measured one wins."""
-    from backend.runs import launch, refresh
-    from backend.runs.control import stop_run
-
     say = progress or (lambda _msg: None)
     out = ProbeResult()
-    for i, est in enumerate(result.ranked[:top]):
+    ranked = result.ranked[:top]
+    for i, est in enumerate(ranked):
         if cancel is not None and cancel.is_set():
             out.notes.append("cancelled")
             break
         row = _row(est)
-        candidate = _apply(preset, est.settings)
-        candidate.name = f"{preset.name}-probe{i + 1}"
-        tr = candidate.training
-        tr.max_steps, tr.save_strategy, tr.logging_steps = steps, "no", 1
-        tr.output_dir = "@run/output"  # never the user's output dir: removed after the probe
-        say(f"probe {i + 1}/{min(top, len(result.ranked))}: {row.label}")
-        t0 = time.time()
-        launched = launch(candidate)
-        row.run_id = launched.run_id
-        status = refresh(launched.run_dir)
-        while not status.final:
-            if time.time() - t0 > timeout_s or (cancel is not None and cancel.is_set()):
-                status = stop_run(launched.run_dir)
-                out.notes.append(f"{row.label}: stopped after {timeout_s:.0f} s")
-                break
-            time.sleep(2.0)
-            status = refresh(launched.run_dir)
-        row.state = status.state
-        summary = summarize_metrics(launched.run_dir / "metrics.jsonl", warmup)
-        row.steps = summary["steps"]
-        row.measured_real_tokens_per_s = summary.get("real")
-        row.measured_peak_gib = summary.get("peak")
-        row.startup_s = summary.get("first_step_at")
-        row.preset = _apply(preset, est.settings)
-        # A probe's model is not wanted, and at 7B each is 27 GB: a 64 GB disk filled after two
-        # (docs/performance.md). Its output dir is trainwiz's own (@run/output): remove it.
-        output = launched.run_dir / "output"
-        if output.is_dir():
-            shutil.rmtree(output, ignore_errors=True)
-        if row.steps < steps:
-            log = (launched.run_dir / "train.log").read_text(encoding="utf-8", errors="replace")
-            row.oom = _out_of_memory(log)
-            why = "out of memory" if row.oom else f"ended {row.state} after {row.steps} steps"
-            out.notes.append(f"{row.label}: {why}; falling back to the next candidate")
-            row.measured_real_tokens_per_s = None
-        out.rows.append(row)
+        say(f"probe {i + 1}/{len(ranked)}: {row.label}")
+        _measure(out, _apply(preset, est.settings), f"{preset.name}-probe{i + 1}", row,
+                 steps=steps, warmup=warmup, timeout_s=timeout_s, cancel=cancel)  # fmt: skip
         say(f"  {row.state}: {row.measured_real_tokens_per_s or 0:,.0f} real tokens/s")
+    _pick(out)
+    return out
+
+
+def probe_methods(
+    preset: Any,
+    candidates: list[Any],
+    *,
+    top: int = 3,
+    steps: int = 12,
+    warmup: int = 4,
+    timeout_s: float = 900.0,
+    cancel: threading.Event | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ProbeResult:
+    """The same probe for LoRA/QLoRA/ZeRO: the ``top`` method candidates (``search_methods``'
+    ranking) in turn, each as ``apply_method`` writes it; one that cannot run on this machine
+    (QLoRA without CUDA, ZeRO without deepspeed) is skipped with the reason, not launched."""
+    from backend.planner.method_search import apply_method
+
+    say = progress or (lambda _msg: None)
+    out = ProbeResult()
+    chosen = candidates[:top]
+    for i, cand in enumerate(chosen):
+        if cancel is not None and cancel.is_set():
+            out.notes.append("cancelled")
+            break
+        est = cand.estimate
+        row = ProbeRow(
+            label=cand.label,
+            predicted_real_tokens_per_s=est.throughput.real_tokens_per_s,
+            predicted_peak_gib=round(est.memory.peak_allocated / 2**30, 2),
+        )
+        row.skipped = cannot_run_here(preset, cand.method)
+        if not row.skipped:
+            try:
+                row.preset = apply_method(preset, cand)
+            except ValueError as exc:  # the schema's own verdict (pydantic's ValidationError)
+                errors = getattr(exc, "errors", None)
+                row.skipped = str(errors()[0]["msg"]) if callable(errors) else str(exc)
+        if row.skipped:
+            row.state, row.source = "skipped", "skipped"
+            out.rows.append(row)
+            say(_("probe {i}/{n}: {label}: skipped ({why})").format(
+                i=i + 1, n=len(chosen), label=row.label, why=row.skipped))  # fmt: skip
+            continue
+        say(f"probe {i + 1}/{len(chosen)}: {row.label}")
+        _measure(out, row.preset, f"{preset.name}-probe{i + 1}", row,
+                 steps=steps, warmup=warmup, timeout_s=timeout_s, cancel=cancel)  # fmt: skip
+        say(f"  {row.state}: {row.measured_real_tokens_per_s or 0:,.0f} real tokens/s")
+    _pick(out)
+    return out
+
+
+def cannot_run_here(preset: Any, method: Any) -> str:
+    """Why ``method`` (a ``MethodSettings``) cannot train ``preset`` on this machine ("" when it
+    can): QLoRA's 4-bit base needs bitsandbytes on CUDA, ZeRO needs deepspeed (looked up, never
+    imported here: the wizard process does not import the training side)."""
+    import importlib.util
+
+    if method.method == "qlora" and preset.launch.device == "cpu":
+        return _("QLoRA's 4-bit base needs bitsandbytes on CUDA; this preset trains on the CPU")
+    if method.zero_stage and importlib.util.find_spec("deepspeed") is None:
+        return _("DeepSpeed ZeRO needs deepspeed, which is not installed here")
+    return ""
+
+
+def _measure(
+    out: ProbeResult,
+    candidate: Any,
+    name: str,
+    row: ProbeRow,
+    *,
+    steps: int,
+    warmup: int,
+    timeout_s: float,
+    cancel: threading.Event | None,
+) -> None:
+    """Launch one candidate for ``steps`` steps and fill ``row`` with what it measured."""
+    from backend.runs import launch, refresh
+    from backend.runs.control import stop_run
+
+    final_preset = candidate.model_copy(deep=True)
+    candidate.name = name
+    tr = candidate.training
+    tr.max_steps, tr.save_strategy, tr.logging_steps = steps, "no", 1
+    tr.output_dir = "@run/output"  # never the user's output dir: removed after the probe
+    t0 = time.time()
+    launched = launch(candidate)
+    row.run_id, row.run_dir = launched.run_id, str(launched.run_dir)
+    status = refresh(launched.run_dir)
+    while not status.final:
+        if time.time() - t0 > timeout_s or (cancel is not None and cancel.is_set()):
+            status = stop_run(launched.run_dir)
+            out.notes.append(f"{row.label}: stopped after {timeout_s:.0f} s")
+            break
+        time.sleep(2.0)
+        status = refresh(launched.run_dir)
+    row.state = status.state
+    summary = summarize_metrics(launched.run_dir / "metrics.jsonl", warmup)
+    row.steps = summary["steps"]
+    row.measured_real_tokens_per_s = summary.get("real")
+    row.measured_peak_gib = summary.get("peak")
+    row.startup_s = summary.get("first_step_at")
+    row.preset = final_preset
+    # A probe's model is not wanted, and at 7B each is 27 GB: a 64 GB disk filled after two
+    # (docs/performance.md). Its output dir is trainwiz's own (@run/output): remove it.
+    output = launched.run_dir / "output"
+    if output.is_dir():
+        shutil.rmtree(output, ignore_errors=True)
+    if row.steps < steps:
+        log = (launched.run_dir / "train.log").read_text(encoding="utf-8", errors="replace")
+        row.oom = _out_of_memory(log)
+        why = "out of memory" if row.oom else f"ended {row.state} after {row.steps} steps"
+        out.notes.append(f"{row.label}: {why}; falling back to the next candidate")
+        row.measured_real_tokens_per_s = None
+    if row.measured_real_tokens_per_s:
+        row.source = "measured"
+    out.rows.append(row)
+
+
+def _pick(out: ProbeResult) -> None:
     done = [r for r in out.rows if r.measured_real_tokens_per_s]
     if done:
         out.winner = max(done, key=lambda r: r.measured_real_tokens_per_s or 0.0)
     else:
         out.notes.append("no candidate finished its probe steps: nothing measured to pick")
-    return out
 
 
 def _row(est: Estimate) -> ProbeRow:

@@ -28,7 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
     parser.add_argument(
-        "--gpu", metavar="NAME", help=_("plan for this GPU (default: this machine's)")
+        "--gpu",
+        metavar="NAME",
+        help=_(
+            "plan for this GPU (default: this machine's; a CPU preset with --probe is ranked "
+            "for it and measured on the CPU)"
+        ),
     )
     parser.add_argument("--config", metavar="PATH", help=_("the model's config.json (its shape)"))
     parser.add_argument("--free-batch", action="store_true", help=_("may change the global batch"))
@@ -55,7 +60,12 @@ def run(args: argparse.Namespace) -> int:
     from backend.preset.loader import preset_to_yaml
 
     preset = load_preset(args.preset)
-    gpu, shape, why = resolve_inputs(preset, args.gpu, args.config)
+    planned = preset
+    if preset.launch.device == "cpu" and args.probe and args.gpu:
+        # a CPU preset has no GPU plan: rank for the named GPU, measure on this CPU
+        planned = preset.model_copy(deep=True)
+        planned.launch.device = "cuda"
+    gpu, shape, why = resolve_inputs(planned, args.gpu, args.config)
     if gpu is None or shape is None:
         raise BadInput(_("tune: {why}").format(why=why))
     if args.top < 1 or args.steps < 2:
@@ -67,18 +77,30 @@ def run(args: argparse.Namespace) -> int:
     lines = tune_lines(result, before_yaml, preset_to_yaml(result.preset))
     winner_preset = result.preset
     probe_rows = []
+    winner = None
     if args.probe:
-        from backend.planner.probe import probe
+        from backend.planner.method_search import is_full_fsdp, search_methods
+        from backend.planner.probe import probe, probe_methods
 
-        measured = probe(
-            preset,
-            result,
-            top=args.top,
-            steps=args.steps,
-            progress=lambda msg: print(f"trainwiz: {msg}", file=sys.stderr, flush=True),
-        )
+        say = lambda msg: print(f"trainwiz: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+        if is_full_fsdp(result.preset):
+            measured = probe(preset, result, top=args.top, steps=args.steps, progress=say)
+        else:  # tune's answer (or the preset) is LoRA/QLoRA/ZeRO: probe the methods' ranking
+            ranked, _notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram)
+            if is_full_fsdp(preset):
+                ranked = [c for c in ranked if c.changes]
+            measured = probe_methods(preset, ranked, top=args.top, steps=args.steps, progress=say)
         lines.append(_("probe (measured here; real tokens/s = median after the warm-up steps):"))
         for r in measured.rows:
+            probe_rows.append({k: v for k, v in vars(r).items() if k != "preset"})
+            if r.skipped:
+                lines.append(
+                    "  "
+                    + _("{label}: predicted {predicted} real tokens/s; skipped: {why}").format(
+                        label=r.label, predicted=f"{r.predicted_real_tokens_per_s:,.0f}",
+                        why=r.skipped)
+                )  # fmt: skip
+                continue
             got = f"{r.measured_real_tokens_per_s:,.0f}" if r.measured_real_tokens_per_s else "-"
             lines.append(
                 "  "
@@ -96,10 +118,10 @@ def run(args: argparse.Namespace) -> int:
                     run=r.run_id,
                 )
             )
-            probe_rows.append({k: v for k, v in vars(r).items() if k != "preset"})
         lines += [f"  note: {n}" for n in measured.notes]
         if measured.winner is not None:
             winner_preset = measured.winner.preset
+            winner = measured.winner.label
             lines.append(f"winner (measured): {measured.winner.label}")
     target = Path(args.write) if args.write else _default_target(args.preset)
     after_yaml = preset_to_yaml(winner_preset)
@@ -111,7 +133,15 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.json:
         methods = [c.as_dict() for c in result.methods]  # LoRA/QLoRA/ZeRO alternatives
-        print_json({"written": str(target), "diff": diff, "probe": probe_rows, "methods": methods})
+        print_json(
+            {
+                "written": str(target),
+                "diff": diff,
+                "probe": probe_rows,
+                "winner": winner,
+                "methods": methods,
+            }
+        )
     else:
         print("\n".join(lines if not args.probe else [*lines, *diff]))
         print(

@@ -1,0 +1,57 @@
+"""`trainwiz tune --probe` on a LoRA preset measures the method candidates (issue 21).
+
+Real parts: the tiny CPU Llama of tiny-cpu-lora, trained a few steps per LoRA candidate through
+the entry by the probe's own launches; the QLoRA candidate cannot run on this CPU and must be
+reported as skipped with its reason, not crash. A CPU preset has no GPU plan of its own, so the
+ranking is the planner's for the GPU named with --gpu (the predicted figures are for it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.training, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_probe_measures_lora_candidates_and_skips_qlora_on_cpu(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    home = Path(os.environ["TRAINWIZ_HOME"])
+    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
+    shutil.copy(ROOT / "presets" / "tiny-cpu-lora.yaml", tmp_path / "lora.yaml")
+    written = tmp_path / "lora-tuned.yaml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "tune", str(tmp_path / "lora.yaml"), "--probe",
+         "--gpu", "4090", "--top", "2", "--steps", "4", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    rows = {r["label"]: r for r in out["probe"]}
+    assert len(rows) == 2, rows
+    lora = [r for label, r in rows.items() if label.startswith("lora")]
+    qlora = [r for label, r in rows.items() if label.startswith("qlora")]
+    assert lora and qlora, rows
+    for row in lora:  # really trained here: every step ran, real tokens/s measured
+        assert row["state"] == "finished" and row["steps"] == 4, row
+        assert row["measured_real_tokens_per_s"] > 0 and row["source"] == "measured"
+        assert row["predicted_real_tokens_per_s"] > 0
+        metrics = Path(row["run_dir"]) / "metrics.jsonl"
+        start = json.loads(metrics.read_text().splitlines()[0])
+        assert start["kind"] == "start" and start["method"] == "lora"
+    (skipped,) = qlora
+    assert skipped["source"] == "skipped" and skipped["measured_real_tokens_per_s"] is None
+    assert "CUDA" in skipped["skipped"] and not skipped["run_id"]
+    assert out["winner"] == lora[0]["label"]
+    tuned = yaml.safe_load(written.read_text())
+    assert tuned["training"]["method"] == "lora"
