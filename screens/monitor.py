@@ -40,6 +40,7 @@ from backend.monitor import (
 from backend.monitor.logmodel import load_classifier
 from backend.monitor.nodegpu import NodeGpuSource, is_node_run
 from backend.monitor.owner import OwnerResolver
+from backend.runs.rundir import FINAL_STATES
 from screens.base import StepScreen
 from screens.run_actions import RunActions
 from widgets.gpu_panel import GpuPanel
@@ -83,7 +84,7 @@ class LogUpdate(Message):
 
 def _ended_at(status: dict[str, Any] | None) -> float | None:
     """When a final run ended (status.json), so "ran" is its length, not the time since."""
-    if not status or status.get("state") not in ("finished", "failed", "stopped"):
+    if not status or status.get("state") not in FINAL_STATES:
         return None
     ended = status.get("ended_at")
     return float(ended) if isinstance(ended, (int, float)) else None
