@@ -9,6 +9,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# The files of a run directory (backend/rundir.py reads and writes them).
+STATUS = "status.json"
+PLAN = "plan.json"  # the plan of the launch spec, as `trainwiz plan --json` prints it
+PRESET = "preset.yaml"
+LOG = "train.log"
+METRICS = "metrics.jsonl"
+LAUNCH = "launch.json"  # what the watcher executes (the launch spec), no secrets
+STOP_REQUEST = "stop_requested"  # created by `trainwiz stop` so the watcher records "stopped"
+ATTEMPTS = "attempts.json"  # every start of the training (backend/runs/resume.py)
+NODES = "nodes"  # a multi-node run's per-node logs (node<i>-<host>.log) and GPU samples
+
+
+def attempt_launch(attempt: int) -> str:
+    """The launch spec a later attempt ran (launch.json is always the latest one)."""
+    return f"launch.{attempt}.json"
+
 
 def home() -> Path:
     """The trainwiz state directory (not created here: callers create what they write)."""

@@ -16,12 +16,12 @@ through these functions, so there is one rule for what counts as secret:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
-
-from backend.i18n import _
 
 REDACTED = "<redacted>"
 
@@ -52,9 +52,26 @@ def secret_env_key(key: str) -> bool:
     return not (upper in _SAFE_KEYS or upper.startswith(_SAFE_PREFIXES))
 
 
+def secret_env_value(key: str, value: str) -> bool:
+    """Is this environment entry secret: by its key, or because its value holds one of this
+    process's secrets (``NCCL_DEBUG: <the value of HF_TOKEN>`` is as secret as HF_TOKEN)?"""
+    if not value:
+        return False
+    if secret_env_key(key):
+        return True
+    return any(secret in value for secret in _process_secrets())
+
+
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """The mapping with every secret value replaced (keys are kept: they are not secret)."""
-    return {k: (REDACTED if secret_env_key(k) and v else v) for k, v in env.items()}
+    return {k: (REDACTED if secret_env_value(k, v) else v) for k, v in env.items()}
+
+
+def split_secret_env(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(public, secret): what may be written into a command line or a script, and what must
+    reach the program another way (a 0600 file, a pipe, the parent's environment)."""
+    public = {k: v for k, v in env.items() if not secret_env_value(k, v)}
+    return public, {k: v for k, v in env.items() if k not in public}
 
 
 def redact_url(url: str) -> str:
@@ -156,38 +173,69 @@ def preset_secrets(preset: Any) -> list[str]:
     return [v for v in values if v]
 
 
-def redact_preset(preset: Any) -> Any:
-    """A copy of the preset safe to save beside a run or show: same fields set, secrets hidden."""
-    from pydantic import ValidationError
-
-    from backend.errors import TrainwizError
-    from backend.preset.schema import Preset
-
-    data = preset.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    try:
-        return Preset.model_validate(redact_data(data))
-    except ValidationError as exc:  # a redacted value no longer validates: never save it clear
-        raise TrainwizError(
-            _("cannot redact the preset's secrets for saving: {exc}").format(exc=exc)
-        ) from exc
+SECRET_ENV = "secret.env.json"
 
 
-SECRET_PRESET = "preset.secret.yaml"
-
-
-def write_secret_preset(run_dir: Any, preset: Any) -> Any:
-    """The preset file a run's own steps read: ``preset.yaml`` when redaction hides nothing,
-    else the unredacted ``preset.secret.yaml``, created 0600 (never readable by others)."""
-    from pathlib import Path
-
-    from backend.preset.loader import preset_to_yaml
-
-    run_dir = Path(run_dir)
-    text = preset_to_yaml(preset)
-    if text == preset_to_yaml(redact_preset(preset)):
-        return run_dir / "preset.yaml"
-    target = run_dir / SECRET_PRESET
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+def write_secret_env(run_dir: Any, values: Mapping[str, str]) -> None:
+    """The secret environment values a multi-node run hands its nodes (over ssh's stdin, or
+    sbatch's own environment), in a 0600 file beside the run: never in launch.json, a script
+    or a command line."""
+    target = Path(run_dir) / SECRET_ENV
+    merged = {**read_secret_env(run_dir), **values}  # the node values and launch.json's
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return target
+        json.dump(merged, handle)
+
+
+def read_secret_env(run_dir: Any) -> dict[str, str]:
+    try:
+        data = json.loads((Path(run_dir) / SECRET_ENV).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+_ENV_KEYS = ("env", "environment")
+
+
+def strip_spec_secrets(spec: Any, path: str = "") -> tuple[Any, dict[str, str]]:
+    """launch.json without a secret: every ``env``/``environment`` mapping's secret values
+    become ``<redacted>``; returns (the copy, ``{"where/KEY": value}``) for the 0600 file."""
+    found: dict[str, str] = {}
+
+    def walk(value: Any, where: str, key: str | None) -> Any:
+        if isinstance(value, dict):
+            if key in _ENV_KEYS and all(isinstance(v, str) for v in value.values()):
+                out = {}
+                for k, v in value.items():
+                    if secret_env_value(str(k), v):
+                        found[f"{where}/{k}"] = v
+                        out[k] = REDACTED
+                    else:
+                        out[k] = v
+                return out
+            return {k: walk(v, f"{where}/{k}", str(k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, f"{where}/{i}", key) for i, v in enumerate(value)]
+        return value
+
+    return walk(spec, path, None), found
+
+
+def restore_spec_secrets(spec: Any, secrets: Mapping[str, str]) -> Any:
+    """The inverse of :func:`strip_spec_secrets`, in the watcher's memory only."""
+
+    def walk(value: Any, where: str, key: str | None) -> Any:
+        if isinstance(value, dict):
+            if key in _ENV_KEYS:
+                return {
+                    k: secrets.get(f"{where}/{k}", v) if v == REDACTED else v
+                    for k, v in value.items()
+                }
+            return {k: walk(v, f"{where}/{k}", str(k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, f"{where}/{i}", key) for i, v in enumerate(value)]
+        return value
+
+    return walk(spec, "", None)

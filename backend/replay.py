@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from backend.checks import run_checks
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
+from backend.images import ensure_env_image, ensure_host_env
+from backend.images.ready import environment_ready
 from backend.preset.schema import Preset
+from backend.rundir import LOG
 from backend.steps import REPLAY_STAGES
 
 # The stages are the step table's steps that replay runs (backend.steps), in its order.
@@ -96,8 +100,6 @@ class Replay:
 
     # ---- steps -----------------------------------------------------------------------------
     def step_checks(self) -> StepReport:
-        from backend.checks import run_checks
-
         results = run_checks(self.preset, None, self.cancel)
         failed = [r for r in results if r.status == "fail" and r.blocks]
         warned = [r for r in results if r.status == "warn"]
@@ -117,7 +119,10 @@ class Replay:
         )
 
     def step_model(self) -> StepReport:
-        from backend.model.fetch import ensure_model, model_dir
+        from backend.model.fetch import (  # deferred: `--help` skips the model clients
+            ensure_model,
+            model_dir,
+        )
 
         source = self.preset.model
         target = model_dir(source)
@@ -142,27 +147,22 @@ class Replay:
         return StepReport("model", "done", f"model {result.action} at {result.dir}")
 
     def _model_satisfied(self, target: Path) -> bool:
-        from backend.model.ready import model_ready
+        from backend.model.ready import model_ready  # deferred: `--help` skips the model clients
 
         return model_ready(self.preset).ready
 
     def step_environment(self) -> StepReport:
-        from backend.runs.launch import environment_ready
-
         if environment_ready(self.preset):
             what = "environment image" if self.preset.launch.runner == "docker" else "training env"
             return StepReport("environment", "skipped", f"{what} present")
         try:
             if self.preset.launch.runner == "docker":
-                from backend.images import ensure_env_image
-
                 tag = ensure_env_image(
                     self.preset,
                     progress=lambda *a: self._say("environment", " ".join(map(str, a))),
                     cancel=self.cancel,
                 )
                 return StepReport("environment", "done", f"environment image {tag}")
-            from backend.images import ensure_host_env
 
             venv = ensure_host_env(self.preset, cancel=self.cancel)
             return StepReport("environment", "done", f"training venv {venv}")
@@ -170,7 +170,7 @@ class Replay:
             raise ReplayFailed(StepReport("environment", "failed", f"environment: {exc}")) from exc
 
     def step_launch(self) -> StepReport:
-        from backend.runs import launch
+        from backend.runs import launch  # deferred: launcher + monitor, ~46 modules
 
         try:
             result = launch(self.preset, prepare=True)
@@ -182,7 +182,7 @@ class Replay:
         return StepReport("launch", "done", f"run {result.run_id} started ({result.status.state})")
 
     def step_follow(self) -> StepReport:
-        from backend.runs import follow_log, refresh
+        from backend.runs import follow_log, refresh  # deferred: launcher + monitor, ~46 modules
 
         if self.run_dir is None:
             raise BadInput(
@@ -231,11 +231,11 @@ class Replay:
 
     def _findings(self) -> list[str]:
         """Diagnosis of the run's log, when a run got far enough to have one."""
-        if self.run_dir is None or not (self.run_dir / "train.log").is_file():
+        if self.run_dir is None or not (self.run_dir / LOG).is_file():
             return []
-        from backend.diagnosis import diagnose_file
+        from backend.diagnosis import diagnose_file  # deferred: classifier tables, only on failure
 
-        diagnosis = diagnose_file(self.run_dir / "train.log")
+        diagnosis = diagnose_file(self.run_dir / LOG)
         return [
             f"line {f.line}: [{f.severity}] {f.title} — {f.fixes[0].title if f.fixes else f.explanation}"
             for f in diagnosis.findings

@@ -15,13 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from backend.checks.model import blocked_steps
 from backend.i18n import N_
+from backend.images.ready import environment_ready
+from backend.step_ids import BLOCKABLE as _BLOCKABLE
+from backend.step_ids import STEP_IDS as _STEP_IDS
+from backend.step_ids import StepId
 
 if TYPE_CHECKING:
     from backend.checks.model import CheckResult
     from backend.preset.schema import Preset
 
-StepId = Literal["checks", "model", "image", "hyperparams", "launch", "monitor"]
 State = Literal["ready", "needs-action", "blocked"]
 
 
@@ -84,7 +88,7 @@ def _checks_ready(preset: Preset, machine: Machine) -> Readiness:
 
 
 def _model_ready(preset: Preset, machine: Machine) -> Readiness:
-    from backend.model.ready import model_ready
+    from backend.model.ready import model_ready  # deferred: `--help` skips the model clients
 
     found = model_ready(preset)
     blocked = _blocked("model", machine)
@@ -94,8 +98,6 @@ def _model_ready(preset: Preset, machine: Machine) -> Readiness:
 
 
 def _image_ready(preset: Preset, machine: Machine) -> Readiness:
-    from backend.runs.launch import environment_ready
-
     blocked = _blocked("image", machine)
     if environment_ready(preset):
         what = "environment image" if preset.launch.runner == "docker" else "training venv"
@@ -137,6 +139,8 @@ STEPS: tuple[Step, ...] = (
 )  # fmt: skip
 STEP_IDS: tuple[StepId, ...] = tuple(s.id for s in STEPS)
 BLOCKABLE: tuple[StepId, ...] = tuple(s.id for s in STEPS if s.blockable)
+# The leaf's literals (what the checks block by) are this table's: one vocabulary.
+assert STEP_IDS == _STEP_IDS and BLOCKABLE == _BLOCKABLE, "backend/step_ids.py != the table"
 REPLAY_STAGES: tuple[str, ...] = tuple(s.replay for s in STEPS if s.replay)
 
 
@@ -147,12 +151,5 @@ def step(step_id: str) -> Step:
     raise KeyError(f"unknown step {step_id!r}; steps are {', '.join(STEP_IDS)}")
 
 
-def blocked_steps(results: list[CheckResult]) -> dict[StepId, list[str]]:
-    """Each step whose action at least one failed check holds back, with those checks' ids."""
-    machine = Machine(results)
-    out: dict[StepId, list[str]] = {}
-    for step_id in BLOCKABLE:
-        ids = [r.id for r in blockers(step_id, machine)]
-        if ids:
-            out[step_id] = ids
-    return out
+__all__ = ["BLOCKABLE", "REPLAY_STAGES", "STEPS", "STEP_IDS", "Machine", "Readiness", "Step"]
+__all__ += ["StepId", "blocked_steps", "blockers", "step"]

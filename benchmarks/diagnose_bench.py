@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -45,6 +46,10 @@ BENIGN = [
     "was not called before program exit, which can leak resources.\n",
     "[2024-06-26 19:51:15,295] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend with backend nccl\n",
     "Some weights of LlamaForCausalLM were not initialized from the model checkpoint and are newly initialized\n",
+    # look-alikes of the newer signatures: a free-form loss line, PEFT's parameter count
+    # (NCCL's start-up fallback WARN is left out: printed once per rank, not every 10 lines)
+    "Epoch 1, Step 312, Loss: 0.9670:  31%|███       | 312/1000 [07:01<15:32,  1.36s/it]\n",
+    "trainable params: 4194304 || all params: 6742609920 || trainable%: 0.0622\n",
 ]
 FAILURES = [
     "WARNING: tokenization mismatch: 903 vs. 902. #turn = 3. (ignored)\n",
@@ -54,6 +59,11 @@ FAILURES = [
     "OSError: [Errno 28] No space left on device: '/data/output/checkpoint-1200'\n",
     "RuntimeError: The server socket has failed to listen on any local network\naddress. (errno: 98 - "
     "Address\nalready in use).\n",
+    "slurmstepd: error: *** STEP 77.0 ON gpu-b CANCELLED AT 2026-12-01T13:00:00 DUE TO TIME LIMIT ***\n",
+    "[E1201 13:00:00.1 socket.cpp:957] [c10d] The client socket has timed out after 900s while trying "
+    "to connect to (10.0.0.1, 29500).\n",
+    "gpu-b:11:22 [3] transport/net_ib.cc:1700 NCCL WARN NET/IB : Got completion from peer "
+    "10.0.0.9<1234> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n",
 ]
 
 
@@ -68,7 +78,42 @@ def to_ere(pattern: str) -> str:
     return out
 
 
-def generate(path: Path, size: int) -> int:
+def _varied(rng: random.Random) -> str:
+    """One healthy line with its own numbers (steps, losses, ranks, timestamps, hosts), as a
+    real run prints them: a log whose lines repeat only in shape."""
+    step, total = rng.randint(1, 99999), rng.randint(100000, 999999)
+    cells = rng.randint(0, 10)
+    bar = "█" * cells + rng.choice(" ▏▎▍▌▋▊▉") * (cells < 10) + " " * max(0, 9 - cells)
+    line = rng.choice(BENIGN)
+    forms = [
+        f"{{'loss': {rng.uniform(0, 3):.4f}, 'grad_norm': {rng.uniform(0, 9):.3f}, "
+        f"'learning_rate': {rng.uniform(0, 1e-4):.16e}, 'epoch': {rng.uniform(0, 3):.2f}}}\n",
+        f" {cells * 10}%|{bar}| {step}/{total} [{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
+        f"<{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d},  {rng.uniform(0.5, 9):.2f}s/it]\r"
+        f" {cells * 10}%|{bar}| {step + 1}/{total} [00:02<01:09,  1.33s/it]\n",
+        f"gpu-{rng.choice('abcdefgh')}{rng.randint(1, 64)}:{rng.randint(100, 99999)}:"
+        f"{rng.randint(100, 99999)} [{rng.randint(0, 7)}] NCCL INFO Channel {rng.randint(0, 31):02d}"
+        f"/{rng.choice((2, 4, 32))} :    0   1   2   3\n",
+        f"[rank{rng.randint(0, 63)}]:[W{rng.randint(1000, 1231)} {rng.randint(0, 23):02d}:"
+        f"{rng.randint(0, 59):02d}:{rng.uniform(0, 59):012.9f} ProcessGroupNCCL.cpp:1575] Warning: "
+        "WARNING: destroy_process_group() was not called before program exit.\n",
+        f"[2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:"
+        f"{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d},{rng.randint(0, 999):03d}] [INFO] "
+        f"[logging.py:96:log_dist] [Rank {rng.randint(0, 7)}] step={step}, skipped=0, "
+        f"lr=[{rng.uniform(0, 1e-4):.16e}], mom=[(0.9, 0.95)]\n",
+        f"Epoch {rng.randint(1, 9)}, Step {step}, Loss: {rng.uniform(0, 3):.4f}:  {cells * 10}%|"
+        f"{bar}| {step}/{total} [07:01<15:32,  {rng.uniform(0.5, 9):.2f}s/it]\n",
+    ]
+    return rng.choice([line, *forms])
+
+
+def generate(path: Path, size: int, varied: bool = False) -> int:
+    """The benchmark log. ``varied``: every healthy line drawn with its own numbers from a pool
+    of 200,000, shuffled (no two blocks alike); else one 20,000-line block repeated."""
+    if varied:
+        rng = random.Random(20261201)
+        pool = [_varied(rng) for _ in range(200_000)]
+        return _generate_varied(path, size, pool, rng)
     block = "".join(BENIGN * 2000)
     failures = 0
     written = 0
@@ -76,6 +121,21 @@ def generate(path: Path, size: int) -> int:
     with path.open("w", encoding="utf-8") as handle:
         index = 0
         while written < size:
+            handle.write(block)
+            written += len(block.encode())
+            if index % every == 0:
+                handle.write(FAILURES[failures % len(FAILURES)])
+                failures += 1
+            index += 1
+    return failures
+
+
+def _generate_varied(path: Path, size: int, pool: list[str], rng: random.Random) -> int:
+    failures = written = index = 0
+    every = max(1, size // (20_000 * 90) // 20)  # ~20 failures, as in the repeated log
+    with path.open("w", encoding="utf-8") as handle:
+        while written < size:
+            block = "".join(rng.choices(pool, k=20_000))
             handle.write(block)
             written += len(block.encode())
             if index % every == 0:
@@ -189,6 +249,17 @@ def _median(values: list[float]) -> float:
 def _measure(argv: list[str], runs: dict[str, list[tuple[float, float, int, str]]], name: str,
              env: dict[str, str] | None = None, cwd: Path = REPO) -> None:  # fmt: skip
     runs.setdefault(name, []).append(timed(argv, env, cwd))
+    LOADS.setdefault(name, []).append(round(os.getloadavg()[0], 2))  # the load it ran under
+
+
+LOADS: dict[str, list[float]] = {}
+# The scan without the line shapes (the prefilter over every byte), findings as JSON: what
+# the shapes save, measured on the same file.
+_DIRECT = (
+    "import json, sys; from backend.diagnosis.classifier import diagnose_stream;"
+    "d = diagnose_stream(open(sys.argv[1], 'rb'), mode='direct');"
+    "print(json.dumps({'findings': [{'category': f.category, 'count': f.count} for f in d.findings]}))"
+)
 
 
 def main() -> int:
@@ -203,14 +274,21 @@ def main() -> int:
         help="also time `diagnose` from another checkout (e.g. main) on the same file",
     )
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--varied", action="store_true", help="healthy lines with their own numbers, shuffled"
+    )
+    parser.add_argument("--log", type=Path, default=None, help="keep the log here (reused)")
+    parser.add_argument("--no-direct", action="store_true", help="skip the previous (direct) scan")
     parser.add_argument("--provoke-gpu", type=Path, default=None, metavar="DIR")
     args = parser.parse_args()
     if args.provoke_gpu is not None:
         return provoke_gpu(args.provoke_gpu)
     with tempfile.TemporaryDirectory(prefix="trainwiz-bench-") as tmp:
-        log = Path(tmp) / "train.log"
+        log = args.log or Path(tmp) / "train.log"
         t0 = time.perf_counter()
-        inserted = generate(log, args.size_mb << 20)
+        inserted = -1  # a kept log is reused as it is
+        if not log.exists():
+            inserted = generate(log, args.size_mb << 20, args.varied)
         gen_s = time.perf_counter() - t0
         from backend.diagnosis.classifier import _KEYS  # here: --provoke-gpu needs none
         from backend.diagnosis.signatures import SIGNATURES
@@ -240,6 +318,10 @@ def main() -> int:
         runs: dict[str, list[tuple[float, float, int, str]]] = {}
         for _ in range(args.repeats):  # interleaved, so load changes hit every tool alike
             _measure(diagnose, runs, "diagnose")
+            # one process (no split into parallel parts): the CPU-for-CPU comparison
+            _measure(diagnose, runs, "diagnose_1job", {**os.environ, "TRAINWIZ_DIAGNOSE_JOBS": "1"})
+            if not args.no_direct:
+                _measure([sys.executable, "-c", _DIRECT, str(log)], runs, "diagnose_direct_1job")
             _measure(["grep", "-E", "-c", "-f", str(patterns), str(log)], runs, "grep_E")
             _measure(["grep", "-F", "-c", "-f", str(keys), str(log)], runs, "grep_F_keys")
             c_locale = {**os.environ, "LC_ALL": "C"}  # grep's fastest mode: bytes, no UTF-8
@@ -265,8 +347,19 @@ def main() -> int:
             result[f"{name}_cpu_s"] = _median([x[1] for x in samples])
             result[f"{name}_peak_rss_mib"] = max(x[2] for x in samples)
             result[f"{name}_all_s"] = [round(x[0], 2) for x in samples]
+            result[f"{name}_all_cpu_s"] = [round(x[1], 2) for x in samples]
+            result[f"{name}_loadavg"] = LOADS[name]
         result["grep_matching_lines"] = int(runs["grep_E"][-1][3].strip() or 0)
         names = ("grep_E", "grep_E_C", "grep_F_keys", "grep_E_other")
+        for name in [n for n in names if n in runs]:  # the single-process scan against each
+            result[f"ratio_wall_1job_over_{name}"] = round(
+                float(result["diagnose_1job_s"]) / float(result[f"{name}_s"]),
+                2,  # type: ignore[arg-type]
+            )
+            result[f"ratio_cpu_1job_over_{name}"] = round(
+                float(result["diagnose_1job_cpu_s"]) / float(result[f"{name}_cpu_s"]),
+                2,  # type: ignore[arg-type]
+            )
         for name in [n for n in names if n in runs]:
             result[f"ratio_wall_diagnose_over_{name}"] = round(
                 float(result["diagnose_s"]) / float(result[f"{name}_s"]),
@@ -278,6 +371,11 @@ def main() -> int:
             )
         result["diagnose_mib_per_cpu_s"] = round(size / 2**20 / float(result["diagnose_cpu_s"]), 1)  # type: ignore[arg-type]
         result["findings"] = {f["category"]: f["count"] for f in findings}
+        if "diagnose_direct_1job" in runs:
+            direct = json.loads(runs["diagnose_direct_1job"][-1][3])["findings"]
+            found = {f["category"]: f["count"] for f in direct}
+            result["same_findings_direct"] = found == result["findings"]
+        result["varied"] = args.varied
         if "diagnose_other" in runs:
             other_findings = json.loads(runs["diagnose_other"][-1][3])["findings"]
             result["findings_other"] = {f["category"]: f["count"] for f in other_findings}

@@ -8,6 +8,7 @@ thin: anything that blocks (checks, downloads, builds, launches) runs in a threa
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.text import Text
@@ -25,6 +26,17 @@ from widgets.step_indicator import StepIndicator
 if TYPE_CHECKING:
     from backend.preset import Preset
     from screens.wizard import Wizard
+
+
+def freeze_long_lived() -> None:
+    """Leave the objects alive now out of Python's later garbage collections.
+
+    A step screen, once built, lives as long as the App; but each full collection walked all
+    of them again (every widget, style and cached line of every step): 100–500 ms with the
+    UI frozen, at a random keystroke or step switch on a loaded machine. Called after a step
+    is first shown (at most once per step), so what it keeps from collection is bounded.
+    """
+    gc.freeze()
 
 
 class StepBody(Container):
@@ -46,6 +58,7 @@ class StepScreen(Screen[None]):
         super().__init__()
         self.step_id = step_id or self.STEP_ID
         self._preset_stale = False
+        self._suspended_app_focus: bool | None = None  # the terminal's focus when last hidden
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -65,6 +78,7 @@ class StepScreen(Screen[None]):
             if hasattr(type(self.app), name):
                 self.watch(self.app, name, callback, init=False)
         self.show_blockers()
+        self.call_after_refresh(freeze_long_lived)
 
     @property
     def wizard(self) -> Wizard:
@@ -83,8 +97,18 @@ class StepScreen(Screen[None]):
         else:
             self._preset_stale = True  # refreshed when shown: no hidden work per keystroke
 
+    @on(events.ScreenSuspend)
+    def _step_suspended(self) -> None:
+        self._suspended_app_focus = self.app.app_focus
+
     @on(events.ScreenResume)
-    def _step_resumed(self) -> None:
+    def _step_resumed(self, event: events.ScreenResume) -> None:
+        # Textual restyles every widget of a resumed screen (~100 ms for the form on a loaded
+        # machine, twice on a first visit). Its styles are current: class changes restyle at
+        # once, shown or not, and the App refreshes all CSS itself after a theme change. Only
+        # the terminal's focus (``:focus`` looks) may have changed meanwhile.
+        if self._suspended_app_focus is None or self._suspended_app_focus == self.app.app_focus:
+            event.refresh_styles = False
         if self._preset_stale:
             self._preset_stale = False
             self.preset_changed()
@@ -148,6 +172,12 @@ class StepScreen(Screen[None]):
                     what=what, reasons=reasons), title=_("Blocked"), severity="error",
                     timeout=8)  # fmt: skip
         return True
+
+    def refuse_if_form_invalid(self, what: str) -> bool:
+        """True (said by the App, focus on the field) while any step's field shows a value the
+        preset does not hold; ``what`` would otherwise run or save a value nobody sees."""
+        guard = getattr(self.app, "refuse_if_form_invalid", None)
+        return bool(guard(what)) if callable(guard) else False
 
     # ---- leaving ---------------------------------------------------------------------------
     def leave_problems(self) -> list[str]:

@@ -28,6 +28,7 @@ from textual.widgets import Header, Input, Static
 
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _
+from backend.rundir import read_status
 from widgets.footer import TranslatedFooter
 
 
@@ -107,13 +108,17 @@ class ChatScreen(Screen[None]):
     # ---- the session (a thread worker owns it; it only posts messages) ---------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="chat-session")
     def _session_worker(self) -> None:
-        from backend.results.chat import ChatCancelled, ChatSession
+        from backend.results.chat import (  # deferred: worker thread, not at screen open
+            ChatCancelled,
+            ChatSession,
+        )
 
         cancel = self.cancel
         started = time.monotonic()
         if self.checkpoint is None:  # the Monitor's rule, for the palette's way in too
-            from backend.runs.offers import chat_offer
-            from backend.runs.rundir import read_status
+            from backend.results.offers import (  # deferred: worker thread, not at screen open
+                chat_offer,
+            )
 
             try:
                 offer = chat_offer(self.run_dir, read_status(self.run_dir).state)

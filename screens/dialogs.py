@@ -19,6 +19,8 @@ from textual.widgets import Button, Static
 
 from backend.i18n import N_, _
 from backend.preset import Preset
+from backend.preset.safety import container_risks
+from backend.redact import redact_text
 
 
 def extra_warnings(preset: Preset) -> list[str]:
@@ -27,9 +29,6 @@ def extra_warnings(preset: Preset) -> list[str]:
     The one hook for preset-level risks: the dangerous container options
     (``backend.preset.safety.container_risks``), redacted like every other printed value.
     """
-    from backend.preset.safety import container_risks
-    from backend.redact import redact_text
-
     return [redact_text(f"WARNING {risk.line()}") for risk in container_risks(preset)]
 
 
@@ -64,7 +63,7 @@ class ConfirmDialog(ModalScreen[bool]):
         width: 90%; max-width: 100; height: auto; max-height: 90%;
         border: thick $accent; background: $surface; padding: 0 1;
     }
-    ConfirmDialog #confirm-body { height: auto; max-height: 18; }
+    ConfirmDialog #confirm-body { height: auto; max-height: 65vh; }  /* the buttons stay on screen at 80x24 */
     ConfirmDialog #confirm-buttons { height: auto; align-horizontal: right; }
     ConfirmDialog Button { margin: 0 0 0 2; }
     """

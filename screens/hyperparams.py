@@ -9,6 +9,7 @@ the preset. GPU detection and dataset counting run in thread workers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -16,20 +17,20 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal
 from textual.message import Message
+from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Button, Select, Static
 
+import backend.planner.gpu as planner_gpu
 from backend.i18n import N_, _
+from backend.model.placeholders import resolve_placeholders
 from backend.planner import (
     GpuSpec,
     ModelShape,
     count_records,
-    derive,
-    estimate,
     gpu_spec,
-    settings_from_preset,
-    shape_for_preset,
     tune,
 )
 from backend.planner.fields import (
@@ -43,10 +44,11 @@ from backend.planner.fields import (
 from backend.planner.gpu import ALIASES
 from backend.planner.hostram import read_meminfo
 from backend.planner.method_search import method_lines
-from backend.planner.report import estimate_lines
+from backend.preset import Preset
 from backend.preset.schema import map_container_path
 from screens.base import StepScreen
-from widgets.form_field import FormField
+from screens.hp_side import command_text, derived_text, memory_text, shape_of
+from widgets.form_field import FormField, FormScroll
 
 # The form's group headings (backend.planner.fields.GROUPS), marked here to be shown translated.
 GROUP_TITLES = (N_("Model and data"), N_("Batch and length"), N_("Optimizer and schedule"),
@@ -100,14 +102,23 @@ class HyperparamsScreen(StepScreen):
     HyperparamsScreen #hp-buttons { height: auto; }
     HyperparamsScreen #hp-buttons Button { margin: 0 1 0 0; }
     HyperparamsScreen #hp-command { color: $text-muted; }
-    HyperparamsScreen.-narrow FormField { grid-size: 1; grid-columns: 1fr; }
-    HyperparamsScreen.-narrow FormField .ff-note { column-span: 1; }
+    HyperparamsScreen.-narrow FormField > .ff-editor { margin: 1 0 0 0; }
     """
     NARROW = 110  # below this many columns a field's label goes above its editor
 
     @dataclass
     class GpuFound(Message):
         gpu: GpuSpec | None
+
+    @dataclass
+    class SideComputed(Message):
+        """The side pane and the cross-field messages for edit number ``seq``."""
+
+        seq: int
+        issues: dict[str, tuple[str, str]]
+        derived: str
+        memory: str
+        command: str
 
     @dataclass
     class RecordsCounted(Message):
@@ -124,6 +135,10 @@ class HyperparamsScreen(StepScreen):
         self.records: tuple[str, int | None, str] = ("", None, N_("dataset not counted yet"))
         self.tune_text = ""
         self.shown: dict[str, tuple[str, str]] = {}
+        self.cross: dict[str, tuple[str, str]] = {}  # the last cross-field result, by path
+        self._side_seq = 0
+        self._applied_seq = -1
+        self._side_timer: Timer | None = None
 
     # ---- layout --------------------------------------------------------------------------
     def compose_body(self) -> ComposeResult:
@@ -131,28 +146,13 @@ class HyperparamsScreen(StepScreen):
         if self.gpu is None and plan_gpu:
             self.gpu = gpu_spec(plan_gpu)  # `trainwiz --gpu NAME`: plan for that GPU
         with Horizontal(id="hp-main"):
-            with VerticalScroll(id="hp-form"):
-                group = ""
-                for info in self.fields.values():
-                    if info.group != group:
-                        group = info.group
-                        yield Static(_(group), classes="section-title")
-                    value = current_value(self.preset, info.path)
-                    shown: str | bool = bool(value) if info.kind == "bool" else display_value(value)
-                    yield FormField(
-                        info.path,
-                        info.path,
-                        info.kind,
-                        shown,
-                        _(info.help),
-                        info.choices,
-                        id=field_id(info.path),
-                    )
-            with VerticalScroll(id="hp-side"):
+            with FormScroll(id="hp-form"):
+                yield from self._form_rows()
+            with FormScroll(id="hp-side"):
                 yield Select(self._gpu_options(), value=self._gpu_choice(), id="hp-gpu",
                              allow_blank=False, prompt=_("Plan for GPU"))  # fmt: skip
                 yield Static(_("Derived"), classes="section-title")
-                yield Static(id="hp-derived", markup=False)
+                yield Static(_("computing…"), id="hp-derived", markup=False)
                 yield Static(_("Memory and speed"), classes="section-title")
                 yield Static(id="hp-memory", markup=False)
                 yield Static(_("Training command"), classes="section-title")
@@ -161,6 +161,24 @@ class HyperparamsScreen(StepScreen):
                 with Horizontal(id="hp-buttons"):
                     yield Button(_("Tune (F5)"), id="hp-tune", variant="primary")
                     yield Button(_("Save as preset (F6)"), id="hp-save")
+
+    def _form_rows(self) -> Iterator[Widget]:
+        group = ""
+        for info in self.fields.values():
+            if info.group != group:
+                group = info.group
+                yield Static(_(group), classes="section-title")
+            value = current_value(self.preset, info.path)
+            shown: str | bool = bool(value) if info.kind == "bool" else display_value(value)
+            yield FormField(
+                info.path,
+                info.path,
+                info.kind,
+                shown,
+                _(info.help),
+                info.choices,
+                id=field_id(info.path),
+            )
 
     def _gpu_options(self) -> list[tuple[str, str]]:
         options = [(_("no GPU chosen"), NO_GPU)]
@@ -209,9 +227,7 @@ class HyperparamsScreen(StepScreen):
     # ---- workers -------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="hp-gpu")
     def detect_gpu(self) -> None:
-        from backend.planner.gpu import detect_local
-
-        self.post_message(self.GpuFound(detect_local()))
+        self.post_message(self.GpuFound(planner_gpu.detect_local()))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="hp-count")
     def count_data(self, path: str) -> None:
@@ -219,7 +235,6 @@ class HyperparamsScreen(StepScreen):
         self.post_message(self.RecordsCounted(path, records, note))
 
     def _data_path(self) -> str:
-        from backend.model.placeholders import resolve_placeholders
 
         path = resolve_placeholders(self.preset.training.data_path, None)
         if self.preset.launch.runner == "docker":
@@ -267,6 +282,7 @@ class HyperparamsScreen(StepScreen):
                 self.tune_text = ""
         if event.path == "data_path":
             self._count_data()
+        self._show_message(event.field, event.path)  # the typed value's verdict, at once
         self.refresh_all()
 
     @on(Select.Changed, "#hp-gpu")
@@ -282,95 +298,100 @@ class HyperparamsScreen(StepScreen):
 
     # ---- what the values imply -----------------------------------------------------------
     def _shape(self) -> ModelShape | None:
-        try:
-            return shape_for_preset(self.preset)
-        except Exception:  # a malformed config.json: the memory panel says so
-            return None
+        return shape_of(self.preset)
 
     def refresh_all(self) -> None:
-        rows = {row.path: row for row in self.query(FormField)}
-        if len(rows) != len(self.fields) or not self.query("#hp-tune-result"):
-            return  # not composed yet (or mid-recompose): the next refresh draws everything
-        preset = self.preset
-        shape = self._shape()
-        visible = self.local_gpu.count if self.local_gpu is not None else None
-        issues = cross_checks(preset, self.gpu, shape, visible)
+        """Recompute what the values imply, off the UI thread, shortly after the last edit.
+
+        The planner, the cross-field rules and the printed command take tens of milliseconds
+        (more on a loaded machine); run per keystroke on the UI thread they held keys back.
+        A burst of edits starts one computation; an older result never overwrites a newer one.
+        """
+        self._side_seq += 1
+        if self._side_timer is not None:
+            self._side_timer.stop()
+        self._side_timer = self.set_timer(0.05, self._start_side)
+
+    def _start_side(self) -> None:
+        self._side_timer = None
+        if not self.is_mounted:
+            return
+        self._side_worker(self._side_seq, self.preset, self.gpu, self.local_gpu, self.records)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="hp-side")
+    def _side_worker(
+        self,
+        seq: int,
+        preset: Preset,
+        gpu: GpuSpec | None,
+        local_gpu: GpuSpec | None,
+        records: tuple[str, int | None, str],
+    ) -> None:
+        shape = shape_of(preset)
+        visible = local_gpu.count if local_gpu is not None else None
         by_path: dict[str, tuple[str, str]] = {}
         rank = {"error": 0, "warning": 1, "info": 2}
-        for issue in sorted(issues, key=lambda i: rank[i.level]):
+        for issue in sorted(cross_checks(preset, gpu, shape, visible), key=lambda i: rank[i.level]):
             by_path.setdefault(issue.path, (issue.message, issue.level))
+        self.post_message(
+            self.SideComputed(
+                seq,
+                by_path,
+                derived_text(preset, records),
+                memory_text(preset, shape, gpu),
+                command_text(preset),
+            )
+        )
+
+    @on(SideComputed)
+    def _side_computed(self, message: SideComputed) -> None:
+        if message.seq != self._side_seq:
+            return  # an edit landed meanwhile: its own computation follows
+        rows = {row.path: row for row in self.query(FormField)}
+        if len(rows) != len(self.fields) or not self.query("#hp-tune-result"):
+            return
+        self.cross = message.issues
         for path in self.fields:
-            if path in self.invalid:
-                shown = (self.invalid[path], "error")
-            else:
-                shown = by_path.get(path, ("", ""))
-            if self.shown.get(path) != shown:  # touch only rows whose message changed
-                self.shown[path] = shown
-                rows[path].set_message(shown[0], shown[1])  # type: ignore[arg-type]
-        self._refresh_derived()
-        self._refresh_memory(shape)
-        self._refresh_command()
+            self._show_message(rows[path], path)
+        self.query_one("#hp-derived", Static).update(message.derived)
+        self.query_one("#hp-memory", Static).update(message.memory)
+        self.query_one("#hp-command", Static).update(message.command)
         self.query_one("#hp-tune-result", Static).update(self.tune_text)
+        self._applied_seq = message.seq
+
+    @property
+    def settled(self) -> bool:
+        """The side pane and the messages show the latest edit (nothing still computing)."""
+        return self._applied_seq == self._side_seq
+
+    def _show_message(self, row: FormField, path: str) -> None:
+        if path in self.invalid:
+            shown = (self.invalid[path], "error")
+        else:
+            shown = self.cross.get(path, ("", ""))
+        if self.shown.get(path) != shown:  # touch only rows whose message changed
+            self.shown[path] = shown
+            row.set_message(shown[0], shown[1])  # type: ignore[arg-type]
 
     @property
     def problems(self) -> list[str]:
-        """Every error now on the form (parse/range errors and cross-field errors)."""
-        return [f"{p}: {m}" for p, (m, level) in self.shown.items() if level == "error"]
+        """Every error on the form now: values the schema rejects, and cross-field errors
+        computed here and now (not the last background result, which may lag an edit)."""
+        out = [f"{path}: {message}" for path, message in self.invalid.items()]
+        visible = self.local_gpu.count if self.local_gpu is not None else None
+        for issue in cross_checks(self.preset, self.gpu, self._shape(), visible):
+            if issue.level == "error" and issue.path not in self.invalid:
+                out.append(f"{issue.path}: {issue.message}")
+        return out
 
-    def _refresh_derived(self) -> None:
-        preset = self.preset
-        world = preset.launch.nproc_per_node * preset.launch.nnodes
-        records, note = self.records[1], self.records[2]
-        d = derive(preset.training, world, records, note)
-
-        def show(value: int | None) -> str:
-            return f"{value:,}" if value is not None else _("unknown (dataset size unknown)")
-
-        t = preset.training
-        lines = [
-            _("global batch: {batch} = {per_device} x {accum} accumulation x {world} GPU(s)").format(
-                batch=d.global_batch, per_device=t.per_device_train_batch_size,
-                accum=t.gradient_accumulation_steps, world=world),
-            _("tokens per step: {tokens} (every sample padded to {length})").format(
-                tokens=f"{d.tokens_per_step:,}", length=t.model_max_length),
-            _("dataset: {note}").format(note=_(note)),
-            _("steps per epoch: {n}").format(n=show(d.steps_per_epoch)),
-            _("total steps: {n}").format(n=show(d.total_steps)),
-            _("warmup steps: {n}").format(n=show(d.warmup_steps)),
-        ]  # fmt: skip
-        self.query_one("#hp-derived", Static).update("\n".join(lines))
-
-    def _refresh_memory(self, shape: ModelShape | None) -> None:
-        widget = self.query_one("#hp-memory", Static)
-        if self.preset.launch.device == "cpu":
-            widget.update(
-                _(
-                    "The preset trains on the CPU (launch.device: cpu): there is no GPU memory to "
-                    "plan, so Tune has nothing to do. A GPU preset can be planned here: choose "
-                    "its GPU."
-                )
-            )
-        elif shape is None:
-            widget.update(
-                _(
-                    "Model shape unknown: {dir} has no config.json yet "
-                    "(fetch the model in the Model step)."
-                ).format(dir=self.preset.model.dir)
-            )
-        elif self.gpu is None:
-            widget.update(_("No GPU found here: choose one above to see the memory plan."))
-        else:
-            est = estimate(shape, settings_from_preset(self.preset), self.gpu)
-            widget.update("\n".join(estimate_lines(est, shape, self.gpu)))
-
-    def _refresh_command(self) -> None:
-        from backend.plan import build_plan
-
-        try:
-            text = build_plan(self.preset).step("train").display()
-        except Exception as exc:  # an unresolvable placeholder: say why instead of a command
-            text = f"command unavailable: {exc}"
-        self.query_one("#hp-command", Static).update(text)
+    def first_problem_path(self) -> str | None:
+        """The field a refusal sends the focus to (a rejected value first)."""
+        if self.invalid:
+            return next(iter(self.invalid))
+        for path, (_message, level) in self.shown.items():
+            if level == "error":
+                return path
+        return None
 
     # ---- actions -------------------------------------------------------------------------
     @on(Button.Pressed, "#hp-tune")
@@ -383,15 +404,26 @@ class HyperparamsScreen(StepScreen):
 
     def focus_field(self, path: str) -> None:
         """Focus one field's editor and scroll it into view (the palette's "Edit field")."""
-        editor = self.query_one(f"#{field_id(path)}", FormField).editor
-        editor.focus()
-        editor.scroll_visible()
+        row = self.query_one(f"#{field_id(path)}", FormField)
+        # At once, not in a later callback (``Widget.focus``): the keys typed right after a
+        # refusal or "Edit field" are handled next, and they must land in this field. The
+        # whole row is scrolled into view (its note says what is wrong), then centred.
+        self.set_focus(row.editor)
+        row.scroll_visible()
 
     def leave_problems(self) -> list[str]:
         """Values typed but rejected (they never reached the preset): leaving would drop them."""
         return [f"{path}: {message}" for path, message in self.invalid.items()]
 
+    def focus_problem(self) -> None:
+        """Send the focus to the first field whose value is rejected (a refusal's pointer)."""
+        path = self.first_problem_path()
+        if path is not None:
+            self.focus_field(path)
+
     def action_tune(self) -> None:
+        if self.refuse_if_form_invalid(_("Tune")):
+            return
         shape = self._shape()
         if self.preset.launch.device == "cpu":
             self.notify(
@@ -415,10 +447,6 @@ class HyperparamsScreen(StepScreen):
                 ).format(dir=self.preset.model.dir),
                 severity="warning",
             )
-            return
-        if self.invalid:
-            self.notify(_("Fix the fields marked in red first: ") + "; ".join(self.leave_problems()),
-                        severity="error")  # fmt: skip
             return
         # this machine's RAM when planning for its own GPU (ZeRO/FSDP offload must fit the host)
         local = self.local_gpu is not None and self.gpu == self.local_gpu
@@ -449,8 +477,4 @@ class HyperparamsScreen(StepScreen):
         self.refresh_all()
 
     def action_save_as(self) -> None:
-        problems = self.problems
-        if problems:
-            self.notify(_("Not saved: ") + "; ".join(problems), severity="error", timeout=8)
-            return
         self.wizard.action_save_preset()

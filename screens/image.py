@@ -29,99 +29,22 @@ from backend.i18n import N_, _
 from backend.images.build import BuildResult, build_env_image, env_image_tag
 from backend.images.events import BuildStep, LayerProgress, LogLine
 from backend.images.host import HostGpus
+from backend.images.plan import plan_environment
 from backend.images.pull import PullResult, pull_image
-from backend.images.survey import ImageRow, ImagesSurvey, survey_images
+from backend.images.survey import ENV_PREFIX, ImageRow, ImagesSurvey, own_suggestion, survey_images
 from backend.images.venv import VenvResult, build_host_env
 from screens.base import StepScreen
 from screens.dialogs import ConfirmDialog, extra_warnings
-
-ENV_PREFIX = "trainwiz-env:"
-
-
-def own_suggestion(survey: ImagesSurvey, own_tag: str | None) -> str | None:
-    """The survey's suggestion, but never another preset's (or user's) built env image: of the
-    ``trainwiz-env:`` images only the one this preset builds is this user's to suggest."""
-
-    def mine(ref: str) -> bool:
-        return not ref.startswith(ENV_PREFIX) or ref == own_tag
-
-    if survey.suggestion is None or mine(survey.suggestion):
-        return survey.suggestion
-    ok = [
-        r.image.ref for r in survey.rows if r.compat.verdict == "compatible" and mine(r.image.ref)
-    ]
-    return ok[0] if ok else None
-
-
-VERDICT_STYLE = {"compatible": "green", "warning": "yellow", "incompatible": "red"}
-VERDICT_MARK = {"compatible": "✓", "warning": "!", "incompatible": "✗"}
-VERDICT_WORDS = {
-    "compatible": N_("compatible"),
-    "warning": N_("warning"),
-    "incompatible": N_("incompatible"),
-}
-LEVEL_STYLE = {"ok": "green", "warning": "yellow", "incompatible": "bold red"}
-
-
-def host_line(survey: ImagesSurvey, suggestion: str | None = None) -> Text:
-    """Driver, CUDA and GPUs as measured (or plainly 'none')."""
-    host = survey.host
-    text = Text()
-    if host.driver_version:
-        text.append(
-            _("driver {driver_version}").format(driver_version=host.driver_version), style="bold"
-        )
-        text.append(_(" · CUDA ≤ {value} · ").format(value=host.cuda_driver or "?"))
-        names = sorted({f"{g.name} (sm{g.sm})" for g in host.gpus})
-        text.append(f"{len(host.gpus)}× " + ", ".join(names) if host.gpus else _("no GPUs"))
-    else:
-        text.append(_("no NVIDIA driver on this machine"), style="yellow")
-    text.append(_(" · preset {preset}").format(preset=survey.preset))
-    if survey.mirrors:
-        text.append(_("\nregistry mirrors: {items}").format(items=", ".join(survey.mirrors)))
-    if survey.docker_error:
-        text.append(
-            _("\nlocal images not listed: {docker_error}").format(docker_error=survey.docker_error),
-            style="yellow",
-        )
-    if suggestion:
-        text.append(_("\nsuggested: "), style="bold")
-        text.append(suggestion, style="bold green")
-    else:
-        text.append(_("\nno compatible image for this machine and preset"), style="bold red")
-    return text
-
-
-def reasons_text(row: ImageRow, current: str) -> Text:
-    image, compat = row.image, row.compat
-    text = Text()
-    text.append(image.ref, style="bold")
-    if image.ref == current:
-        text.append(_("  (the preset's image)"), style="italic")
-    text.append("\n")
-    facts = [
-        f"torch {image.torch or '?'}",
-        f"CUDA {image.cuda or '-'}",
-        f"cuDNN {image.cudnn or '-'}",
-        f"python {image.python or '?'}",
-        image.flavor or "?",
-        _("flash-attn included") if image.flash_attn else _("no flash-attn"),
-    ]
-    text.append(" · ".join(facts) + "\n", style="dim")
-    for reason in compat.reasons:
-        mark = "✓" if reason.level == "ok" else ("!" if reason.level == "warning" else "✗")
-        text.append(f"{mark} {reason.text}\n", style=LEVEL_STYLE[reason.level])
-    return text
-
-
-def _layers_text(layers: dict[str, LayerProgress]) -> Text:
-    text = Text()
-    for layer, state in list(layers.items())[-8:]:
-        size = ""
-        if state.total:
-            size = f" {state.current or 0:,}/{state.total:,} B"
-        text.append(f"{layer}: {state.status}{size}\n")
-    return text
+from widgets.image_text import (
+    VERDICT_MARK,
+    VERDICT_STYLE,
+    VERDICT_WORDS,
+    build_result_lines,
+    build_summary,
+    host_line,
+    layers_text,
+    reasons_text,
+)
 
 
 class ImageScreen(StepScreen):
@@ -235,8 +158,10 @@ class ImageScreen(StepScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="image-survey")
     def _venv_state(self) -> None:
-        from backend.images.plan import plan_environment
-        from backend.runs.launch import environment_ready, training_bin
+        from backend.runs.launch import (  # deferred: worker thread, not at screen open
+            environment_ready,
+            training_bin,
+        )
 
         p = self.preset
         text = Text()
@@ -398,8 +323,6 @@ class ImageScreen(StepScreen):
         """Say what will be built and where, then build only after a yes."""
         if self.refuse_if_blocked(_("Building the environment")):
             return
-        from backend import paths
-
         p = self.preset
         runner = p.launch.runner
         try:
@@ -407,23 +330,7 @@ class ImageScreen(StepScreen):
         except TrainwizError as exc:
             self._log(str(exc), "bold red")
             return
-        if runner == "docker":
-            runs = [
-                _("docker build of {target} from {image}").format(
-                    target=target, image=p.environment.image
-                ),
-                _("FastChat, transformers, accelerate and their pins installed in it"),
-            ]
-            where = [_("this machine's Docker daemon (image {target})").format(target=target)]
-        else:
-            runs = [
-                _("python -m venv, then pip install of FastChat, transformers, accelerate, torch"),
-                _("about 1-2 GB; reused next time (cached by a hash of its inputs)"),
-            ]
-            where = [
-                _("a venv under {path}").format(path=paths.envs_dir()),
-                _("the preset's environment.venv is set to it, so Launch trains in it"),
-            ]
+        runs, where = build_summary(p, target)
         question = _("Build the {runner} environment for {name}?").format(
             runner=runner, name=p.name
         )
@@ -469,7 +376,7 @@ class ImageScreen(StepScreen):
             self.pull_layers[event.layer] = event
             layers = self.query_one("#image-layers", Static)
             layers.display = True
-            layers.update(_layers_text(self.pull_layers))
+            layers.update(layers_text(self.pull_layers))
         elif isinstance(event, BuildStep):
             self._log(f"[{event.index}/{event.total}] {event.instruction[:200]}", "bold cyan")
         elif isinstance(event, LogLine):
@@ -495,43 +402,17 @@ class ImageScreen(StepScreen):
     @on(Built)
     def _built(self, message: Built) -> None:
         result = self.last_build = message.result
-        if isinstance(result, VenvResult):
-            if result.ok:
-                state = "reused" if result.cached else f"built in {result.seconds:.0f} s"
-                self._log(
-                    _("✓ host environment {path} ({state})").format(path=result.path, state=state),
-                    "bold green",
+        for line, style in build_result_lines(result):
+            self._log(line, style)
+        if isinstance(result, VenvResult) and result.ok:
+            if self.preset.environment.venv != result.path:  # Launch uses what was built
+                env = self.preset.environment.model_copy(update={"venv": result.path})
+                self.wizard.propose_preset(
+                    self.preset.model_copy(update={"environment": env}),
+                    origin=self,
+                    note=f"environment.venv = {result.path}",
                 )
-                if self.preset.environment.venv != result.path:  # Launch uses what was built
-                    env = self.preset.environment.model_copy(update={"venv": result.path})
-                    self.wizard.propose_preset(
-                        self.preset.model_copy(update={"environment": env}),
-                        origin=self,
-                        note=f"environment.venv = {result.path}",
-                    )
-                self.action_refresh()
-            else:
-                self._log(
-                    _("✗ host environment failed: {error}").format(error=result.error), "bold red"
-                )
-            return
-        if result.ok:
-            state = "cache hit" if result.cached else f"built in {result.seconds:.0f} s"
-            self._log(f"✓ {result.tag} ({state})", "bold green")
-            return
-        self._log(_("✗ build failed: {error}").format(error=result.error), "bold red")
-        if result.error_line:
-            self._log(
-                _("  line {error_line_no}: {error_line}").format(
-                    error_line_no=result.error_line_no, error_line=result.error_line
-                ),
-                "red",
-            )
-        for finding in result.findings:
-            self._log(f"  {finding.category}: {finding.title}", "yellow")
-            if finding.explanation:
-                self._log(f"    {finding.explanation}", "")
-        self._log(_("  full log: {log_path}").format(log_path=result.log_path), "dim")
+            self.action_refresh()
 
     @on(Failed)
     def _failed(self, message: Failed) -> None:

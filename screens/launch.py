@@ -23,8 +23,9 @@ from textual.widgets import Static
 from backend import paths
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _
-from backend.plan import Plan, build_plan
+from backend.plan import Plan
 from backend.runs import LaunchResult, launch
+from backend.runs.spec import plan_spec
 from backend.steps import STEPS, Readiness
 from screens.base import StepScreen
 from screens.dialogs import ConfirmDialog, extra_warnings
@@ -76,6 +77,10 @@ class LaunchScreen(StepScreen):
     def on_mount(self) -> None:
         self.action_replan()
 
+    def on_screen_resume(self) -> None:
+        if self.is_mounted and self.query("#launch-status"):
+            self._update_status()  # a run started elsewhere (Run all) since the last visit
+
     def preset_changed(self) -> None:
         if self.is_mounted:
             self.query_one("#launch-summary", Static).update(self._summary_text())
@@ -89,7 +94,7 @@ class LaunchScreen(StepScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-plan")
     def _plan_worker(self) -> None:
         try:
-            plan = build_plan(self.preset)
+            plan = plan_spec(self.preset).plan  # the launch's own decisions, as trainwiz plan
         except (BadInput, TrainwizError) as exc:
             self.post_message(self.Planned(None, str(exc)))
             return
@@ -165,6 +170,9 @@ class LaunchScreen(StepScreen):
     def _status_text(self) -> Text:
         if self.launching:
             return Text(_("Launching…"), style="italic")
+        session_run = getattr(self.app, "last_launched", None)
+        if isinstance(session_run, Path) and session_run != self.last_run:
+            self.last_run = session_run  # Run all launched it (the same launch, another way in)
         if self.last_run is not None:
             return Text(
                 _("Launched run {run}. Press m for the Monitor.").format(run=self.last_run.name),
@@ -176,8 +184,8 @@ class LaunchScreen(StepScreen):
         status = self.query_one("#launch-status", Static)
         status.update(Text(error, style="bold red") if error else self._status_text())
 
-    def confirm_dialog(self) -> ConfirmDialog:
-        """What will run and where, as the plan says it."""
+    def confirm_dialog(self, live: list[str] | None = None) -> ConfirmDialog:
+        """What will run and where, as the plan says it; ``live``: this preset's runs now."""
         assert self.plan is not None
         p = self.preset
         runs = [f"{n}. {step.title}" for n, step in enumerate(self.plan.steps, 1)]
@@ -192,7 +200,7 @@ class LaunchScreen(StepScreen):
             _("output: {dir}").format(dir=p.training.output_dir),
         ]
         return ConfirmDialog(
-            _("Launch {name}?").format(name=p.name),
+            "\n".join([_("Launch {name}?").format(name=p.name), *(live or [])]),  # seen first
             runs,
             where,
             extra_warnings(p),
@@ -209,6 +217,8 @@ class LaunchScreen(StepScreen):
     def action_launch(self) -> None:
         if self.launching:
             return
+        if self.refuse_if_form_invalid(_("Launch")):
+            return
         if self.refuse_if_blocked(_("Launching")):
             return
         if self.plan is None:
@@ -216,12 +226,21 @@ class LaunchScreen(StepScreen):
             return
 
         def answered(yes: bool | None) -> None:
-            if yes:
+            if yes and not self.refuse_if_form_invalid(_("Launch")):
                 self.launching = True
                 self._update_status()
                 self._launch_worker()
 
-        self.app.push_screen(self.confirm_dialog(), answered)
+        def ask(rows: list[object]) -> None:
+            warn = getattr(self.app, "live_run_warnings", None)
+            live = warn(rows) if callable(warn) else []
+            self.app.push_screen(self.confirm_dialog(live), answered)
+
+        with_runs = getattr(self.app, "with_runs", None)
+        if callable(with_runs):
+            with_runs(ask)  # is this preset training already? said in the dialog
+        else:
+            ask([])
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-start")
     def _launch_worker(self) -> None:
@@ -243,6 +262,8 @@ class LaunchScreen(StepScreen):
             return
         self.last_run = message.result.run_dir
         self.wizard.current_run = message.result.run_dir
+        if hasattr(self.app, "last_launched"):
+            self.app.last_launched = message.result.run_dir
         self._update_status()
         self.notify(_("Run {run} started.").format(run=message.result.run_id), title=_("Launch"))
         for note in message.result.notes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import ValidationError
@@ -33,6 +32,7 @@ from backend.model.validate import ModelReport, validate_model_dir
 from backend.preset.schema import ModelSource
 from backend.units import clock, human
 from screens.base import StepScreen
+from widgets.model_reports import data_summary, model_summary
 
 SOURCES = [
     ("Hugging Face Hub", "hf"),
@@ -48,93 +48,6 @@ ACTION_LABEL = {
     "tiny": N_("make"),
     "modelscope": N_("download"),
 }
-
-
-def model_summary(r: ModelReport) -> Text:
-    """The validation result as the planner will use it: shape, parameters, dtype, problems."""
-    c = r.config
-    text = Text()
-    text.append(f"{c.architecture or 'unknown architecture'}", style="bold")
-    text.append(f"  ({c.model_type})\n")
-    text.append(
-        _(
-            "hidden {hidden_size} · layers {num_hidden_layers} · heads {num_attention_heads} "
-            "· KV heads {num_key_value_heads} · ffn {intermediate_size}\n"
-        ).format(
-            hidden_size=c.hidden_size,
-            num_hidden_layers=c.num_hidden_layers,
-            num_attention_heads=c.num_attention_heads,
-            num_key_value_heads=c.num_key_value_heads,
-            intermediate_size=c.intermediate_size,
-        )
-    )
-    text.append(
-        _("vocab {vocab_size} · max positions {max_position_embeddings}\n").format(
-            vocab_size=c.vocab_size, max_position_embeddings=c.max_position_embeddings
-        )
-    )
-    params = f"{r.n_params:,}" if r.n_params is not None else "unknown"
-    text.append(_("parameters {params}").format(params=params), style="bold")
-    text.append(f" ({r.n_params_source})\n")
-    text.append(
-        _("dtype {dtype} · {weight_format}, {count} file(s), ").format(
-            dtype=r.dtype, weight_format=r.weight_format, count=len(r.shards)
-        )
-    )
-    text.append(f"{human(r.weights_bytes)}\n")
-    text.append(_("tokenizer {value}\n").format(value=", ".join(r.tokenizer_files) or "none"))
-    for warning in r.warnings:
-        text.append(f"! {warning}\n", style="yellow")
-    for problem in r.problems:
-        text.append(f"✗ {problem}\n", style="bold red")
-    if r.ok:
-        text.append(_("✓ valid"), style="bold green")
-    return text
-
-
-def data_summary(r: DataReport) -> Text:
-    text = Text()
-    text.append(
-        _("{name}: {n_records} records, {n_turns} turns\n").format(
-            name=Path(r.path).name, n_records=r.n_records, n_turns=r.n_turns
-        ),
-        style="bold",
-    )
-    for issue in r.issues[:8]:
-        style = "bold red" if issue.severity == "error" else "yellow"
-        text.append(f"{'✗' if issue.severity == 'error' else '!'} {issue.line()}\n", style=style)
-    more = sum(r.counts.values()) - min(len(r.issues), 8)
-    if more > 0:
-        text.append(_("… {more} more issue(s)\n").format(more=more), style="italic")
-    t = r.tokens
-    if t is not None:
-        text.append(
-            _("tokens mean {mean} · p50 {p50} · p90 {p90} · p99 {p99} · max {max}\n").format(
-                mean=t.mean, p50=t.p50, p90=t.p90, p99=t.p99, max=t.max
-            )
-        )
-        style = "yellow" if t.truncated else ""
-        text.append(
-            _("truncated at {model_max_length}: {truncated} ({truncated_share:.1%})\n").format(
-                model_max_length=t.model_max_length,
-                truncated=t.truncated,
-                truncated_share=t.truncated_share,
-            ),
-            style=style,
-        )
-        if t.mismatched:
-            text.append(
-                _(
-                    "✗ {mismatched} record(s) FastChat would mask out (tokenization mismatch)\n"
-                ).format(mismatched=t.mismatched),
-                style="bold red",
-            )
-    else:
-        why = r.tokens_unavailable or _("no tokenizer yet: fetch the model first")
-        text.append(_("token lengths unavailable: {why}\n").format(why=why), style="italic")
-    if r.ok:
-        text.append(_("✓ FastChat can train on it"), style="bold green")
-    return text
 
 
 # What a fetch did (backend.model.fetch's action words), as the status line says it.
@@ -227,7 +140,9 @@ class ModelScreen(StepScreen):
                 id="model-endpoint",
             )
         yield Static(id="model-status")
-        yield ProgressBar(total=None, show_eta=False, id="model-progress")
+        bar = ProgressBar(total=None, show_eta=False, id="model-progress")
+        bar.display = False  # an idle bar with no total pulses as if a fetch were running
+        yield bar
         with Horizontal(id="model-results"):
             with VerticalScroll(classes="model-pane", id="model-report-pane"):
                 yield Static(_("Not validated yet."), id="model-report")
@@ -312,7 +227,9 @@ class ModelScreen(StepScreen):
             model = self.preset.model_copy(update={"model": source})
             self.wizard.propose_preset(model, origin=self)
         self._cancel = threading.Event()
-        self.query_one("#model-progress", ProgressBar).update(total=None, progress=0)
+        bar = self.query_one("#model-progress", ProgressBar)
+        bar.update(total=None, progress=0)
+        bar.display = True
         self._status(
             _("Starting: {action} into {dir} … (x cancels)").format(
                 action=_(ACTION_LABEL[source.source]), dir=model_dir(source)

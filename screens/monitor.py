@@ -40,7 +40,8 @@ from backend.monitor import (
 from backend.monitor.logmodel import load_classifier
 from backend.monitor.nodegpu import NodeGpuSource, is_node_run
 from backend.monitor.owner import OwnerResolver
-from backend.runs.rundir import FINAL_STATES
+from backend.monitor.world import planned_world, world_note
+from backend.rundir import FINAL_STATES
 from screens.base import StepScreen
 from screens.run_actions import RunActions
 from widgets.gpu_panel import GpuPanel
@@ -99,6 +100,8 @@ class MonitorScreen(StepScreen):
         Binding("c", "focus_chart", N_("Chart"), id="monitor.focus_chart", show=False),
         Binding("r", "resume", N_("Resume"), id="monitor.resume"),
         Binding("a", "chat", N_("Chat"), id="monitor.chat"),
+        Binding("v", "serve", N_("Serve"), id="monitor.serve"),
+        Binding("u", "runs", N_("Runs"), id="monitor.runs"),
     ]
     DEFAULT_CSS = """
     MonitorScreen #monitor-middle { height: 1fr; min-height: 7; }
@@ -134,8 +137,8 @@ class MonitorScreen(StepScreen):
         if self.run is None:
             yield Static(
                 _(
-                    "No run to monitor: launch one in the Launch step, or open a finished one "
-                    "with `trainwiz attach <run>`."
+                    "No run to monitor: launch one in the Launch step, or press u to pick one "
+                    "of this machine's runs."
                 ),
                 id="monitor-none",
             )
@@ -232,13 +235,15 @@ class MonitorScreen(StepScreen):
         follower = MetricsFollower(run.metrics)
         tracker = RunTracker(source="metrics")
         last_status: dict[str, Any] | None = None
+        planned, said = planned_world(run.run_dir), ""  # the trainer's world size vs the plan's
         while True:
             status = run.status()
             ended_at = _ended_at(status)  # a run that ended without an end line stops its clock
             events = follower.poll()
-            if status is not None and status != last_status:
-                last_status = status
-                self.post_message(StatusUpdate(status))
+            note = world_note(tracker.start.world_size if tracker.start else None, planned)
+            if status is not None and (status != last_status or note != said):
+                last_status, said = status, note
+                self.post_message(StatusUpdate({**status, "_world_note": note}))
                 if ended_at is not None and tracker.last is not None and not events:
                     view = tracker.view(self.chart_width, now=ended_at)
                     self.post_message(MetricsUpdate(view, "metrics"))
@@ -272,7 +277,9 @@ class MonitorScreen(StepScreen):
             pane.classifier_missing = True
             return
         state = str(message.status.get("state") or "")
-        note = str(message.status.get("fallback") or "")  # OOM fallback (backend/runs/fallback)
+        fallback = str(message.status.get("fallback") or "")  # OOM fallback (runs/fallback)
+        world = str(message.status.get("_world_note") or "")  # world size not the plan's
+        note = "\n".join(x for x in (fallback, world) if x)
         self.query_one(ThroughputMeter).show(None, state, note)
         self.query_one(RunActions).refresh_offers()  # resume / chat follow the run's state
 
@@ -309,12 +316,34 @@ class MonitorScreen(StepScreen):
     # Resume and Chat: shown for every run, dimmed in the footer while they do not apply
     # (the actions bar says why); the flows live in screens/run_actions.py.
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("resume", "chat"):
+        if action in ("resume", "chat", "serve"):
             bars = self.query(RunActions)
             if self.run is None or not bars:
                 return False if self.run is None else None
-            return True if bars.first().available(action) else None
+            # Serve loads the model chat would (the bar's Chat reason says why not).
+            return True if bars.first().available(action.replace("serve", "chat")) else None
         return True
+
+    def action_serve(self) -> None:
+        """``trainwiz serve RUN --detach`` from the Monitor (backend.results.serve)."""
+        if self.run is not None:
+            self.notify(_("Starting the API server for this run's model…"), title=_("Serve"))
+            self._serve_worker(self.run.run_dir)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="monitor-serve")
+    def _serve_worker(self, run_dir: Path) -> None:
+        from backend.results.serve_run import (  # deferred: serving, only when it is asked for
+            serve_in_background,
+        )
+
+        severity, text = serve_in_background(run_dir)
+        self.app.call_from_thread(self.notify, text, title=_("Serve"), severity=severity)
+
+    def action_runs(self) -> None:
+        """Every run on this machine (the App's Runs view; Enter shows one here)."""
+        show = getattr(self.app, "action_runs", None)
+        if callable(show):
+            show()
 
     def action_resume(self) -> None:
         if self.run is not None:

@@ -61,32 +61,56 @@ class PresetPicker(ModalScreen[tuple[Preset, str] | None]):
 
 
 class SavePresetDialog(ModalScreen[Path | None]):
-    """Save the preset being edited as YAML (atomic; nothing half-written on error)."""
+    """Save the preset being edited as YAML: where is asked (the default shown in full), an
+    existing file is overwritten only after a second Enter on the same path, and the write
+    is atomic (nothing half-written on error)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", N_("Cancel"), id="save.cancel")
     ]
     DEFAULT_CSS = """
     SavePresetDialog { align: center middle; }
-    SavePresetDialog > Vertical { width: 80; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    SavePresetDialog > Vertical { width: 90%; max-width: 100; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
     SavePresetDialog #save-error { color: $error; height: auto; }
+    SavePresetDialog #save-hint { color: $text-muted; height: auto; }
     """
 
-    def __init__(self, preset: Preset) -> None:
+    def __init__(self, preset: Preset, default: Path | None = None) -> None:
         super().__init__()
         self.preset = preset
+        self.default = default or Path.cwd() / f"{preset.name}.yaml"
+        self._overwrite: Path | None = None  # the path the user was asked about
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(_("Save preset '{name}' to:").format(name=self.preset.name))
-            yield Input(value=f"{self.preset.name}.yaml", id="save-path")
+            yield Input(value=str(self.default), id="save-path")
+            yield Static(
+                _("Enter saves to this path (edit it first to save elsewhere); Escape cancels."),
+                id="save-hint",
+            )
             yield Static("", id="save-error")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        error = self.query_one("#save-error", Static)
+        if not text:
+            error.update(_("Type the path of the YAML file to write."))
+            return
+        target = Path(text).expanduser().absolute()
+        if target.is_dir():
+            error.update(_("{path} is a directory: name the file.").format(path=target))
+            return
+        if target.exists() and self._overwrite != target:
+            self._overwrite = target
+            error.update(
+                _("{path} exists. Enter again overwrites it; or edit the path.").format(path=target)
+            )
+            return
         try:
-            path = save_preset(self.preset, event.value.strip())
+            path = save_preset(self.preset, target)
         except (BadInput, OSError) as exc:
-            self.query_one("#save-error", Static).update(str(exc))
+            error.update(str(exc))
             return
         self.app.notify(_("Saved {path}").format(path=path), title=_("Preset"))
         self.dismiss(path)

@@ -2,7 +2,7 @@
 checkpoint) and Chat (a run that ended with a model).
 
 Both are always on screen, disabled with the reason when they do not apply (the CLI's own
-refusal: ``backend.runs.offers``), so a user never wonders where Resume went. Resume asks first
+refusal: ``backend.results.offers``), so a user never wonders where Resume went. Resume asks first
 (``ConfirmDialog``: what runs, where, from which checkpoint), then ``backend.runs.resume`` runs in
 a thread worker; the Monitor keeps following the same run directory, so the new attempt's log
 and steps simply continue on screen. The offers are recomputed whenever the run's status changes.
@@ -22,7 +22,7 @@ from textual.widgets import Button, Static
 
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _
-from backend.runs.offers import Offer, RunOffers, run_offers
+from backend.results.offers import Offer, RunOffers, run_offers
 from screens.dialogs import ConfirmDialog
 
 
@@ -164,7 +164,7 @@ class RunActions(Horizontal):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="run-resume")
     def _resume_worker(self) -> None:
-        from backend.runs.resume import resume
+        from backend.runs.resume import resume  # deferred: worker thread, not at monitor open
 
         try:
             record = resume(self.run_dir)
@@ -196,7 +196,7 @@ class RunActions(Horizontal):
             why = short_reason(offers.chat, offers.run_id) if offers else _("checking the run…")
             self.notify(why, title=_("Chat not available"), severity="warning", timeout=8)
             return
-        from screens.chat import ChatScreen
+        from screens.chat import ChatScreen  # deferred: loads when chat opens
 
         self.app.push_screen(ChatScreen(self.run_dir))
 

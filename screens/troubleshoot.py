@@ -8,10 +8,8 @@ not available, saves the fixed preset and says where.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -22,8 +20,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Header, Input, OptionList, Static, TextArea
+from textual.screen import Screen
+from textual.widgets import Header, Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from backend.diagnosis import Diagnosis, Finding, Fix, apply_fixes, diagnose_file, diagnose_text
@@ -32,7 +30,9 @@ from backend.errors import TrainwizError
 from backend.i18n import N_, _
 from backend.paths import home, runs_dir
 from backend.preset import Preset, load_preset, save_preset
-from backend.runs.diagnose_run import diagnose_run
+from backend.rundir import RunDir
+from backend.runs.diagnose_run import DiagnosableRun, diagnosable_runs, diagnose_run
+from screens.fix_review import FixReviewDialog
 from widgets.footer import TranslatedFooter
 
 Relaunch = Callable[[Preset], None]
@@ -44,29 +44,6 @@ SEVERITY_WORDS = {"error": N_("ERROR"), "warning": N_("WARNING"), "info": N_("IN
 def _pad_cells(text: str, width: int) -> str:
     """Pad to ``width`` terminal cells (错误 is two characters but four cells)."""
     return text + " " * max(0, width - cell_len(text))
-
-
-@dataclass
-class RunEntry:
-    run_id: str
-    log: Path
-    preset: Path | None
-    state: str
-
-
-def list_runs(root: Path | None = None) -> list[RunEntry]:
-    """Runs that have a log, newest first (run ids start with a timestamp)."""
-    base = root or runs_dir()
-    entries = []
-    for run in sorted(base.glob("*/train.log"), reverse=True):
-        state = "unknown"
-        try:
-            state = str(json.loads((run.parent / "status.json").read_text()).get("state", state))
-        except (OSError, ValueError):
-            pass
-        preset = run.parent / "preset.yaml"
-        entries.append(RunEntry(run.parent.name, run, preset if preset.is_file() else None, state))
-    return entries
 
 
 class DiagnosisReady(Message):
@@ -94,51 +71,6 @@ class DiagnosisFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
-
-
-class FixReviewDialog(ModalScreen[bool]):
-    """The preset diff of one fix; nothing changes unless the user confirms."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "apply", N_("Apply and relaunch"), id="troubleshoot.fix_apply"),
-        Binding("escape,n", "cancel", N_("Cancel"), id="troubleshoot.fix_cancel"),
-    ]
-    DEFAULT_CSS = """
-    FixReviewDialog { align: center middle; }
-    FixReviewDialog > Vertical { width: 100; height: auto; max-height: 90%; border: thick $accent;
-        padding: 1 2; background: $surface; }
-    FixReviewDialog #fix-diff { height: auto; max-height: 24; }
-    FixReviewDialog Horizontal { height: auto; margin-top: 1; }
-    """
-
-    def __init__(self, fix: Fix, diff: list[str], action: str) -> None:
-        super().__init__()
-        self.fix = fix
-        self.diff = diff
-        self.action_label = action
-
-    def compose(self) -> ComposeResult:
-        diff = Text()
-        for line in self.diff or [_("(this fix changes nothing in the preset)")]:
-            colour = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
-            diff.append(line + "\n", style=colour)
-        with Vertical():
-            yield Static(Text(self.fix.title, style="bold"))
-            yield Static(self.fix.reason, classes="muted")
-            with VerticalScroll(id="fix-diff"):
-                yield Static(diff)
-            yield Static(self.action_label, id="fix-action")
-            with Horizontal():
-                yield Button(_("Apply (y)"), variant="primary", id="fix-apply")
-                yield Button(_("Cancel (esc)"), id="fix-cancel")
-
-    @on(Button.Pressed, "#fix-apply")
-    def action_apply(self) -> None:
-        self.dismiss(True)
-
-    @on(Button.Pressed, "#fix-cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(False)
 
 
 class TroubleshootScreen(Screen[None]):
@@ -170,7 +102,7 @@ class TroubleshootScreen(Screen[None]):
         super().__init__()
         self._initial = (run_id, log_path)
         self._relaunch = relaunch
-        self._runs: list[RunEntry] = []
+        self._runs: list[DiagnosableRun] = []
         self._preset: Preset | None = None
         self._preset_source = ""
         self.diagnosis: Diagnosis | None = None
@@ -207,7 +139,7 @@ class TroubleshootScreen(Screen[None]):
 
     # ---- sources ------------------------------------------------------------------------
     def action_refresh_runs(self) -> None:
-        self._runs = list_runs()
+        self._runs = diagnosable_runs()
         runs = self.query_one("#ts-runs", OptionList)
         runs.clear_options()
         if not self._runs:
@@ -224,7 +156,7 @@ class TroubleshootScreen(Screen[None]):
         if entry is not None:
             self._diagnose_run(entry)
 
-    def _diagnose_run(self, entry: RunEntry) -> None:
+    def _diagnose_run(self, entry: DiagnosableRun) -> None:
         self._start(entry.log, entry.preset, _("run {id}").format(id=entry.run_id))
 
     @on(Input.Submitted, "#ts-path")
@@ -275,7 +207,7 @@ class TroubleshootScreen(Screen[None]):
 
         resume = None
         try:
-            if log is not None and (log.parent / "status.json").is_file():
+            if log is not None and RunDir(log.parent).status_file.is_file():
                 # A run: its record's cause and the resume fix join the log's findings.
                 run_result = diagnose_run(
                     log.parent, cancel=cancel, progress=progress, preset=preset

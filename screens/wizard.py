@@ -32,3 +32,6 @@ class Wizard(Protocol):
         """The Checks step's latest results: they decide what each step's blockers are."""
 
     def action_save_preset(self) -> None: ...
+
+    def refuse_if_form_invalid(self, what: str) -> bool:
+        """True (said, focus on the field) while a field shows a value the preset lacks."""

@@ -30,3 +30,24 @@ fi
 .venv/bin/python -m pip install -q "${TRAINWIZ_TORCH_SPEC:-torch==2.13.0}"
 .venv/bin/python -m pip install -q -e ".[${extras}]"
 echo "install.sh: trainwiz installed in $(pwd)/.venv (extras: ${extras})"
+
+# `trainwiz` on PATH: a link in ~/.local/bin (XDG_BIN_HOME), made only where nothing is, or
+# where an earlier install.sh made one (a link to some .venv/bin/trainwiz). The plans trainwiz
+# prints name this installation's trainwiz by its absolute path, so they work either way.
+target="$(pwd)/.venv/bin/trainwiz"
+bin_dir="${XDG_BIN_HOME:-$HOME/.local/bin}"
+link="$bin_dir/trainwiz"
+mkdir -p "$bin_dir"
+if [ ! -e "$link" ] && [ ! -L "$link" ]; then
+    ln -s "$target" "$link"
+    echo "install.sh: linked $link -> $target"
+elif [ -L "$link" ] && case "$(readlink "$link")" in */.venv/bin/trainwiz) true ;; *) false ;; esac; then
+    ln -sfn "$target" "$link"
+    echo "install.sh: linked $link -> $target"
+else
+    echo "install.sh: $link exists and is not an install.sh link: left as it is; run $target"
+fi
+case ":$PATH:" in
+    *":$bin_dir:"*) echo "install.sh: 'trainwiz' is on PATH ($bin_dir)" ;;
+    *) echo "install.sh: $bin_dir is not on PATH: add it (export PATH=\"$bin_dir:\$PATH\") or run $target" ;;
+esac

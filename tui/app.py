@@ -27,10 +27,15 @@ from textual.reactive import var
 from textual.screen import Screen
 
 from backend.checks.model import CheckResult
-from backend.i18n import N_, _
+from backend.i18n import N_, _, current_language, set_language
 from backend.preset import Preset, load_preset
-from backend.steps import STEP_IDS, STEPS, Machine
+from backend.steps import STEP_IDS, STEPS, Machine, blocked_steps
+from screens.pending import PendingStepScreen
+from tui.app_runs import RunsMixin, leave_now
 from tui.keymap import NEXT_KEYS, PREVIOUS_KEYS, load_user_keymap
+from tui.typeahead import PaletteTypeAhead
+from widgets.footer import TranslatedFooter
+from widgets.step_indicator import StepIndicator
 
 DEFAULT_PRESET = "tiny-cpu"
 
@@ -61,8 +66,6 @@ def _step_factory(step_id: str) -> Callable[[], Screen[None]]:
     def make() -> Screen[None]:
         cls = _load_class(STEP_SCREENS[step_id])
         if cls is None:
-            from screens.pending import PendingStepScreen
-
             return PendingStepScreen(step_id)
         return cls()
 
@@ -83,7 +86,13 @@ class StepCommands(Provider):
             (_("Open preset…"), app.action_open_preset, _("load a shipped preset or a YAML file")),
             (_("Save the current preset"), app.action_save_preset, _("write it as YAML")),
             (_("Troubleshoot a run or a log"), app.action_troubleshoot, _("diagnose a failure")),
-            (_("Chat with the run's model"), app.action_chat, _("the run on the Monitor")),
+            (
+                _("Runs on this machine"),
+                app.action_runs,
+                _("state, preset, step and loss of every run; Enter shows one on the Monitor"),
+            ),
+            (_("Chat with the run's model"), app.action_chat, app.chat_help()),
+            (_("Compare runs"), app.action_compare, _("loss curves, costs, preset changes")),
             (_("Run all steps (replay the preset)"), app.action_run_all, _("asks first")),
             (
                 "Language: 中文 / English",
@@ -105,7 +114,7 @@ class StepCommands(Provider):
                 yield Hit(score, matcher.highlight(label), action, help=help_text)
 
 
-class TrainwizApp(App[int]):
+class TrainwizApp(PaletteTypeAhead, RunsMixin):
     """The wizard. ``preset`` is the job being assembled; screens propose changes to it."""
 
     CSS_PATH = "app.tcss"
@@ -142,6 +151,7 @@ class TrainwizApp(App[int]):
         self.current_run: Path | None = attach_run
         self.resume_requested: Path | None = None  # Troubleshoot's resume, for the Monitor
         self.plan_gpu = plan_gpu
+        self.last_launched: Path | None = None  # the run this session started (Launch, Run all)
         self.sub_title = _("preset: {name}").format(name=preset.name)
         for step_id in STEP_IDS:
             self.add_mode(step_id, _step_factory(step_id))
@@ -158,8 +168,10 @@ class TrainwizApp(App[int]):
         if keymap:
             self.set_keymap(keymap)
         for problem in problems:
-            self.notify(problem, title="Keymap", severity="error", timeout=10)
+            self.notify(problem, title="Keymap", severity="error", timeout=30)
         self.switch_mode(self.start_step)
+        if self.current_run is None:
+            self.with_runs(self._show_live_run_on_start)
 
     # ---- steps (the one navigation mechanism) ------------------------------------------
     @property
@@ -191,9 +203,48 @@ class TrainwizApp(App[int]):
                 severity="error",
                 timeout=10,
             )
+            self._focus_problem(here)
             return False
         self.switch_mode(step_id)
         return True
+
+    # ---- the form guards every action that uses the preset -----------------------------
+    def form_problems(self) -> tuple[Screen[Any] | None, list[str]]:
+        """(the step screen, ``field: rule`` lines) for values typed but rejected: the preset
+        does not hold what those fields show, so nothing may run or save it meanwhile."""
+        for step_id in STEP_IDS:
+            screen = self.step_screen(step_id)
+            problems = list(getattr(screen, "leave_problems", lambda: [])()) if screen else []
+            if problems:
+                return screen, problems
+        return None, []
+
+    def refuse_if_form_invalid(self, what: str) -> bool:
+        """True (and says which field and rule, focus on it) while a field shows a rejected
+        value: ``what`` would otherwise use a value the screen does not show."""
+        screen, problems = self.form_problems()
+        if not problems:
+            return False
+        self.notify(
+            "\n".join(problems)
+            + "\n"
+            + _("The preset does not hold what the field shows: fix the value first."),
+            title=_("Not done: {what}").format(what=what),
+            severity="error",
+            timeout=10,
+        )
+        self._focus_problem(screen)
+        return True
+
+    def _focus_problem(self, screen: Screen[Any] | None) -> None:
+        if screen is None:
+            return
+        if screen is not self.screen and screen in self.screen_stack:
+            while self.screen is not screen and len(self.screen_stack) > 1:
+                self.pop_screen()  # a dialog over the form: the field must be seen to be fixed
+        focus = getattr(screen, "focus_problem", None)
+        if callable(focus):
+            focus()
 
     def _move(self, delta: int) -> None:
         current = self.current_step
@@ -212,10 +263,6 @@ class TrainwizApp(App[int]):
     def action_switch_language(self) -> None:
         """Chinese <-> English, live: the frame (step bar, footer, header) repaints at once and
         each step body is rebuilt the way a new preset rebuilds it (now or when next shown)."""
-        from backend.i18n import current_language, set_language
-        from widgets.footer import TranslatedFooter
-        from widgets.step_indicator import StepIndicator
-
         set_language("en" if current_language() != "en" else "zh_CN")
         self.watch_preset(self.preset)
         for step_id in STEP_IDS:
@@ -238,8 +285,6 @@ class TrainwizApp(App[int]):
 
     @property
     def blocked(self) -> dict[str, list[str]]:
-        from backend.steps import blocked_steps
-
         return {str(k): v for k, v in blocked_steps(self.machine.checks or []).items()}
 
     # ---- the preset (one state) --------------------------------------------------------
@@ -272,7 +317,7 @@ class TrainwizApp(App[int]):
         self.propose_preset(preset, source=source, note=f"Loaded preset {preset.name}")
 
     def action_open_preset(self) -> None:
-        from screens.preset_picker import PresetPicker
+        from screens.preset_picker import PresetPicker  # deferred: loaded when opened
 
         def chosen(result: tuple[Preset, str] | None) -> None:
             if result is not None:
@@ -281,25 +326,36 @@ class TrainwizApp(App[int]):
         self.push_screen(PresetPicker(), chosen)
 
     def action_save_preset(self) -> None:
-        from screens.preset_picker import SavePresetDialog
+        from screens.preset_picker import SavePresetDialog  # deferred: loaded on Save
 
-        self.push_screen(SavePresetDialog(self.preset))
+        if self.refuse_if_form_invalid(_("Save")):
+            return
+        hyper = self.step_screen("hyperparams")
+        cross = [p for p in getattr(hyper, "problems", []) if p not in self.form_problems()[1]]
+        if cross:
+            self.notify(_("Not saved: ") + "; ".join(cross), severity="error", timeout=8)
+            return
+
+        def saved(path: Path | None) -> None:
+            if path is not None:
+                self.preset_source = str(path)
+                self.edited = False
+                self.watch_preset(self.preset)
+
+        self.push_screen(SavePresetDialog(self.preset), saved)
 
     # ---- troubleshoot, run all, relaunch -----------------------------------------------
     def action_troubleshoot(self) -> None:
         run_id = self.current_run.name if self.current_run is not None else None
         self._open_troubleshoot(run_id, None)
 
-    def action_chat(self) -> None:
-        """The Chat view on the run the Monitor shows (the palette's way in)."""
-        from screens.chat import ChatScreen
+    def action_compare(self) -> None:
+        """Runs side by side (screens/compare.py), the Monitor's run ticked first."""
+        from screens.compare import CompareScreen  # deferred: loaded when opened
 
-        if self.current_run is None:
-            self.notify(_("No run yet: launch one, or open one with trainwiz attach RUN."),
-                        title=_("Chat"), severity="warning")  # fmt: skip
-            return
-        if not isinstance(self.screen, ChatScreen):
-            self.push_screen(ChatScreen(self.current_run))
+        if not isinstance(self.screen, CompareScreen):
+            first = [self.current_run.name] if self.current_run is not None else None
+            self.push_screen(CompareScreen(first))
 
     def on_open_troubleshoot(self, message: object) -> None:
         """The log pane's request: troubleshoot this run (or this log file)."""
@@ -308,21 +364,28 @@ class TrainwizApp(App[int]):
         )
 
     def _open_troubleshoot(self, run_id: str | None, log_path: Path | None) -> None:
-        from screens.troubleshoot import TroubleshootScreen
+        from screens.troubleshoot import TroubleshootScreen  # deferred: loads the diagnosis
 
         if isinstance(self.screen, TroubleshootScreen):
             return
         self.push_screen(TroubleshootScreen(run_id=run_id, log_path=log_path))
 
     def action_run_all(self) -> None:
-        """Replay the open preset with the CLI's own pipeline, after saying what will run."""
-        from backend import paths
-        from backend.replay import STEP_ORDER
-        from screens.dialogs import ConfirmDialog, extra_warnings
+        """Replay the open preset with the CLI's own pipeline, after saying what will run (and
+        that this preset is training already, when it is)."""
+        if self.refuse_if_form_invalid(_("Run all")):
+            return
+        self.with_runs(self._ask_run_all)
+
+    def _ask_run_all(self, rows: list[Any]) -> None:
+        from backend import paths  # deferred: Run all only
+        from backend.replay import STEP_ORDER  # deferred: loaded on Run all
+        from screens.dialogs import ConfirmDialog, extra_warnings  # deferred: with Run all
 
         p = self.preset
         dialog = ConfirmDialog(
-            _("Run all steps for {name}?").format(name=p.name),
+            "\n".join([_("Run all steps for {name}?").format(name=p.name),
+                       *self.live_run_warnings(rows)]),
             [" → ".join(s for s in STEP_ORDER if s != "follow")
              + _(" (steps already done are skipped)"),
              _("training: {nproc} process(es) on {device}, runner {runner}").format(
@@ -335,18 +398,19 @@ class TrainwizApp(App[int]):
         )  # fmt: skip
 
         def answered(yes: bool | None) -> None:
-            if yes:
+            if yes and not self.refuse_if_form_invalid(_("Run all")):
                 self._start_run_all()
 
         self.push_screen(dialog, answered)
 
     def _start_run_all(self) -> None:
-        from backend.replay import ReplayResult
-        from screens.replay import RunAllScreen
+        from backend.replay import ReplayResult  # deferred: loaded on Run all
+        from screens.replay import RunAllScreen  # deferred: with Run all
 
         def finished(result: ReplayResult | None) -> None:
             if result is not None and result.run_dir is not None:
                 self.current_run = result.run_dir
+                self.last_launched = result.run_dir
                 self.goto_step("monitor")
 
         self.push_screen(RunAllScreen(self.preset), finished)
@@ -355,7 +419,7 @@ class TrainwizApp(App[int]):
         """Resume from Troubleshoot: the run on the Monitor, whose Resume asks first (the one
         resume flow: ``screens.run_actions``); it picks up ``resume_requested`` once it knows
         whether the run can resume."""
-        from screens.troubleshoot import TroubleshootScreen
+        from screens.troubleshoot import TroubleshootScreen  # deferred: loads the diagnosis
 
         if isinstance(self.screen, TroubleshootScreen):
             self.pop_screen()
@@ -370,8 +434,10 @@ class TrainwizApp(App[int]):
     def relaunch(self, preset: Preset) -> None:
         """Apply-and-relaunch from Troubleshoot: load the fixed preset, then the Launch step's
         own confirm-and-launch (one launch mechanism; the plan is shown before anything runs)."""
-        from screens.troubleshoot import TroubleshootScreen
+        from screens.troubleshoot import TroubleshootScreen  # deferred: loads the diagnosis
 
+        if self.refuse_if_form_invalid(_("Apply and relaunch")):
+            return
         self.set_preset(preset, f"{preset.name} (fixed)")
         if isinstance(self.screen, TroubleshootScreen):
             self.pop_screen()
@@ -384,7 +450,8 @@ class TrainwizApp(App[int]):
 def run_wizard(
     preset: str | None = None, attach: Path | None = None, gpu: str | None = None
 ) -> int:
-    """Open the wizard (the CLI's no-subcommand path). Returns the exit code."""
+    """Open the wizard (the CLI's no-subcommand path). Returns 2 without a terminal; otherwise
+    the process ends with the App's exit code once the terminal is restored (``leave_now``)."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         print(
             _(
@@ -398,7 +465,7 @@ def run_wizard(
     source = preset or DEFAULT_PRESET
     loaded = load_preset(source)
     if gpu is not None:
-        from backend.planner import gpu_spec
+        from backend.planner import gpu_spec  # deferred: only with --gpu
 
         gpu_spec(gpu)  # an unknown name is bad input (exit 2) before the wizard opens
     app = TrainwizApp(
@@ -408,5 +475,6 @@ def run_wizard(
         attach_run=attach,
         plan_gpu=gpu,
     )
+    app.leave_quickly = True
     result = app.run()
-    return int(result or 0)
+    leave_now(int(result or 0))

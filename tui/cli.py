@@ -9,9 +9,12 @@ scripted subcommands start fast.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _, resolve_language, set_language
@@ -32,6 +35,7 @@ COMMAND_MODULES = [
     "runs",
     "resume",
     "chat",
+    "serve",
     "export",
     "diagnose",
     "replay",
@@ -39,8 +43,35 @@ COMMAND_MODULES = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (skipping the global options and their values), if any."""
+    words = iter(argv)
+    for word in words:
+        if word in ("--preset", "--gpu", "--lang"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in COMMAND_MODULES else None
+        elif word in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's refusals as one line (``trainwiz plan: error: ... (trainwiz plan --help)``),
+    exit 2, like every other bad input: its default prints the whole usage block first.
+    Subcommand parsers inherit the class (``add_subparsers`` uses the parent's type)."""
+
+    def error(self, message: str) -> NoReturn:
+        line = _("{prog}: error: {message} (see {prog} --help)").format(
+            prog=self.prog, message=message
+        )
+        self.exit(2, redact_text(one_line(line)) + "\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with ``only`` just that subcommand's (the others are not imported:
+    `trainwiz diagnose FILE` starts without the launcher, planner and image modules)."""
+    parser = OneLineParser(
         prog="trainwiz",
         description=_(
             "From a bare GPU server to a running, monitored FastChat fine-tune. "
@@ -60,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--lang", metavar="LANG", help=_(LANG_HELP))
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in [only] if only else COMMAND_MODULES:
         module = importlib.import_module(f"tui.commands.{name}")
         module.register(subparsers)
     _add_lang_everywhere(subparsers)
@@ -97,21 +128,22 @@ def _help_language(argv: list[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _help_language(sys.argv[1:] if argv is None else list(argv))
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    _help_language(words)
+    parser = build_parser(only=_command_in(words))
     args = parser.parse_args(argv)
     try:
         # Machine output stays English (scripts read the same texts everywhere).
         set_language("en" if getattr(args, "json", False) else resolve_language(args.lang))
         if args.command is None:
-            from tui.app import run_wizard
+            from tui.app import run_wizard  # deferred: Textual, only with no subcommand
 
             return run_wizard(preset=args.preset, gpu=args.gpu)
         result: int = args.func(args)
         return result
     except BadInput as exc:
         for line in exc.problems:
-            print(redact_text(f"trainwiz: {line}"), file=sys.stderr)
+            print(redact_text(_("trainwiz: {line}").format(line=line)), file=sys.stderr)
         return 2
     except TrainwizError as exc:
         print(redact_text(_("trainwiz: error: {error}").format(error=exc)), file=sys.stderr)
@@ -121,6 +153,68 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return _reader_went_away()
+    except OSError as exc:
+        return _os_error(exc)
+    except Exception as exc:  # never a traceback: one line, and exit 1
+        if _is_validation_error(exc):  # a value a model refused that no command checked first
+            for error in exc.errors()[:30]:  # type: ignore[attr-defined]
+                where = ".".join(str(p) for p in error.get("loc", ())) or type(exc).__name__
+                message = str(error.get("msg", "")).removeprefix("Value error, ")
+                print(redact_text(f"trainwiz: {where}: {one_line(message)}"), file=sys.stderr)
+            return 2
+        print(
+            redact_text(
+                _("trainwiz: error: {error}").format(error=one_line(f"{type(exc).__name__}: {exc}"))
+            ),
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _is_validation_error(exc: BaseException) -> bool:
+    """A pydantic ValidationError, without importing pydantic: a command that never loaded it
+    (``diagnose FILE`` starts without it) cannot have raised one."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """A message as one short terminal line (a 100k-character input is cut, not echoed)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+# Errors that mean the user's input named something the system cannot take: bad input.
+_INPUT_ERRNOS = {errno.ENAMETOOLONG, errno.EINVAL, errno.ENOTDIR, errno.ELOOP, errno.EISDIR}
+
+
+def _os_error(exc: OSError) -> int:
+    """An OSError that reached the top: a too-long or impossible path is bad input (2); a full
+    disk, a closed stdout, a read-only home is a failure (1). Either way one line."""
+    what = exc.strerror or type(exc).__name__
+    name = exc.filename if isinstance(exc.filename, str) else None
+    text = f"{one_line(name, 120)}: {what}" if name else what
+    try:
+        print(redact_text(_("trainwiz: error: {error}").format(error=text)), file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 2 if exc.errno in _INPUT_ERRNOS else 1
+
+
+class _ClosedStream:
+    """sys.stdout when fd 1 is closed (``trainwiz runs >&-``): writing is an error, as for cat."""
+
+    def write(self, _text: str) -> int:
+        raise OSError(errno.EBADF, _("cannot write the output: stdout is closed"))
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
 
 
 def _reader_went_away() -> int:
@@ -129,8 +223,6 @@ def _reader_went_away() -> int:
     Pointing stdout at /dev/null keeps the interpreter's final flush from raising a second
     BrokenPipeError at exit; 141 is the shell's code for a command ended by SIGPIPE.
     """
-    import os
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
@@ -138,12 +230,29 @@ def _reader_went_away() -> int:
 
 
 def entry() -> None:
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()  # type: ignore[assignment]
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (to the exit)
     try:
         code = main()
         sys.stdout.flush()
     except BrokenPipeError:
         code = _reader_went_away()
+    except OSError as exc:  # the last flush: `trainwiz plan P >/dev/full`
+        code = _os_error(exc)
+        _quiet_stdout()
     sys.exit(code)
+
+
+def _quiet_stdout() -> None:
+    """After a failed write, the interpreter's own final flush must not print a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ through when pressed twice, and ``tmux send-keys C-b`` delivers it directly).
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
@@ -38,14 +39,12 @@ def keymap_path() -> Path:
 
 def binding_ids() -> set[str]:
     """Every binding id the wizard defines (app, step screens, dialogs, widgets)."""
-    import importlib
-
     from textual.binding import Binding
 
     modules = [
         "tui.app", "screens.checks", "screens.model", "screens.image", "screens.hyperparams",
         "screens.launch", "screens.monitor", "screens.troubleshoot", "screens.replay",
-        "screens.preset_picker", "screens.dialogs", "screens.chat", "widgets.log_pane",
+        "screens.preset_picker", "screens.dialogs", "screens.chat", "widgets.log_pane", "screens.runs",
     ]  # fmt: skip
     ids: set[str] = set()
     for name in modules:
@@ -61,10 +60,10 @@ def parse_keymap(text: str, origin: str) -> tuple[dict[str, str], list[str]]:
     """``(keymap, problems)``; each problem is ``origin:line:col what: fix``."""
     try:
         root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{origin}:{mark.line + 1}:{mark.column + 1}" if mark else origin
-        return {}, [f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})"]
+    except yaml.YAMLError:
+        # One broken line must not throw away the others (and YAML's own mark often names
+        # the line after the mistake): read the file line by line, as the format is written.
+        return _parse_lines(text, origin)
     if root is None:
         return {}, []
     if not isinstance(root, yaml.MappingNode):
@@ -86,6 +85,39 @@ def parse_keymap(text: str, origin: str) -> tuple[dict[str, str], list[str]]:
             continue
         keymap[binding_id] = str(value_node.value).replace(" ", "")
     return keymap, problems
+
+
+def _parse_lines(text: str, origin: str) -> tuple[dict[str, str], list[str]]:
+    """``id: keys`` one per line; each bad line is reported at its own line, the rest apply."""
+    merged: dict[str, str] = {}
+    problems: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        body = line.split("#", 1)[0]
+        if not body.strip():
+            continue
+        try:
+            node = yaml.compose(body)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            column = min(mark.column, len(body.rstrip())) + 1 if mark is not None else 1
+            problems.append(
+                f"{origin}:{number}:{column}: not valid YAML "
+                f"({getattr(exc, 'problem', None) or exc}); write 'binding.id: keys'"
+            )
+            continue
+        if not isinstance(node, yaml.MappingNode):
+            problems.append(f"{origin}:{number}:1: expected 'binding.id: keys'")
+            continue
+        keymap, found = parse_keymap(body, origin)
+        problems += [_at_line(problem, origin, number) for problem in found]
+        merged.update(keymap)
+    return merged, problems
+
+
+def _at_line(problem: str, origin: str, number: int) -> str:
+    """A problem found in one line parsed alone names that line of the file."""
+    prefix = f"{origin}:1:"
+    return f"{origin}:{number}:" + problem[len(prefix) :] if problem.startswith(prefix) else problem
 
 
 def load_user_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:

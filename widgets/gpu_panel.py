@@ -12,8 +12,7 @@ from backend.i18n import _
 from backend.monitor import GpuSample, GpuSnapshot
 from backend.monitor.gpu import NodeStatus
 from backend.monitor.nodegpu import SOURCE as NODE_SOURCE
-
-GIB = 1024**3
+from backend.units import GIB
 
 
 def _bar(frac: float, width: int) -> Text:

@@ -5,21 +5,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from backend.i18n import N_, _
+from backend.i18n import _
 from backend.monitor import ThroughputSummary
-
-
-def _dur(s: float | None) -> str:
-    if s is None:
-        return "–"
-    total = round(s)
-    h, rem = divmod(total, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
-
-
-RUN_STATES = {"running": N_("running"), "finished": N_("finished"), "failed": N_("failed"),
-              "stopped": N_("stopped")}  # fmt: skip
+from backend.paths import METRICS
+from backend.runstate import FINAL_STATES, RunState
+from backend.units import duration
 
 
 def _num(v: float | None, fmt: str = ",.0f") -> str:
@@ -32,11 +22,10 @@ def render_summary(
     """The panel's text; ``note``: the run's OOM fallback line (status.json ``fallback``)."""
     head = Text(_("Throughput"), style="bold")
     if s is not None:
-        head.append(f" ({'metrics.jsonl' if s.source == 'metrics' else 'log'})", style="dim")
+        head.append(f" ({METRICS if s.source == 'metrics' else 'log'})", style="dim")
     if state:
-        style = {"running": "green", "finished": "cyan", "failed": "red", "stopped": "yellow"}
-        word = _(RUN_STATES[state]) if state in RUN_STATES else state
-        head.append(f" {word}", style=style.get(state, ""))
+        known = RunState.of(state)  # its label and colour: backend/runstate.py
+        head.append(f" {known.label if known else state}", style=known.style if known else "")
     if s is None or (s.step == 0 and not s.finished):
         head.append("\n" + _("no training steps yet"), style="dim")
         if note:
@@ -55,6 +44,9 @@ def render_summary(
         out.append(f" {frac:.0%}")
     else:
         out.append("\n" + _("step {step}").format(step=s.step))
+    over = s.finished or state in FINAL_STATES
+    if over:  # the run is over: what it did comes first (small terminals show the top)
+        _final(out, s)
     if s.tokens_per_s is None and s.source == "log":
         out.append(_("\ntok/s n/a (log only)"), style="dim")
     else:
@@ -69,16 +61,33 @@ def render_summary(
     out.append(_("  step {num}s").format(num=_num(s.step_time_s, ".3f")))
     mfu = "n/a" if s.mfu is None else f"{s.mfu:.1%}"
     out.append(_("\npadded MFU {mfu}").format(mfu=mfu))
-    out.append(_("\nETA {dur}").format(dur=_dur(s.eta_s)))
+    if over:  # never an ETA for a run that is over
+        if note:
+            out.append("\n" + note, style="yellow")
+        return out
+    out.append(_("\nETA {dur}").format(dur=duration(s.eta_s)))
     if s.eta_basis == "steps":  # the run's entry predates the real-token count (issue 16)
         out.append(" " + _("(step-based)"), style="dim")
-    out.append(_("  ran {dur}").format(dur=_dur(s.elapsed_s)))
+    out.append(_("  ran {dur}").format(dur=duration(s.elapsed_s)))
     if s.eta_basis == "real tokens" and s.real_tokens_left is not None:
         left = _("{tokens} real tokens left").format(tokens=_tokens(s.real_tokens_left))
         out.append("\n" + left, style="dim")
     if note:
         out.append("\n" + note, style="yellow")
     return out
+
+
+def _final(out: Text, s: ThroughputSummary) -> None:
+    """The finished run's summary: loss first → last, mean real tokens/s, wall time."""
+    out.append("\n" + _("Final summary"), style="bold cyan")
+    first = "n/a" if s.first_loss is None else f"{s.first_loss:.4f}"
+    last = "n/a" if s.last_loss is None else f"{s.last_loss:.4f}"
+    out.append("\n" + _("loss {first} → {last}").format(first=first, last=last))
+    if s.mean_loss is not None:  # every step of every attempt, counted once
+        out.append("\n" + _("mean train loss {loss:.4g}").format(loss=s.mean_loss))
+    mean = s.mean_real_tokens_per_s
+    out.append("\n" + _("overall real tok/s {num}").format(num=_num(mean)))
+    out.append("\n" + _("wall time {dur}").format(dur=duration(s.elapsed_s)))
 
 
 def _tokens(n: int) -> str:

@@ -75,6 +75,7 @@ class Needs:
     model_bytes_present: int = 0
     checkpoints: int | None = 1
     save_strategy: str = "steps"
+    planned: sizing.PlannedSizes | None = None  # the planner's sizes (GPU presets)
 
 
 @dataclass
@@ -227,6 +228,7 @@ def needs_for(preset: Preset | None) -> Needs:
     needs.output_dir = host_path(output, "training.output_dir")
     needs.model_bytes_present = sizing.weights_bytes(needs.model_dir)
     needs.params, needs.params_source = sizing.param_count(preset, needs.model_dir)
+    needs.planned = sizing.planned_sizes(preset)
     if training.save_strategy == "no" and not training.save_minutes:
         needs.checkpoints = 0
     else:

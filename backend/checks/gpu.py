@@ -14,6 +14,7 @@ from typing import Any
 
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
+from backend.checks.nvml import snapshot as snapshot  # the checks and the planner read one
 from backend.checks.sizing import human
 from backend.i18n import _
 
@@ -40,71 +41,6 @@ def driver_fix() -> str:
         "sudo apt-get install -y cuda-drivers && sudo reboot\n"
         + _("(the driver is all the host needs: the CUDA toolkit comes with the image)")
     )
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _process_owner(pid: int) -> str:
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        return f"{proc.name()} ({proc.username()})"
-    except (psutil.Error, KeyError):
-        return _("not visible here (another container or PID namespace)")
-
-
-def snapshot() -> dict[str, Any]:
-    """Everything NVML says, as plain data; ``error`` set when NVML cannot start."""
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return {"error": str(exc), "error_type": type(exc).__name__}
-    try:
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        snap: dict[str, Any] = {
-            "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
-            "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}",
-            "gpus": [],
-        }
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-            try:
-                mig = bool(pynvml.nvmlDeviceGetMigMode(handle)[0])
-            except pynvml.NVMLError:
-                mig = False
-            try:
-                procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-            except pynvml.NVMLError:
-                procs = []
-            snap["gpus"].append(
-                {
-                    "index": index,
-                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                    "memory_total": int(mem.total),
-                    "memory_used": int(mem.used),
-                    "compute_capability": f"{major}.{minor}",
-                    "sm": major * 10 + minor,
-                    "mig": mig,
-                    "processes": [
-                        {
-                            "pid": int(p.pid),
-                            "used": int(p.usedGpuMemory or 0),
-                            "owner": _process_owner(int(p.pid)),
-                        }
-                        for p in procs
-                    ],
-                }
-            )
-        return snap
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def nvml(ctx: CheckContext) -> dict[str, Any]:

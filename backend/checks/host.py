@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from backend.checks.context import IMAGE_DISK_ESTIMATE, CheckContext
+from backend.checks.context import IMAGE_DISK_ESTIMATE, CheckContext, Needs
 from backend.checks.docker_checks import docker_facts, socket_path
 from backend.checks.model import STEPS, CheckResult, Status, Step, finding
 from backend.checks.sizing import human, parse_size
@@ -50,24 +50,9 @@ def _disk_locations(ctx: CheckContext) -> list[tuple[str, Path, int, Step, str]]
             need, how = 4 * p, _("fp32 weights made locally")
         out.append(("model", needs.model_dir, need, "model", how))
     if needs.output_dir is not None:
-        need, how = 0, _("size unknown")
-        if p:
-            kept = needs.checkpoints if needs.checkpoints is not None else 1
-            # A new checkpoint is complete before the oldest is deleted (docs/checkpoints.md),
-            # so a save briefly holds kept + 1; that peak exceeds kept + the final fp32 model.
-            need = (kept + 1) * 12 * p if kept else 4 * p
-            how = (
-                _(
-                    "{kept} checkpoint(s) kept + 1 being written × 12 bytes/param (fp32 weights + "
-                    "Adam state; FSDP shards sum to the same), P={params} B"
-                ).format(kept=kept, params=f"{p / 1e9:.2f}")
-                if kept
-                else _("final fp32 model only (no checkpoints), P={params} B").format(
-                    params=f"{p / 1e9:.2f}"
-                )
-            )
-            if needs.checkpoints is None and ctx.judged and needs.save_strategy != "no":
-                how += _("; no save_total_limit, so every checkpoint stays: counted one")
+        need, how = _output_need(needs)
+        if needs.checkpoints is None and ctx.judged and needs.save_strategy != "no":
+            how += _("; no save_total_limit, so every checkpoint stays: counted one")
         out.append(("output", needs.output_dir, need, "launch", how))
     if needs.runner == "docker":
         facts = docker_facts(ctx)
@@ -79,6 +64,36 @@ def _disk_locations(ctx: CheckContext) -> list[tuple[str, Path, int, Step, str]]
             how = _("image already local") if need == 0 else _("~20 GiB for a CUDA devel image")
             out.append(("docker data root", Path(root), need, "image", how))
     return out
+
+
+def _output_need(needs: Needs) -> tuple[int, str]:
+    """Bytes the output directory will hold at its peak, and how that was reckoned.
+
+    A new checkpoint is complete before the oldest is deleted (docs/checkpoints.md), so a save
+    briefly holds kept + 1; with no checkpoints, only the final output. The sizes are the
+    planner's when it knows the preset's method (a LoRA checkpoint is its adapters, not 7 B).
+    """
+    kept = needs.checkpoints if needs.checkpoints is not None else 1
+    planned = needs.planned
+    if planned is not None:
+        if kept:
+            return (kept + 1) * planned.checkpoint_bytes, _(
+                "{kept} checkpoint(s) kept + 1 being written; {why}"
+            ).format(kept=kept, why=planned.why)
+        return planned.final_bytes, _("final output only (no checkpoints); {why}").format(
+            why=planned.why
+        )
+    p = needs.params
+    if not p:
+        return 0, _("size unknown")
+    if kept:
+        return (kept + 1) * 12 * p, _(
+            "{kept} checkpoint(s) kept + 1 being written × 12 bytes/param (fp32 weights + "
+            "Adam state; FSDP shards sum to the same), P={params} B"
+        ).format(kept=kept, params=f"{p / 1e9:.2f}")
+    return 4 * p, _("final fp32 model only (no checkpoints), P={params} B").format(
+        params=f"{p / 1e9:.2f}"
+    )
 
 
 def check_disk(ctx: CheckContext) -> CheckResult:
@@ -195,16 +210,22 @@ def check_ram(ctx: CheckContext) -> CheckResult:
             why=why,
             data=data,
         )
-    load = 4 * p * needs.nproc
-    extra = 16 * p if (needs.offload or needs.device == "cpu") else 0
-    need = load + extra
+    if needs.planned is not None:  # the planner's host RAM peak, method-aware
+        need = needs.planned.host_ram_bytes
+        detail = _("the planner's host RAM peak for {method} ({nproc} process(es)): {need}").format(
+            method=needs.planned.method, nproc=needs.nproc, need=f"{need / 2**30:.2f} GiB"
+        )
+    else:
+        load = 4 * p * needs.nproc
+        extra = 16 * p if (needs.offload or needs.device == "cpu") else 0
+        need = load + extra
+        detail = _("loading: 4 × {params} B params × {nproc} processes = {load}").format(
+            params=f"{p / 1e9:.2f}", nproc=needs.nproc, load=human(load)
+        )
+        if extra:
+            what = "offload" if needs.offload else _("CPU training")
+            detail += f"\n{what}: 16 × P = {human(extra)}"
     data["need"] = need
-    detail = _("loading: 4 × {params} B params × {nproc} processes = {load}").format(
-        params=f"{p / 1e9:.2f}", nproc=needs.nproc, load=human(load)
-    )
-    if extra:
-        what = "offload" if needs.offload else _("CPU training")
-        detail += f"\n{what}: 16 × P = {human(extra)}"
     fix = _(
         "lower launch.nproc_per_node, drop 'offload' from training.fsdp, or add RAM/swap "
         "(`sudo fallocate -l 64G /swapfile && sudo chmod 600 /swapfile && sudo mkswap /swapfile "

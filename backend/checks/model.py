@@ -10,11 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from backend.steps import BLOCKABLE, StepId
-from backend.steps import blocked_steps as _table_blocked_steps
+from backend.step_ids import BLOCKABLE, StepId
 
 Status = Literal["ok", "warn", "fail", "skip"]
-# The step vocabulary is the step table's (backend.steps); checks may block its blockable steps.
+# The step vocabulary is the step table's (backend.step_ids); checks block its blockable steps.
 Step = StepId
 STEPS: tuple[Step, ...] = BLOCKABLE
 STATUS_ORDER: dict[str, int] = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
@@ -40,9 +39,15 @@ class CheckResult(BaseModel):
 def blocked_steps(results: list[CheckResult]) -> dict[Step, list[str]]:
     """Each wizard step held back by at least one failed check, with the ids of those checks.
 
-    Warnings never block: the user may continue past them. (The step table answers.)
+    Warnings never block: the user may continue past them. The step table (backend.steps)
+    asks this same function.
     """
-    return _table_blocked_steps(results)
+    out: dict[Step, list[str]] = {}
+    for step_id in BLOCKABLE:
+        ids = [r.id for r in results if r.status == "fail" and step_id in r.blocks]
+        if ids:
+            out[step_id] = ids
+    return out
 
 
 def worst(results: list[CheckResult]) -> Status:

@@ -14,15 +14,18 @@ import re
 import secrets
 import shlex
 import socket
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
-from backend import paths
+from backend import paths, subproc
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
+from backend.errors import BadInput
 from backend.i18n import _
+from backend.images.ready import training_bin
+from backend.plan.rdzv import rdzv_host_port
+from backend.plan.ssh_argv import ssh_base
 
 _PROBE_TIMEOUT = 40.0
 
@@ -67,9 +70,6 @@ def _probe_script(torchrun: str, token_path: str, endpoint: tuple[str, int] | No
 
 
 def _torchrun(ctx: CheckContext) -> str:
-    from backend.errors import BadInput
-    from backend.runs.launch import training_bin
-
     assert ctx.preset is not None
     if ctx.preset.launch.runner == "docker":
         return _DOCKER
@@ -80,22 +80,14 @@ def _torchrun(ctx: CheckContext) -> str:
 
 
 def _endpoint(ctx: CheckContext) -> tuple[str, int]:
-    from backend.runs.multinode.ssh import split_node
-
     assert ctx.preset is not None
-    launch = ctx.preset.launch
-    if launch.rdzv_endpoint:
-        host, _, port = launch.rdzv_endpoint.rpartition(":")
-        return host, int(port)
-    return split_node(launch.nodes[0], launch.ssh.port)[1], launch.master_port
+    return rdzv_host_port(ctx.preset, ctx.preset.launch.master_port)
 
 
 def probe_nodes(ctx: CheckContext) -> list[dict[str, Any]]:
     """One ssh probe per node, in parallel, while node 0 listens on the rendezvous port."""
 
     def compute() -> list[dict[str, Any]]:
-        from backend.runs.multinode.ssh import ssh_base
-
         assert ctx.preset is not None
         launch = ctx.preset.launch
         home = paths.runs_dir().parent
@@ -110,17 +102,14 @@ def probe_nodes(ctx: CheckContext) -> list[dict[str, Any]]:
 
         def one(index: int, node: str) -> None:
             argv = [*ssh_base(launch.ssh, node), script]
-            try:
-                proc = subprocess.run(
-                    argv,
-                    capture_output=True,
-                    text=True,
-                    timeout=_PROBE_TIMEOUT,
-                    stdin=subprocess.DEVNULL,
-                )
-                out, err, code = proc.stdout, proc.stderr, proc.returncode
-            except subprocess.TimeoutExpired:
+            done = subproc.probe(argv, _PROBE_TIMEOUT)
+            if isinstance(done.error, OSError):
+                raise done.error  # no ssh client: raised, as it always was
+            if done.timed_out:
                 out, err, code = "", f"no answer within {_PROBE_TIMEOUT:.0f} s", 255
+            else:
+                assert done.code is not None
+                out, err, code = done.stdout, done.stderr, done.code
             facts = dict(re.findall(r"^(torchrun|token|rdzv|env|shm_kib)=(.*)$", out, re.M))
             results[index] = {
                 "node": node,
@@ -216,15 +205,39 @@ def _ssh_fix(error: str) -> str:
         return _("ssh to each node once by hand to accept its host key (or add it to known_hosts)")
     if "Permission denied" in error:
         return _("install your public key on the node: ssh-copy-id [-p PORT] user@node")
+    if "timed out" in error or "No route to host" in error or "no answer" in error:
+        return _(
+            "the node does not answer: check that it is up and on this network, its address "
+            "in launch.nodes, and that no firewall drops ssh (port launch.ssh.port)"
+        )
     return _("check the node's name, sshd port (launch.ssh.port or host:port) and that it is up")
+
+
+def _unreached(ctx: CheckContext, what: str) -> CheckResult | None:
+    """A failure naming the nodes ssh did not reach: what they have cannot be known, so the
+    check cannot pass ("ok ... every node" about a node never asked would be a lie)."""
+    bad = [p for p in probe_nodes(ctx) if not p.get("reached")]
+    if not bad:
+        return None
+    names = "; ".join(f"{p.get('node')} ({p.get('error')})" for p in bad)
+    return finding(
+        ctx.severity("fail"),
+        _("{what} unknown: {count} node(s) not reached over ssh: {names}").format(
+            what=what, count=len(bad), names=names
+        ),
+        fix=_ssh_fix(str(bad[0].get("error", ""))),
+        blocks=["launch"],
+        data={"unreached": [p.get("node") for p in bad]},
+    )
 
 
 def check_nodes_alike(ctx: CheckContext) -> CheckResult:
     if not _multinode(ctx):
         return _skip()
-    probes = [p for p in probe_nodes(ctx) if p.get("reached")]
-    if not probes:
-        return finding("skip", _("no node answered (see the ssh check)"))
+    unreached = _unreached(ctx, _("GPUs, driver and environment"))
+    if unreached:
+        return unreached
+    probes = probe_nodes(ctx)
     counts = {p["node"]: len(p["gpus"]) for p in probes}
     families = {p["node"]: sorted({g.split(".")[0] for g in p["gpus"]}) for p in probes}
     data = {"gpu_counts": counts, "driver_families": families}
@@ -286,7 +299,10 @@ def check_nodes_alike(ctx: CheckContext) -> CheckResult:
 def check_nodes_shared_dir(ctx: CheckContext) -> CheckResult:
     if not _multinode(ctx):
         return _skip()
-    probes = [p for p in probe_nodes(ctx) if p.get("reached")]
+    unreached = _unreached(ctx, _("the shared run directory"))
+    if unreached:
+        return unreached
+    probes = probe_nodes(ctx)
     apart = [p["node"] for p in probes if not p["shared"]]
     where = str(paths.runs_dir())
     if apart:
@@ -307,7 +323,10 @@ def check_rdzv_port(ctx: CheckContext) -> CheckResult:
     if not _multinode(ctx):
         return _skip()
     host, port = _endpoint(ctx)
-    probes = [p for p in probe_nodes(ctx) if p.get("reached")]
+    unreached = _unreached(ctx, _("the rendezvous port"))
+    if unreached:
+        return unreached
+    probes = probe_nodes(ctx)
     if probes and all(p["rdzv"] == "unknown" for p in probes):
         return finding(
             "warn", _("port {port} is in use here, so it could not be tried").format(port=port)

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from backend.checks import docker_checks, gpu, host, mirrors, network, nodes, tools
+from backend.checks import docker_checks, gpu, host, mirrors, network, nodes, slurm_checks, tools
 from backend.checks.context import CheckContext, Targets, build_context
 from backend.checks.model import CheckResult, Status, Step
 from backend.i18n import N_, _
@@ -64,6 +64,13 @@ CHECKS: list[CheckSpec] = [
     CheckSpec("rdzv_port", N_("Rendezvous port"), nodes.check_rdzv_port, 45.0, "fail", ["launch"]),
     CheckSpec("nccl_iface", N_("NCCL interface"), nodes.check_nccl_interface),
     CheckSpec("mirrors", N_("Mirrors"), mirrors.check_mirrors, 10.0),
+    # A Slurm preset against the cluster (backend/checks/slurm_checks.py); skipped otherwise.
+    CheckSpec(
+        "slurm_partition", N_("Slurm partition"), slurm_checks.check_slurm_partition, 30.0, "fail"
+    ),
+    CheckSpec("slurm_gpus", N_("Slurm GPUs"), slurm_checks.check_slurm_gpus, 30.0),
+    CheckSpec("slurm_time", N_("Slurm time limit"), slurm_checks.check_slurm_time, 30.0),
+    CheckSpec("slurm_account", N_("Slurm account/QoS"), slurm_checks.check_slurm_account, 30.0),
 ]
 
 

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from backend.i18n import _
+from backend.planner import gpu_spec, shape_for_preset
+from backend.planner.memory import plan_memory
+from backend.planner.methods import adapter_params, method_from_preset, plan_method_memory
+from backend.planner.settings import settings_from_preset
 from backend.preset.schema import Preset, TinyModelSpec
 from backend.units import human  # noqa: F401 (re-exported: the checks print sizes through it)
 
@@ -102,3 +107,74 @@ def parse_size(text: str) -> int | None:
         return None
     factor = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[match.group(2)]
     return int(float(match.group(1)) * factor)
+
+
+# ---- the planner's numbers, for the disk and RAM checks ------------------------------------
+# One estimator: what a checkpoint, the final output and the host's RAM peak weigh comes from
+# the planner's own model of the preset's method (LoRA/QLoRA adapters, ZeRO, FSDP), so the
+# checks, the memory plan and the Launch step's blockers say the same numbers.
+CHECKPOINT_BYTES_PER_TRAINED_PARAM = 12  # fp32 weights + Adam's two moments (sharded or not)
+ZERO_CHECKPOINT_EXTRA = 2  # DeepSpeed also writes the bf16 module weights beside its fp32 states
+# Host RAM does not depend on which GPU the plan is for; the planner needs one to run.
+_HOST_RAM_GPU = "a100-80g"
+
+
+@dataclass(frozen=True)
+class PlannedSizes:
+    """Sizes from the planner for a GPU preset (the checks' formulas cover the rest)."""
+
+    trained_params: int  # what the optimizer updates (the adapters for LoRA/QLoRA)
+    checkpoint_bytes: int  # one checkpoint-N directory
+    final_bytes: int  # what the end of training writes (an adapter, or the full model)
+    host_ram_bytes: int  # the planner's host RAM peak on this node
+    method: str  # "lora r8", "full", "full zero3 offload-opt"…
+    why: str  # how the checkpoint size was reckoned, for the check's detail line
+
+
+def planned_sizes(preset: Preset) -> PlannedSizes | None:
+    """The planner's sizes for ``preset``; None for a CPU preset or an unknown model shape."""
+
+    if preset.launch.device != "cuda":
+        return None
+    try:
+        shape = shape_for_preset(preset)
+    except Exception:  # a malformed config.json: the checks fall back to the parameter count
+        return None
+    if shape is None:
+        return None
+    settings, method = settings_from_preset(preset), method_from_preset(preset)
+    gpu = gpu_spec(_HOST_RAM_GPU)
+    total = shape.n_params
+    if method.adapters:
+        memory = plan_method_memory(shape, settings, method, gpu)
+        trained = adapter_params(shape, method)
+        checkpoint = CHECKPOINT_BYTES_PER_TRAINED_PARAM * trained
+        final = 4 * trained
+        why = _(
+            "{method} adapters: {trained} M trained params × 12 bytes (fp32 weights + Adam); "
+            "the frozen base is not saved"
+        ).format(method=method.label(), trained=f"{trained / 1e6:.1f}")
+    else:
+        memory = (
+            plan_method_memory(shape, settings, method, gpu)
+            if method.zero_stage
+            else plan_memory(shape, settings, gpu)
+        )
+        trained = total
+        per = CHECKPOINT_BYTES_PER_TRAINED_PARAM + (
+            ZERO_CHECKPOINT_EXTRA if method.zero_stage else 0
+        )
+        checkpoint = per * total
+        final = 4 * total
+        why = _(
+            "{method}: {per} bytes × {params} B params (fp32 weights + Adam state; sharded "
+            "checkpoints sum to the same)"
+        ).format(method=method.label(), per=per, params=f"{total / 1e9:.2f}")
+    return PlannedSizes(
+        trained_params=trained,
+        checkpoint_bytes=checkpoint,
+        final_bytes=final,
+        host_ram_bytes=memory.host_ram_peak,
+        method=method.label(),
+        why=why,
+    )

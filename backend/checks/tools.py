@@ -9,11 +9,15 @@ from __future__ import annotations
 import errno
 import shutil
 import socket
-import subprocess
 
+import psutil
+
+from backend import subproc
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
 from backend.i18n import _
+from backend.plan.rdzv import port_moves_here
+from backend.ports import claimed_ports, live_run_ports, next_free_port
 
 
 def port_free(port: int, host: str = "") -> tuple[bool, str]:
@@ -29,8 +33,6 @@ def port_free(port: int, host: str = "") -> tuple[bool, str]:
 
 def port_holder(port: int) -> str | None:
     """Which process listens on the port, where the kernel lets us see it."""
-    import psutil
-
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.Error, OSError):
@@ -45,6 +47,14 @@ def port_holder(port: int) -> str | None:
             except (psutil.Error, KeyError):
                 return f"pid {conn.pid}"
     return None
+
+
+def _own_run_on(port: int) -> tuple[str, int] | None:
+    """(run id, the port the next launch takes instead) when a live trainwiz run chose ``port``."""
+    run_id = live_run_ports().get(port)
+    if run_id is None:
+        return None
+    return run_id, next_free_port(port, claimed_ports())
 
 
 def check_port(ctx: CheckContext) -> CheckResult:
@@ -70,14 +80,38 @@ def check_port(ctx: CheckContext) -> CheckResult:
             data={"port": port},
         )
     free, error = port_free(port)
-    if free:
+    owner = _own_run_on(port) if ctx.judged and needs.nnodes == 1 else None
+    if free and owner is None:
         return finding(
             "ok",
             _("master_port {port} is free").format(port=port),
             why=why,
             data={"port": port, "free": True},
         )
+    if owner is not None:  # a run of ours: launch moves to a free port on its own
+        run_id, next_port = owner
+        return finding(
+            "ok",
+            _("master_port {port} is in use by your run {run}; the next launch uses {next}").format(
+                port=port, run=run_id, next=next_port
+            ),
+            why=why,
+            data={"port": port, "free": False, "run": run_id, "next_port": next_port},
+        )
     holder = port_holder(port)
+    if ctx.preset is not None and port_moves_here(ctx.preset):
+        # the launch spec's own rule: it takes the next free port, so nothing is blocked
+        next_port = next_free_port(port, claimed_ports())
+        return finding(
+            "ok",
+            _("master_port {port} is taken{by}; the launch uses {next}").format(
+                port=port,
+                by=_(" by {holder}").format(holder=holder) if holder else "",
+                next=next_port,
+            ),
+            why=why,
+            data={"port": port, "free": False, "next_port": next_port},
+        )
     return finding(
         ctx.severity("fail"),
         _("master_port {port} is taken ({error})").format(port=port, error=error)
@@ -92,11 +126,8 @@ def check_port(ctx: CheckContext) -> CheckResult:
 
 
 def _version(argv: list[str]) -> str | None:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=3, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else None
+    done = subproc.probe(argv, 3)
+    return done.stdout.strip().splitlines()[0] if done.code == 0 and done.stdout else None
 
 
 def check_git(ctx: CheckContext) -> CheckResult:

@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import statistics
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from backend import subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
+from backend.model.tiny import training_python
 
 HELPER = Path(__file__).with_name("_token_stats.py")
 ROLES = ("human", "gpt")
@@ -141,11 +143,35 @@ def _record_issues(index: int, record: Any, seen_ids: dict[str, int]) -> list[Da
     return out
 
 
-def load_records(path: Path) -> list[Any]:
-    if not path.is_file():
-        raise BadInput(
-            _("data file {path} does not exist: fix training.data_path").format(path=path)
+def data_file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a FastChat data file, in words that name what it is (a
+    directory, a FIFO, a device, an empty file), or None. Never opens anything but a regular
+    file: /dev/zero or a FIFO would be read forever."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return _("{path} does not exist").format(path=path)
+    except OSError as exc:
+        return _("{path} cannot be read: {why}").format(path=path, why=exc.strerror)
+    if stat.S_ISDIR(info.st_mode):
+        return _("{path} is a directory, not a JSON file").format(path=path)
+    if stat.S_ISFIFO(info.st_mode):
+        return _("{path} is a FIFO (a pipe), not a JSON file").format(path=path)
+    if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode):
+        return _("{path} is a device, not a JSON file").format(path=path)
+    if not stat.S_ISREG(info.st_mode):
+        return _("{path} is not a regular file").format(path=path)
+    if info.st_size == 0:
+        return _("{path} is empty (0 bytes): FastChat needs a JSON list of conversations").format(
+            path=path
         )
+    return None
+
+
+def load_records(path: Path) -> list[Any]:
+    problem = data_file_problem(path)
+    if problem:
+        raise BadInput(_("data file: {problem}: fix training.data_path").format(problem=problem))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -202,8 +228,6 @@ def token_stats(
     file: Path, model_dir: Path, max_length: int, skip: list[int], python: str | None = None
 ) -> TokenStats:
     """Run the helper with the training python; a missing transformers is reported, not raised."""
-    from backend.model.tiny import training_python
-
     if not model_dir.is_dir():
         raise BadInput(
             _("model directory {model_dir} does not exist: fix --model").format(model_dir=model_dir)
@@ -219,13 +243,14 @@ def token_stats(
         USE_TF="0",
         USE_FLAX="0",
     )
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    proc = subproc.probe(argv, 1800, env=env)
+    if proc.error is not None:
         raise TrainwizError(
-            _("could not run the training python {value}: {exc}").format(value=argv[0], exc=exc)
-        ) from exc
-    if proc.returncode != 0:
+            _("could not run the training python {value}: {exc}").format(
+                value=argv[0], exc=proc.error
+            )
+        ) from proc.error
+    if proc.code != 0:
         if "No module named 'transformers'" in proc.stderr:
             raise TrainwizError(
                 _("token statistics need transformers in the training python ({value})").format(

@@ -9,15 +9,31 @@ Stable API (the monitor, launch and images steps use it)::
     preset_diff(old, new) -> list[str]        # unified diff of the YAML
 """
 
-from backend.diagnosis.apply import apply_fixes, preset_diff
+from typing import TYPE_CHECKING, Any
+
 from backend.diagnosis.classifier import (
     classify_line,
     classify_lines,
-    diagnose_file,
     diagnose_stream,
     diagnose_text,
+    sort_findings,
 )
+from backend.diagnosis.files import diagnose_file
 from backend.diagnosis.model import Diagnosis, Finding, Fix, LineFlag, PresetChange
+
+if TYPE_CHECKING:
+    from backend.diagnosis.apply import apply_fixes, preset_diff
+
+
+def __getattr__(name: str) -> Any:
+    """``apply_fixes``/``preset_diff`` need pydantic and the preset schema: imported on first
+    use, so that reading a log (``trainwiz diagnose FILE``) starts without them."""
+    if name in ("apply_fixes", "preset_diff"):
+        from backend.diagnosis import apply  # deferred: `diagnose FILE` skips pydantic
+
+        return getattr(apply, name)
+    raise AttributeError(name)
+
 
 __all__ = [
     "Diagnosis",
@@ -32,4 +48,5 @@ __all__ = [
     "diagnose_stream",
     "diagnose_text",
     "preset_diff",
+    "sort_findings",
 ]

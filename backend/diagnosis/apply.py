@@ -10,6 +10,9 @@ from pydantic import ValidationError
 from backend.diagnosis.model import Fix
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.paths import PRESET
+from backend.preset.loader import preset_to_yaml
+from backend.preset.schema import Preset as PresetModel
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
@@ -28,8 +31,6 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
 
 def apply_fixes(preset: Preset, fix: Fix) -> Preset:
     """A new preset with the fix's changes, validated like a loaded one."""
-    from backend.preset.schema import Preset as PresetModel
-
     data = preset.model_dump(mode="json", exclude_unset=True)
     for change in fix.changes:
         _set_path(data, change.path, change.value)
@@ -49,14 +50,12 @@ def apply_fixes(preset: Preset, fix: Fix) -> Preset:
 
 def preset_diff(old: Preset, new: Preset) -> list[str]:
     """Unified diff of the two presets' YAML, for review before applying."""
-    from backend.preset.loader import preset_to_yaml
-
     return list(
         difflib.unified_diff(
             preset_to_yaml(old).splitlines(),
             preset_to_yaml(new).splitlines(),
-            "preset.yaml",
-            "preset.yaml (fixed)",
+            PRESET,
+            f"{PRESET} (fixed)",
             lineterm="",
         )
     )

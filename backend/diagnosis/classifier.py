@@ -1,9 +1,10 @@
 """Streaming log classifier: signatures in, findings out, in bounded memory.
 
-The file is read in fixed-size binary blocks. One compiled prefilter (``scan.py``: every
-signature anchor's rare-character tail in one alternation) is searched over the whole block, so
-only the rare lines holding a key are decoded and matched against the signatures whose anchors
-they contain. Lines are split on
+The file is read in fixed-size binary blocks. Each block's distinct line *shapes* (digits as
+``0``, ``scan.ShapeFilter``) are searched once with the prefilter (``scan.py``: every signature
+anchor's rare-character tail in one alternation); only the lines of a shape holding a key are
+searched as they are, and only the lines holding a key are decoded and matched against the
+signatures whose anchors they contain. Lines are split on
 ``\\n`` and ``\\r`` (tqdm redraws with ``\\r``) but numbered by ``\\n`` as an editor shows them.
 Per category the scanner keeps a count and at most ``MAX_LINES`` line numbers, so memory does
 not grow with the log.
@@ -16,34 +17,34 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from backend.diagnosis.explain import explain
 from backend.diagnosis.fixes import fixes_for
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
-from backend.diagnosis.nodes import cross_node, node_of, node_of_path
-from backend.diagnosis.scan import compile_prefilter, key_index
+from backend.diagnosis.nodes import cross_node, node_of
+from backend.diagnosis.scan import ShapeFilter, compile_prefilter, compile_prefilter_str, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
-from backend.errors import BadInput
 from backend.i18n import N_, _
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
 
+ScanMode = Literal["shapes", "direct", "exhaustive"]
 BLOCK = 4 << 20
 MAX_CARRY = 16 << 20  # a "line" longer than this is cut rather than buffered
 MAX_LINES = 50
 MAX_TEXTS = 8
+MAX_PENDING = 16  # matches waiting for a context that may follow (Signature.near)
 MAX_SEGMENT = 8192  # bytes of one line looked at around an anchor
 WINDOW_BYTES = 2048
 SAVE_LOOKBACK = 60  # traceback frames of a save precede its OOM message by a few dozen lines
 ESCALATE_MISMATCH = 5  # repeated mismatches mean the template/tokenizer, not one odd sample
-RUN_LOG, METRICS_FILE = "train.log", "metrics.jsonl"  # a run directory's log and metrics
 ESCALATE_GRAD_NAN = 3  # one NaN gradient norm is a skipped fp16 step; every step is a dead run
 
 _KEYS, _KEY_SIGS, _KEY_MARKERS = key_index()
-_PREFILTER, _PREFILTER_STR = compile_prefilter(_KEYS)
+_PREFILTER = compile_prefilter(_KEYS)
+_PREFILTER_STR: list[re.Pattern[str]] = []  # compiled by the first classify_line
 _EOL_B = re.compile(b"[\r\n]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A tqdm bar glued in front of a message: "train:  2%|##   | 1/46 [00:01<01:10, 1.5s/it, ...]".
@@ -63,14 +64,21 @@ def _match(
     window: str | None,
     recent: Callable[[str, int], bool] | None,
     candidates: set[int],
+    defer: Callable[[Signature, re.Match[str], str], None] | None = None,
+    exhaustive: bool = False,
 ) -> tuple[Signature, re.Match[str], str] | None:
     """First signature (in priority order) matching this line or the wrapped message starting
-    on it; only ``candidates``, the signatures whose anchors the line holds, are tried."""
+    on it; only ``candidates``, the signatures whose anchors the line holds, are tried. A match
+    of a ``near`` signature whose context has not been seen yet goes to ``defer`` instead."""
     for index in sorted(candidates):
         sig = SIGNATURES[index]
-        if not any(anchor in segment for anchor in sig.anchors):
+        if not exhaustive and not any(anchor in segment for anchor in sig.anchors):
             continue  # a substring test is far cheaper than a failing regex search
         if sig.needs is not None and (recent is None or not recent(*sig.needs)):
+            continue
+        if sig.near is not None and (recent is None or not recent(*sig.near)):
+            if defer is not None and (found := sig.pattern.search(segment)):
+                defer(sig, found, segment)
             continue
         found = sig.pattern.search(segment)
         if found:
@@ -85,7 +93,9 @@ def _match(
 def classify_line(line: str) -> LineFlag | None:
     """Classify one line without context (for colouring a live log): one prefilter search for
     the usual line, the signatures only when a key is present."""
-    if _PREFILTER_STR.search(line) is None:
+    if not _PREFILTER_STR:
+        _PREFILTER_STR.append(compile_prefilter_str(_KEYS))
+    if _PREFILTER_STR[0].search(line) is None:
         return None
     for segment in reversed(line.split("\r")):
         candidates: set[int] = set()
@@ -123,11 +133,16 @@ class _Acc:
 class _Scanner:
     """Holds the running state of one scan: line number, phase markers, per-category hits."""
 
-    def __init__(self) -> None:
+    def __init__(self, mode: ScanMode = "shapes") -> None:
+        self.mode = mode
+        self.shapes = ShapeFilter(_KEYS) if mode == "shapes" else None
         self.line = 1  # line number at self.pos of the current block
         self.pos = 0
         self.markers: dict[str, int] = {}
         self.acc: dict[str, _Acc] = {}
+        # (line, signature, match, text, node): near-signature matches awaiting their context
+        self.pending: list[tuple[int, Signature, re.Match[str], str, str | None]] = []
+        self.quiet = False  # markers only: the context read before a part of a split file
 
     def recent(self, context: str, within: int) -> bool:
         seen = self.markers.get(context)
@@ -147,12 +162,34 @@ class _Scanner:
 
     def scan(self, data: bytes, limit: int) -> None:
         """Look at every line holding a scan key and starting before ``limit``; data past it is
-        lookahead only. One prefilter search per candidate line: the regex engine skips along
-        the block in C on a first-character test, and a hit's line is read whole, so the next
-        search starts after it."""
+        lookahead only. The line shapes (``ShapeFilter``) name the few lines that may hold a
+        key; only those are searched with the prefilter (the whole block where the shapes do
+        not pay). Both find the same lines: the ``direct`` mode skips the shapes, and the
+        ``exhaustive`` mode (the reference the tests compare with) tries every signature on
+        every line."""
         self.pos = 0
+        line0 = self.line
+        hot = self.shapes.hot_lines(data, limit) if self.shapes is not None else None
+        if self.mode == "exhaustive":
+            self._scan_all(data, limit)
+        elif hot is None:
+            self._scan_range(data, 0, limit)
+        else:
+            cursor = 0
+            for start, end in hot[1]:
+                cursor = self._scan_range(data, max(start, cursor), end)
+            self.line, self.pos = line0 + hot[0], limit
+            return
+        self.line += data.count(b"\n", self.pos, limit)
+        self.pos = limit
+
+    def _scan_range(self, data: bytes, begin: int, limit: int) -> int:
+        """The prefilter over ``data[begin:limit]``: one search per candidate line (the regex
+        engine skips along in C on a first-character test), a hit's line read whole so the next
+        search starts after it. Returns where the next search would start."""
         search = _PREFILTER.search
-        found = search(data, 0, limit)
+        found = search(data, begin, limit)
+        after = begin
         while found is not None:
             pos = found.start()
             floor = max(0, pos - MAX_SEGMENT // 2)
@@ -163,28 +200,73 @@ class _Scanner:
             self.pos = start
             segment = _ANSI.sub("", data[start:end].decode("utf-8", "replace"))
             self._line(segment, data, end)
-            found = search(data, max(end, pos + 1), limit)
-        self.line += data.count(b"\n", self.pos, limit)
-        self.pos = limit
+            after = max(end, pos + 1)
+            found = search(data, after, limit)
+        return after
+
+    def _scan_all(self, data: bytes, limit: int) -> None:
+        """Every segment (between ``\\r``/``\\n``) before ``limit`` against every signature and
+        marker, anchors not consulted: slow, the reference for the prefilter and the shapes."""
+        start = 0
+        while start < limit:
+            eol = _EOL_B.search(data, start)
+            end = eol.start() if eol else len(data)
+            stop = min(end, start + MAX_SEGMENT)
+            if stop > start:
+                self.line += data.count(b"\n", self.pos, start)
+                self.pos = start
+                self._line(_ANSI.sub("", data[start:stop].decode("utf-8", "replace")), data, stop)
+            start = end + 1
 
     def _line(self, segment: str, data: bytes, end: int) -> None:
         sigs: set[int] = set()
         markers: set[int] = set()
-        for number, key in enumerate(_KEYS):
-            if key in segment:
-                sigs |= _KEY_SIGS[number]
-                markers |= _KEY_MARKERS[number]
+        exhaustive = self.mode == "exhaustive"
+        if exhaustive:
+            sigs, markers = set(range(len(SIGNATURES))), set(range(len(MARKERS)))
+        else:
+            for number, key in enumerate(_KEYS):
+                if key in segment:
+                    sigs |= _KEY_SIGS[number]
+                    markers |= _KEY_MARKERS[number]
         for index in markers:
             marker = MARKERS[index]
-            if any(a in segment for a in marker.anchors) and marker.pattern.search(segment):
+            anchored = exhaustive or any(a in segment for a in marker.anchors)
+            if anchored and marker.pattern.search(segment):
                 self.markers[marker.context] = self.line
+                self._resolve(marker.context)
+        if self.quiet:
+            return
         window = None
         if any(SIGNATURES[index].window for index in sigs):
             window = segment + " " + self._window(data, end)
-        hit = _match(segment, window, self.recent, sigs)
+        hit = _match(segment, window, self.recent, sigs, self._defer, exhaustive)
         if hit is None:
             return
         sig, found, text = hit
+        self._record(sig, found, text, segment)
+
+    def _defer(self, sig: Signature, found: re.Match[str], text: str) -> None:
+        if len(self.pending) < MAX_PENDING:
+            self.pending.append((self.line, sig, found, text, node_of(text)))
+
+    def _resolve(self, context: str) -> None:
+        """A context just seen confirms the deferred matches within reach of it."""
+        kept = []
+        for line, sig, found, text, node in self.pending:
+            assert sig.near is not None
+            if self.line - line > sig.near[1]:
+                continue  # out of reach for good
+            if sig.near[0] != context:
+                kept.append((line, sig, found, text, node))
+                continue
+            here = self.line
+            self.line = line  # the finding is where the message was
+            self._record(sig, found, text, text)
+            self.line = here
+        self.pending = kept
+
+    def _record(self, sig: Signature, found: re.Match[str], text: str, segment: str) -> None:
         category = sig.category
         title = sig.title
         if category == "cuda_oom" and (
@@ -227,16 +309,19 @@ def _sort_key(finding: Finding) -> tuple[int, int, int]:
     return (SEVERITY_RANK[finding.severity], TIERS.get(finding.category, 0), finding.line)
 
 
-def diagnose_stream(
+def sort_findings(findings: list[Finding]) -> None:
+    """Most severe first, root causes before symptoms, then by line (in place)."""
+    findings.sort(key=_sort_key)
+
+
+def feed(
     stream: IO[bytes],
-    *,
-    preset: Preset | None = None,
+    scanner: _Scanner,
     total: int | None = None,
     cancel: threading.Event | None = None,
     progress: Callable[..., None] | None = None,
-) -> Diagnosis:
-    """Scan a binary stream block by block; ``progress(done_bytes, total_bytes)`` per block."""
-    scanner = _Scanner()
+) -> tuple[int, bytes]:
+    """Scan a binary stream block by block into ``scanner``; (bytes read, the last byte)."""
     carry = b""
     done = 0
     last = b""
@@ -271,8 +356,13 @@ def diagnose_stream(
             progress(done, total)
         if not block:
             break
+    return done, last
+
+
+def findings_of(accs: dict[str, _Acc], preset: Preset | None) -> list[Finding]:
+    """The findings of a scan's per-category state, sorted, timeouts pointed at causes."""
     findings = []
-    for acc in scanner.acc.values():
+    for acc in accs.values():
         severity = acc.severity
         if acc.category == "tokenization_mismatch" and acc.count >= ESCALATE_MISMATCH:
             severity = "error"
@@ -295,70 +385,28 @@ def diagnose_stream(
         )
     findings.sort(key=_sort_key)
     cross_node(findings)
+    return findings
+
+
+def diagnose_stream(
+    stream: IO[bytes],
+    *,
+    preset: Preset | None = None,
+    total: int | None = None,
+    cancel: threading.Event | None = None,
+    progress: Callable[..., None] | None = None,
+    mode: ScanMode = "shapes",
+) -> Diagnosis:
+    """Scan a binary stream block by block; ``progress(done_bytes, total_bytes)`` per block.
+    ``mode`` picks how candidate lines are found (see ``_Scanner.scan``): the findings are the
+    same in every mode, only the time differs."""
+    scanner = _Scanner(mode)
+    done, last = feed(stream, scanner, total, cancel, progress)
     return Diagnosis(
-        findings=findings,
+        findings=findings_of(scanner.acc, preset),
         lines_read=scanner.line - 1 + (1 if last not in (b"", b"\n") else 0),
         bytes_read=done,
     )
-
-
-def diagnose_file(
-    path: str | Path,
-    cancel: threading.Event | None = None,
-    progress: Callable[..., None] | None = None,
-    preset: Preset | None = None,
-) -> Diagnosis:
-    """Diagnose a log file of any size. A run's ``train.log`` is read with the run's
-    ``metrics.jsonl`` beside it: a NaN loss recorded there (bare ``NaN`` in old runs, ``null``
-    next to a logged learning rate in new ones) is a finding even when the log says nothing."""
-    target = Path(path).expanduser()
-    diagnosis = _diagnose_path(target, cancel, progress, preset)
-    node = node_of_path(target)
-    if node is not None:
-        for finding in diagnosis.findings:
-            finding.node = finding.node or node
-            finding.nodes = finding.nodes or [node]
-    metrics = target.with_name(METRICS_FILE)
-    if target.name == RUN_LOG and metrics.is_file():
-        _merge_metrics(diagnosis, _diagnose_path(metrics, cancel, None, preset))
-    return diagnosis
-
-
-def _diagnose_path(
-    target: Path,
-    cancel: threading.Event | None,
-    progress: Callable[..., None] | None,
-    preset: Preset | None,
-) -> Diagnosis:
-    try:
-        size = target.stat().st_size
-        handle = target.open("rb")
-    except FileNotFoundError as exc:
-        raise BadInput(
-            _("log '{target}': no such file: give a log file path or a run id").format(
-                target=target
-            )
-        ) from exc
-    except OSError as exc:
-        raise BadInput(
-            _("log '{target}': cannot read: {strerror}").format(
-                target=target, strerror=exc.strerror
-            )
-        ) from exc
-    with handle:
-        return diagnose_stream(handle, preset=preset, total=size, cancel=cancel, progress=progress)
-
-
-def _merge_metrics(diagnosis: Diagnosis, from_metrics: Diagnosis) -> None:
-    """Add the metrics file's loss_nan finding when the log has none (its lines are
-    metrics.jsonl lines, and its text says so)."""
-    if any(f.category == "loss_nan" for f in diagnosis.findings):
-        return
-    for finding in from_metrics.findings:
-        if finding.category == "loss_nan":
-            finding.text = f"{METRICS_FILE} line {finding.line}: {finding.text}"
-            diagnosis.findings.append(finding)
-    diagnosis.findings.sort(key=_sort_key)
 
 
 def diagnose_text(text: str, preset: Preset | None = None) -> Diagnosis:

@@ -99,6 +99,45 @@ _EXPLAIN: dict[str, str] = {
         "usually a learning rate too high, fp16 overflow (the loss scaler gave up), no gradient "
         "clipping, or a sample with nothing to learn. Every step after it is wasted."
     ),
+    "deepspeed_config": N_(
+        "DeepSpeed checked its JSON config and refused it: the batch sizes disagree "
+        "(train_batch_size must equal micro batch x accumulation x world size), a key this "
+        "DeepSpeed version does not know, or ZeRO-Offload with an optimizer that is not "
+        "DeepSpeed's. trainwiz's own config leaves the sizes 'auto' so they follow the preset."
+    ),
+    "peft_target_modules": N_(
+        "PEFT found none of the LoRA target modules in the model: the names belong to "
+        "another model family (Llama's q_proj/v_proj on Bloom, Qwen-1's c_attn on Qwen2), or "
+        "the list is empty. training.lora.lora_target_modules must name this model's Linear layers."
+    ),
+    "slurm_time_limit": N_(
+        "Slurm stopped the job when it reached its time limit (sbatch --time, or the "
+        "partition's default when none was asked for). Nothing crashed: the run was cut off."
+    ),
+    "slurm_error": N_(
+        "Slurm refused the job or one of its steps: it asked for something this cluster "
+        "does not have or does not allow (a GPU gres, partition, account, QoS, time limit or "
+        "node size). The request comes from launch.slurm."
+    ),
+    "hostname_resolution": N_(
+        "A host name could not be turned into an address (DNS or /etc/hosts), or gloo/NCCL "
+        "were told to use a network interface this host does not have. Every node must resolve "
+        "every other node's name, including its own."
+    ),
+    "node_unreachable": N_(
+        "A node did not answer over ssh (timed out, no route, connection refused): it is "
+        "down, sshd is not on that port, a firewall drops the connection, or the key is not "
+        "accepted. The launcher cannot start the run there."
+    ),
+    "version_mismatch": N_(
+        "The training code needs another version of a package than the one installed: "
+        "an explicit requirement (accelerate>=…), or an ImportError of a name that moved or was "
+        "removed between versions."
+    ),
+    "chat_template": N_(
+        "The tokenizer has no chat template, so apply_chat_template cannot format "
+        "conversations: base (non-chat) models usually ship none."
+    ),
     "hf_args": N_(
         "The installed transformers does not accept a training argument in the command: "
         "the name changed between versions (evaluation_strategy -> eval_strategy, removed in 4.51; "
@@ -107,7 +146,7 @@ _EXPLAIN: dict[str, str] = {
 }
 
 
-def gib(value: str, unit: str) -> float:
+def gib_from_text(value: str, unit: str) -> float:
     return float(value) * {"KiB": 1 / 1048576, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}.get(
         unit, 1.0
     )
@@ -128,7 +167,8 @@ def explain(category: str, groups: dict[str, Any], count: int) -> str:
         )
         if tried and total:
             more = _("It asked for {more} GiB more on a {total} GiB GPU.").format(
-                more=f"{gib(*tried.groups()):.2f}", total=f"{gib(*total.groups()):.1f}"
+                more=f"{gib_from_text(*tried.groups()):.2f}",
+                total=f"{gib_from_text(*total.groups()):.1f}",
             )
             text = _then(text, more)
     if category == "tokenization_mismatch":

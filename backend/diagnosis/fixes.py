@@ -10,7 +10,8 @@ import re
 import socket
 from typing import TYPE_CHECKING, Any
 
-from backend.diagnosis.explain import gib
+from backend.diagnosis.explain import gib_from_text
+from backend.diagnosis.fixes_cluster import cluster_fixes
 from backend.diagnosis.fixes_env import container_fixes, flash_fixes, hf_fixes
 from backend.diagnosis.fixes_methods import method_fixes
 from backend.diagnosis.fixes_train import arch_fixes, hub_fixes, nan_fixes
@@ -43,11 +44,11 @@ def _unallocated_gib(match: str) -> float | None:
     """Memory PyTorch holds but has not handed out, from either message format."""
     new = re.search(r"([\d.]+) ([KMGT]iB) is reserved by PyTorch but unallocated", match)
     if new:
-        return gib(*new.groups())
+        return gib_from_text(*new.groups())
     alloc = re.search(r"([\d.]+) ([KMGT]iB) already allocated", match)
     reserved = re.search(r"([\d.]+) ([KMGT]iB) reserved in total by PyTorch", match)
     if alloc and reserved:
-        return gib(*reserved.groups()) - gib(*alloc.groups())
+        return gib_from_text(*reserved.groups()) - gib_from_text(*alloc.groups())
     return None
 
 
@@ -55,7 +56,7 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
     fixes: list[Fix] = []
     unalloc = _unallocated_gib(match)
     tried = re.search(r"Tried to allocate ([\d.]+) ([KMGT]iB)", match)
-    if unalloc is not None and tried is not None and unalloc >= gib(*tried.groups()):
+    if unalloc is not None and tried is not None and unalloc >= gib_from_text(*tried.groups()):
         # Reserved-but-free memory would have covered the request: fragmentation.
         fixes.append(
             Fix(
@@ -222,6 +223,9 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
     methods = method_fixes(category, preset, every)  # bitsandbytes, DeepSpeed ops (issue 21)
     if methods is not None:
         return methods
+    cluster = cluster_fixes(category, preset, every, groups)  # Slurm, nodes, DeepSpeed config…
+    if cluster is not None:
+        return cluster
     if category == "port_in_use":
         port = free_port()
         return [
@@ -287,6 +291,15 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
                         ],
                     )
                 )
+        if category == "nccl" and re.search(r"NET/IB\S* ?: Got completion|ibv_", every):
+            fixes.insert(
+                0,
+                Fix(
+                    _("Run NCCL over TCP sockets while the InfiniBand link is checked"),
+                    _("slower between nodes, but no IB completion errors; `ibstat` on each node"),
+                    _env_changes(preset, "NCCL_IB_DISABLE", "1", _("InfiniBand failed")),
+                ),
+            )
         if category == "nccl":
             fixes.append(
                 Fix(

@@ -104,8 +104,13 @@ def _image_for(sm: int, preset: Preset | None) -> str | None:
     """A catalogued pytorch image whose CUDA compiles for this architecture, in the preset
     image's flavour (devel/runtime): the lowest such CUDA (the least the driver must support),
     with its newest torch."""
-    from backend.images.catalog import load_catalog
-    from backend.images.compat import ARCHES, version_tuple
+    from backend.images.catalog import (  # deferred: pulls the image builder; only this fix
+        load_catalog,
+    )
+    from backend.images.cuda_tables import (  # deferred: `diagnose FILE` skips the image code
+        ARCHES,
+        version_tuple,
+    )
 
     first = next((f for s, _n, f, _l in reversed(ARCHES) if s <= sm), None)
     if first is None:

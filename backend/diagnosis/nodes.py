@@ -46,7 +46,7 @@ def cross_node(findings: list[Finding]) -> None:
         cause = next((c for c in causes if c.node not in finding.nodes), None)
         if cause is None:
             continue
-        finding.explanation += " " + _(
+        sentence = _(
             "This is {node}'s view of the failure: the root cause is on {cause_node} "
             "({category}, line {line}: {title}); fix that first."
         ).format(
@@ -56,3 +56,24 @@ def cross_node(findings: list[Finding]) -> None:
             line=cause.line,
             title=cause.title,
         )
+        if sentence not in finding.explanation:  # a run's node logs come in a second pass
+            finding.explanation += " " + sentence
+
+
+def merge_node_log(findings: list[Finding], name: str, extra: list[Finding]) -> None:
+    """Add one node's own log's findings (``name``: its path in the run dir) to the run's.
+
+    A failure train.log already holds for that node (the watcher copies node logs into it) is
+    not repeated; one seen on another node gains this node; a new one is added, its text naming
+    the file its line number belongs to."""
+    for finding in extra:
+        same = next((f for f in findings if f.category == finding.category), None)
+        if same is not None and finding.node is not None and finding.node in same.nodes:
+            continue
+        if same is not None and same.severity == finding.severity:
+            if finding.node is not None:
+                same.nodes.append(finding.node)
+            same.count += finding.count
+            continue
+        finding.text = f"{name} line {finding.line}: {finding.text}"
+        findings.append(finding)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from backend.diagnosis.model import Severity
 
@@ -16,10 +17,18 @@ class Signature:
     category: str
     severity: Severity
     title: str
-    pattern: re.Pattern[str]
+    source: str  # the regex; compiled on first use (most never run on a given log)
     anchors: tuple[str, ...]
     window: int = 0  # following lines joined to this one (hard-wrapped messages)
     needs: tuple[str, int] | None = None  # (context name, within N lines before)
+    # (context name, within N lines before or after): a match waits for the context to show
+    # up later (a traceback's frames follow its "direct cause"); without it, no finding.
+    near: tuple[str, int] | None = None
+    flags: int = 0
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.source, self.flags)
 
 
 @dataclass(frozen=True)
@@ -40,9 +49,10 @@ def sig(
     *,
     window: int = 0,
     needs: tuple[str, int] | None = None,
+    near: tuple[str, int] | None = None,
     flags: int = 0,
 ) -> Signature:
-    return Signature(category, severity, title, re.compile(pattern, flags), anchors, window, needs)
+    return Signature(category, severity, title, pattern, anchors, window, needs, near, flags)
 
 
 EXIT = r"(?:exitcode|exit code|return code|returncode|exit status)\s*[:=]?\s*"

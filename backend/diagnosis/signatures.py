@@ -17,6 +17,15 @@ from backend.diagnosis.sigbase import EXIT as _EXIT
 from backend.diagnosis.sigbase import EXIT_ANCHORS as _EXIT_ANCHORS
 from backend.diagnosis.sigbase import Marker, Signature
 from backend.diagnosis.sigbase import sig as _sig
+from backend.diagnosis.signatures_cluster import (
+    CLUSTER_MARKERS,
+    DEEPSPEED,
+    NCCL_TRANSPORT,
+    NETWORK,
+    PEFT,
+    SLURM,
+    VERSIONS,
+)
 from backend.diagnosis.signatures_methods import METHOD_MARKERS, METHODS
 from backend.diagnosis.signatures_train import ARCH, HUB, NAN, TRAIN_MARKERS
 from backend.i18n import N_
@@ -63,7 +72,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|(?:No space left on device|Bus error).*/dev/shm",
         ("NCCL WARN", "Error while creating", "posix_fallocate", "dev/shm"),
     ),
-    # --- multi-node: an agent that never joined torchrun's rendezvous (issue 18) ---
+    *SLURM,
+    *NETWORK,  # name resolution, ssh, the c10d store, accelerate's port check
+    # --- multi-node: an agent that never joined torchrun's rendezvous ---
     _sig(
         "rendezvous_timeout",
         "error",
@@ -135,14 +146,16 @@ SIGNATURES: tuple[Signature, ...] = (
         ("FlashAttention2", "flash_attn"),
     ),
     *ARCH,
+    *DEEPSPEED,  # config checks, and ninja under a DeepSpeed op build
     *METHODS,  # LoRA/QLoRA/ZeRO: bitsandbytes, DeepSpeed op builds (before flash-attn's)
     # --- building flash-attn (or any torch CUDA extension) ---
     _sig(
         "flash_attn_build",
         "error",
         N_("flash-attn failed to build"),
-        r"Failed (?:building wheel for|to build) flash[-_]attn|Could not build wheels for flash[-_]attn",
-        ("Failed building wheel", "Failed to build", "Could not build wheels"),
+        r"Failed (?:building wheel for|to build) flash[-_]attn|Could not build wheels for flash[-_]attn"
+        r"|Building wheel for flash[-_]attn\b[^\n]{0,60}?\.\.\. error",
+        ("Failed building wheel", "Failed to build", "Could not build wheels", "Building wheel"),
     ),
     _sig(
         "flash_attn_build",
@@ -170,12 +183,14 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(
         "flash_attn_build",
         "error",
-        N_("pip built flash-attn without torch (build isolation)"),
-        r"No module named '?torch'?(?![\w.])",
+        N_("pip built flash-attn without a build dependency (torch, wheel…)"),
+        r"No module named '?(?:torch|wheel|packaging|psutil|ninja|setuptools)'?(?![\w.])",
         ("No module named",),
         needs=("pip_build", 120),
     ),
     *HUB,
+    *PEFT,
+    *VERSIONS,  # version mismatches, chat templates
     # --- NVIDIA driver and container toolkit ---
     _sig(
         "driver_mismatch",
@@ -280,7 +295,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # the shell's "Killed", alone or right after a progress bar ("Loading checkpoint shards")
         r"|(?:^|\])\s*Killed\s*$|DataLoader worker \(pid[^)]*\) is killed by signal: Killed"
         # bash's job report ("line 1: 4321 Killed  python ..."), zsh's, slurm's cgroup OOM
-        r"|\b\d+ Killed\s+\S|zsh: killed\b|Detected \d+ oom-kill event",
+        r"|\b\d+ Killed\s+\S|zsh: killed\b|Detected \d+ oom[-_]kill event"
+        # bash in a Chinese locale says 已杀死; srun names the task the cgroup OOM killer hit
+        r"|(?:^|\])\s*已杀死\s*$|\b\d+ 已杀死\s+\S"
+        r"|\btasks? [\d,-]+: Out Of Memory\b",
         (
             *_EXIT_ANCHORS,
             "SIGKILL",
@@ -294,6 +312,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "invoked oom-killer",
             "Detected",
             "zsh: killed",
+            "已杀死",
+            "Out Of Memory",
         ),
     ),
     # --- host memory: an allocation refused (no RAM left, or an address-space limit) ---
@@ -331,6 +351,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "DistBackendError",
         ),
     ),
+    *NCCL_TRANSPORT,  # a broken socket/IB connection is an error, not a warning
     _sig("nccl", "warning", N_("NCCL warning"), r"NCCL WARN\b", ("NCCL WARN",)),
 )
 
@@ -368,4 +389,5 @@ MARKERS: tuple[Marker, ...] = (
     ),
     *TRAIN_MARKERS,
     *METHOD_MARKERS,
+    *CLUSTER_MARKERS,
 )

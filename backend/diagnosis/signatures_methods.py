@@ -101,6 +101,18 @@ METHODS: tuple[Signature, ...] = (
         ),
         needs=("ds_op_build", DS_BUILD_LOOKBACK),
     ),
+    # A frame of torch's ninja runner (cpp_extension's private ``_run_ninja_build``, in a plain
+    # or a notebook traceback) exists only when the build raised: under a DeepSpeed op build
+    # that is the op failing to compile, even where the log shows neither ninja's command nor
+    # the compiler's error.
+    _sig(
+        "deepspeed_op_build",
+        "error",
+        "A DeepSpeed op failed to compile",
+        r"\b_run_ninja_build\b",
+        ("_run_ninja_build",),
+        needs=("ds_op_build", DS_BUILD_LOOKBACK),
+    ),
     _sig(
         "deepspeed_op_build",
         "warning",

@@ -90,6 +90,13 @@ _NONFINITE = r"(?:tensor\()?(?:nan|NaN|-?inf|-?Infinity)\b"
 # Python's repr ('loss': nan), JSON ("loss": NaN) and tensors (tensor(nan, ...)).
 _NONFINITE_ANCHORS = ("': nan", "': inf", "': -inf", '": NaN', '": Infinity', '": -Infinity',
                       "': tensor(nan", "': tensor(inf", "': tensor(-inf")  # fmt: skip
+# "loss: nan" and its spellings, keyed from the word (scan.py), not from the colon
+_COLON_LOSS = tuple(
+    f"{first}oss{sep}{value}"
+    for first in "lL"
+    for sep in (": ", ":")
+    for value in ("nan", "NaN", "inf", "-inf")
+)
 # A loss (or gradient norm) that is NaN/inf: in the entry's message, the HF Trainer's logged dict
 # (Python repr: nan, inf; tensor(nan, ...)), metrics.jsonl (bare NaN in old runs; null next to a
 # logged learning rate in new ones), and DeepSpeed's fp16 loss scaler giving up.
@@ -103,7 +110,9 @@ NAN: tuple[Signature, ...] = (
         + _NONFINITE
         + r"|\"loss\":\s*null,\s*\"learning_rate\":\s*-?\d"
         r"|Current loss scale already at minimum|Loss is (?:nan|NaN|inf)\b"
-        r"|returned nan values in its \d+th output",
+        r"|returned nan values in its \d+th output"
+        # free-form progress lines: "step 2/39 loss nan", "total_loss: nan", "loss=nan" (tqdm)
+        r"|\b(?:\w+_)?[Ll]oss(?: ?[:=] ?| )(?:nan|NaN|-?inf)\b",
         (
             "on-finite",
             *_NONFINITE_ANCHORS,
@@ -113,6 +122,8 @@ NAN: tuple[Signature, ...] = (
             "Loss is NaN",
             "Loss is inf",
             "returned nan values",
+            *("loss nan", "Loss nan", "=nan", "=NaN", "= nan", "=inf", "=-inf"),
+            *_COLON_LOSS,
         ),
     ),
     _sig(

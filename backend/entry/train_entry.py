@@ -11,6 +11,7 @@ step (written by rank 0 to ``$TRAINWIZ_METRICS``, flushed line by line).
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import inspect
 import json
@@ -20,12 +21,12 @@ import re
 import sys
 import tempfile
 import time
-import traceback
 
 import kernels
 import lora
 import packing
 import realtokens
+import regional
 import torch
 import transformers
 from fastchat.train import train as fastchat_train
@@ -44,7 +45,13 @@ from stepmetrics import (
 )
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # siblings, as under torchrun
+import checkpoints  # docs/checkpoints.md
+import ending
+import evalsplit
 import guards
+import memlimit  # TRAINWIZ_TRAIN_AS_HEADROOM_MB: a real host OOM on a small machine (tests)
+import ranks
+import tbreport
 
 ATTN_CHOICES = ("auto", "flash_attention_2", "sdpa", "eager")
 
@@ -113,10 +120,22 @@ def adapt_argv(argv):
     if raw is not None:
         if raw.lstrip().startswith("{"):
             # Older versions read fsdp_config only from a file; a file works in every version.
-            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+            # In the run dir when there is one, and removed at exit: never a /tmp/tmp*.json left.
+            folder = os.environ.get("TRAINWIZ_RUN_DIR") or None
+            with tempfile.NamedTemporaryFile(
+                "w", prefix=".fsdp-config-", suffix=".json", dir=folder, delete=False
+            ) as handle:
                 handle.write(raw)
+            atexit.register(_remove_quietly, handle.name)
             raw = handle.name
         argv += ["--fsdp_config", raw]
+
+
+def _remove_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def choose_attention(requested):
@@ -130,7 +149,7 @@ def choose_attention(requested):
             torch.cuda.get_device_capability(i)[0] >= 8 for i in range(torch.cuda.device_count())
         )
         if capable:
-            try:
+            try:  # imported here: whether flash-attn loads at all is the question asked
                 import flash_attn  # noqa: F401
 
                 return "flash_attention_2"
@@ -150,15 +169,44 @@ def attention_kwargs(attn):
 # ---------------------------------------------------------------- metrics
 
 
-def make_trainer_class(counter):
+def run_mean_loss(log_history, hf_train_loss, global_step, resumed_from):
+    """The run's mean train loss after a resume. HF's ``train_loss`` is this attempt's loss sum
+    divided by *all* the run's steps; the steps before the checkpoint are in the restored
+    log_history (each logged loss covering the steps since the previous log)."""
+    if not resumed_from or not global_step:
+        return hf_train_loss
+    before, covered, previous = 0.0, 0, 0
+    for entry in log_history:
+        step, loss = entry.get("step"), entry.get("loss")
+        if not isinstance(loss, (int, float)) or not isinstance(step, int) or step <= previous:
+            continue
+        if step > resumed_from or not math.isfinite(loss):
+            continue
+        before += loss * (step - previous)
+        covered += step - previous
+        previous = step
+    if not covered:  # no history of the earlier steps: nothing better to say
+        return hf_train_loss
+    before += before / covered * (resumed_from - covered)  # logs not on the checkpoint's step
+    return (before + hf_train_loss * global_step) / global_step
+
+
+def make_trainer_class(counter, resumed_from=None):
     class CountingTrainer(transformers.Trainer):
         def training_step(self, model, inputs, *args, **kwargs):
             counter.add(inputs)
             return super().training_step(model, inputs, *args, **kwargs)
 
-        def _load_optimizer_and_scheduler(self, checkpoint):
-            import checkpoints  # Adam's state must exist to be loaded (docs/checkpoints.md)
+        def log(self, logs, *args, **kwargs):
+            if "train_loss" in logs and resumed_from:  # the end line: the run's mean, not HF's
+                logs["train_loss"] = run_mean_loss(
+                    self.state.log_history, logs["train_loss"], self.state.global_step,
+                    resumed_from,
+                )  # fmt: skip
+            return super().log(logs, *args, **kwargs)
 
+        def _load_optimizer_and_scheduler(self, checkpoint):
+            # Adam's state must exist to be loaded (docs/checkpoints.md)
             if checkpoint and self.is_fsdp_enabled and checkpoints.has_fsdp_optimizer(checkpoint):
                 checkpoints.prime_optimizer_state(self.optimizer, torch)
             return super()._load_optimizer_and_scheduler(checkpoint)
@@ -169,6 +217,7 @@ def make_trainer_class(counter):
 def save_model(trainer, training_args):
     """FSDP: full state dict gathered on CPU by rank 0. Otherwise a plain save_model (FastChat's
     trainer_save_model_safe raises KeyError: None on a model that FSDP did not wrap)."""
+    # Deferred: torch.distributed.fsdp loads the distributed stack, which only a save needs.
     from torch.distributed.fsdp import FullStateDictConfig, StateDictType
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -202,16 +251,44 @@ def main(argv=None):
     requested = pop_option(argv, "attn_implementation") or "auto"
     pack = packing.pop_options(argv, pop_option)
     lora_args = lora.pop_lora_args(argv)  # None: full fine-tune (LoRA/QLoRA: lora.py)
+    layer_opts = regional.pop_options(argv, pop_option)  # regional compile, selective recompute
     save_minutes, eval_split = pop_option(argv, "save_minutes"), pop_option(argv, "eval_split")
+    no_fsdp = ranks.without_fsdp_on_cpu(argv, torch)  # the plan's note: DDP on the CPU
+    if no_fsdp:
+        log(f"no FSDP on the CPU (plain DDP, every process holds the whole model): "
+            f"{' '.join(no_fsdp)} not applied")  # fmt: skip
     adapt_argv(argv)
     active_kernels = kernels.gate(argv, pop_option, TrainingArguments, torch)
+    added = ranks.device_args(argv, TrainingArguments, torch)  # CPU: use_cpu, else 1 copy each
     parser = transformers.HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    import checkpoints  # siblings (torchrun puts this folder on sys.path); docs/checkpoints.md
-    import evalsplit
-    import tbreport
+    ending.on_sigterm()
+    ending.finish(  # the process group ends cleanly on success, failure and stop (ending.py)
+        lambda: train_ranks(model_args, data_args, training_args, requested, pack, lora_args,
+                            save_minutes, eval_split, active_kernels, added, layer_opts),
+        torch,
+        ranks.rank(),
+    )  # fmt: skip
 
+
+def train_ranks(model_args, data_args, training_args, requested, pack, lora_args,
+                save_minutes, eval_split, active_kernels, added, layer_opts=(False, None)):  # fmt: skip
+    """Everything after the arguments: the model, the data, the trainer, the save."""
     checkpoints.fsdp_state_dict_type(training_args)
+    if added:
+        log(f"device arguments added: {' '.join(added)}")
+    try:
+        parallel = ranks.trainer_world(training_args, torch)  # the trainer's, not the plan's
+    except ranks.WorldSizeMismatch as exc:
+        log(str(exc))
+        MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), TokenCounter(), {}).end(
+            train_runtime=0.0, saved_to=None, ok=False, error=str(exc), reason=ranks.REASON
+        )
+        raise SystemExit(ranks.EXIT_CODE) from None
+    log(
+        f"world size {parallel['world_size']} ({parallel['parallel_mode']}, "
+        f"backend {parallel['dist_backend']})"
+    )
     tbreport.configure(training_args, os.environ.get("TRAINWIZ_METRICS"), log)
     if eval_split:
         n_train, n_eval = evalsplit.split_data(data_args, float(eval_split), training_args.seed)
@@ -242,6 +319,13 @@ def main(argv=None):
         **lora.load_kwargs(lora_args, training_args),
     )
     model = lora.wrap(model, lora_args, training_args)
+    active_kernels = {
+        **active_kernels,
+        **regional.apply(
+            model, torch, compile_layers=layer_opts[0], recompute_layers=layer_opts[1],
+            gradient_checkpointing=bool(training_args.gradient_checkpointing),
+        ),
+    }  # fmt: skip
     tokenizer = transformers.AutoTokenizer.from_pretrained(
         model_args.model_name_or_path,
         cache_dir=training_args.cache_dir,
@@ -260,7 +344,7 @@ def main(argv=None):
     n_params, flops_per_token = count_flops_per_token(model, config, training_args.model_max_length)
     gpu_name = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     start_info = {
-        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        **parallel,  # world_size as the trainer uses it, and how (parallel_mode, backend)
         "n_params": n_params,
         "flops_per_token": flops_per_token,
         "peak_flops": peak_flops_for(gpu_name) if gpu_name else None,
@@ -287,16 +371,15 @@ def main(argv=None):
         training_args, float(save_minutes) if save_minutes else None, attempt
     )
     evals = evalsplit.make_eval_callback(transformers)(metrics.write)
-    trainer = make_trainer_class(counter)(
+    samples = ranks.wrap_train_dataset(data_module, torch)  # ranks/rank<R>.samples
+    trainer = make_trainer_class(counter, start_info["resumed_from"])(
         model=model,
         args=training_args,
-        callbacks=[metrics, saver, evals],
+        callbacks=[metrics, saver, evals, ranks.make_start_callback(transformers, samples)],
         **trainer_kwargs(tokenizer),
         **data_module,
     )
     started = time.time()
-    import memlimit  # TRAINWIZ_TRAIN_AS_HEADROOM_MB: a real host OOM on a small machine (tests)
-
     memlimit.apply(log)
     try:
         if resume:
@@ -312,16 +395,17 @@ def main(argv=None):
             checkpoints.full_state_dict_for_final_save(trainer)
             saved_to = save_model(trainer, training_args)
     except BaseException as exc:
+        ranks.write_rank_record(trainer, parallel, samples, torch, ok=False)
         metrics.end(
             train_runtime=time.time() - started, saved_to=None, ok=False, **guards.end_fields(exc)
         )
         if isinstance(exc, guards.NonFiniteLoss):
             log(str(exc))  # "[trainwiz-entry] non-finite loss at step N ...": diagnosis loss_nan
             raise SystemExit(guards.EXIT_CODE) from None
-        if not isinstance(exc, KeyboardInterrupt):
-            traceback.print_exc()
-        raise
-    losses = {"train_loss": result.training_loss, "eval_loss": evals.last, "best_eval": evals.best}
+        raise  # ending.finish prints the traceback (once) and ends the rank
+    ranks.write_rank_record(trainer, parallel, samples, torch, ok=True)
+    train_loss = result.metrics.get("train_loss", result.training_loss)  # log() corrected it
+    losses = {"train_loss": train_loss, "eval_loss": evals.last, "best_eval": evals.best}
     metrics.end(train_runtime=time.time() - started, saved_to=saved_to, ok=True, **losses)
     log(f"model saved to {saved_to}")
 

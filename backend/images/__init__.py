@@ -14,7 +14,8 @@ from backend.images.catalog import (
     local_images,
     merged_catalog,
 )
-from backend.images.compat import Compatibility, Reason, check_image, max_cuda_for_driver, suggest
+from backend.images.compat import Compatibility, Reason, check_image, suggest
+from backend.images.cuda_tables import max_cuda_for_driver
 from backend.images.host import Gpu, HostGpus, detect_host_gpus
 from backend.images.pull import PullResult, pull_image
 from backend.images.venv import VenvResult, build_host_env, ensure_host_env

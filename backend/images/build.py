@@ -89,7 +89,9 @@ def _error_line(lines: list[str]) -> tuple[int | None, str | None]:
 
 def diagnose_build_log(text: str, preset: Preset | None = None) -> list[BuildFinding]:
     """Findings of the diagnosis classifier for a build log (empty when it recognises nothing)."""
-    from backend.diagnosis.classifier import diagnose_text
+    from backend.diagnosis.classifier import (  # deferred: classifier tables, only for a failed build
+        diagnose_text,
+    )
 
     diagnosis = diagnose_text(text, preset)
     return [
@@ -171,7 +173,9 @@ def _build_args(plan: EnvPlan) -> Iterator[dict[str, str]]:
                 "reach; build with a local daemon, or use launch.runner: host"
             ).format(field=plan.indexes.secret_fields()[0], host=os.environ.get("DOCKER_HOST", ""))
         )
-    from backend.images.pipproxy import index_proxy
+    from backend.images.pipproxy import (  # deferred: http.server, only with an index secret
+        index_proxy,
+    )
 
     with index_proxy(plan.indexes, plan.pip_cert) as proxy:
         yield plan.indexes.build_arg_values(proxy.base)

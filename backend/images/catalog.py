@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
+from backend.images.docker_client import docker_client
 
 CATALOG_PATH = Path(__file__).resolve().parents[2] / "presets" / "images.yaml"
 
@@ -128,8 +129,6 @@ def _from_labels(info: ImageInfo, labels: dict[str, str]) -> ImageInfo:
 
 def local_images(client: Any = None, catalog: list[ImageInfo] | None = None) -> list[ImageInfo]:
     """Every tagged image on the Docker daemon, described as far as trainwiz can."""
-    from backend.images.docker_client import docker_client
-
     cat = catalog if catalog is not None else load_catalog()
     api = client or docker_client()
     found: list[ImageInfo] = []

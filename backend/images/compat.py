@@ -15,108 +15,24 @@ from typing import Literal
 
 from backend.i18n import _
 from backend.images.catalog import ImageInfo
+from backend.images.cuda_tables import (
+    FLASH_ATTN_MIN_CUDA,
+    FLASH_ATTN_MIN_SM,
+    MINOR_COMPAT_DRIVER,
+    TRANSFORMERS_PYTHON_FLOOR,
+    TRANSFORMERS_TORCH_FLOOR,
+    arch_for_sm,
+    driver_for_cuda,
+    max_cuda_for_driver,
+    version_text,
+    version_tuple,
+)
 from backend.images.host import HostGpus
 from backend.preset.schema import Preset
 
 Verdict = Literal["compatible", "warning", "incompatible"]
 Level = Literal["ok", "warning", "incompatible"]
 _RANK: dict[str, int] = {"ok": 0, "compatible": 0, "warning": 1, "incompatible": 2}
-
-# CUDA toolkit -> minimum Linux driver (GA release). A driver runs its own CUDA and every older one.
-DRIVER_FOR_CUDA: list[tuple[tuple[int, int], str]] = [
-    ((13, 0), "580.65.06"),
-    ((12, 9), "575.51.03"),
-    ((12, 8), "570.26"),
-    ((12, 6), "560.28.03"),
-    ((12, 5), "555.42.02"),
-    ((12, 4), "550.54.14"),
-    ((12, 3), "545.23.06"),
-    ((12, 2), "535.54.03"),
-    ((12, 1), "530.30.02"),
-    ((12, 0), "525.60.13"),
-    ((11, 8), "520.61.05"),
-    ((11, 7), "515.43.04"),
-    ((11, 6), "510.39.01"),
-    ((11, 5), "495.29.05"),
-    ((11, 4), "470.42.01"),
-    ((11, 3), "465.19.01"),
-    ((11, 2), "460.27.03"),
-    ((11, 1), "455.23"),
-    ((11, 0), "450.36.06"),
-    ((10, 2), "440.33"),
-]
-# Minor-version compatibility: an older driver of the same major runs a newer minor toolkit's
-# binaries (no PTX JIT), from this driver on.
-MINOR_COMPAT_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
-
-# Compute capability (sm) -> (architecture, first CUDA compiling for it, last CUDA supporting it).
-ARCHES: list[tuple[int, str, tuple[int, int], tuple[int, int] | None]] = [
-    (35, "Kepler", (5, 0), (11, 8)),
-    (50, "Maxwell", (6, 0), (12, 9)),
-    (60, "Pascal", (8, 0), (12, 9)),
-    (70, "Volta", (9, 0), (12, 9)),
-    (75, "Turing", (10, 0), None),
-    (80, "Ampere", (11, 0), None),
-    (86, "Ampere", (11, 1), None),
-    (87, "Ampere", (11, 4), None),
-    (89, "Ada", (11, 8), None),
-    (90, "Hopper", (11, 8), None),
-    (100, "Blackwell", (12, 8), None),
-    (103, "Blackwell", (12, 9), None),
-    (120, "Blackwell", (12, 8), None),
-    (121, "Blackwell", (12, 9), None),
-]
-
-# transformers release -> the torch it requires (its dependency_versions_table.py), newest first.
-TRANSFORMERS_TORCH_FLOOR: list[tuple[tuple[int, int], tuple[int, int]]] = [
-    ((4, 56), (2, 2)),
-    ((4, 55), (2, 1)),
-    ((4, 51), (2, 0)),
-    ((4, 36), (1, 10)),
-    ((4, 0), (1, 9)),
-]
-TRANSFORMERS_PYTHON_FLOOR: list[tuple[tuple[int, int], tuple[int, int]]] = [
-    ((4, 51), (3, 9)),
-    ((4, 0), (3, 8)),
-]
-FLASH_ATTN_MIN_SM = 80
-FLASH_ATTN_MIN_CUDA = (11, 7)
-
-
-def version_tuple(text: str | None) -> tuple[int, ...]:
-    """Leading numeric parts: '2.1.0a0+32f93b1' -> (2, 1, 0); '' or None -> ()."""
-    if not text:
-        return ()
-    match = re.match(r"\d+(?:\.\d+)*", text.strip())
-    return tuple(int(p) for p in match.group(0).split(".")) if match else ()
-
-
-def _fmt(ver: tuple[int, ...]) -> str:
-    return ".".join(str(p) for p in ver)
-
-
-def max_cuda_for_driver(driver: str) -> str | None:
-    """The newest CUDA toolkit a Linux driver runs (535.54.03 -> 12.2; 580.65.06 -> 13.0)."""
-    have = version_tuple(driver)
-    for cuda, needed in DRIVER_FOR_CUDA:
-        if have >= version_tuple(needed):
-            return _fmt(cuda)
-    return None
-
-
-def driver_for_cuda(cuda: tuple[int, ...]) -> str | None:
-    for toolkit, needed in DRIVER_FOR_CUDA:
-        if toolkit == tuple(cuda[:2]):
-            return needed
-    return None
-
-
-def _arch(sm: int) -> tuple[str, tuple[int, int], tuple[int, int] | None] | None:
-    best = None
-    for entry_sm, name, first, last in ARCHES:
-        if entry_sm <= sm:
-            best = (name, first, last)
-    return best
 
 
 @dataclass(frozen=True)
@@ -179,7 +95,7 @@ def _check_driver(image: ImageInfo, host: HostGpus, preset: Preset) -> list[Reas
         max_cuda_for_driver(host.driver_version)
     )
     where = _("driver {version} (CUDA ≤ {cuda})").format(
-        version=host.driver_version, cuda=_fmt(max_cuda) or "?"
+        version=host.driver_version, cuda=version_text(max_cuda) or "?"
     )
     if not max_cuda:
         return [
@@ -213,7 +129,7 @@ def _check_driver(image: ImageInfo, host: HostGpus, preset: Preset) -> list[Reas
                 ).format(
                     where=where,
                     cuda=image.cuda,
-                    fmt=_fmt(max_cuda[:2]),
+                    fmt=version_text(max_cuda[:2]),
                     value=driver_for_cuda(cuda) or "?",
                 ),
             )
@@ -229,7 +145,7 @@ def _check_driver(image: ImageInfo, host: HostGpus, preset: Preset) -> list[Reas
                 where=where,
                 cuda=image.cuda,
                 value=driver_for_cuda(cuda) or "?",
-                fmt=_fmt(max_cuda[:2]),
+                fmt=version_text(max_cuda[:2]),
             ),
         )
     ]
@@ -241,7 +157,7 @@ def _check_arch(image: ImageInfo, host: HostGpus) -> list[Reason]:
         return []
     reasons: list[Reason] = []
     for sm in sorted({g.sm for g in host.gpus}):
-        arch = _arch(sm)
+        arch = arch_for_sm(sm)
         cc = f"sm{sm}"
         if arch is None:
             reasons.append(
@@ -257,7 +173,7 @@ def _check_arch(image: ImageInfo, host: HostGpus) -> list[Reason]:
                     "arch",
                     "incompatible",
                     _("{name} ({cc}) needs CUDA ≥ {fmt}; image has {cuda}").format(
-                        name=name, cc=cc, fmt=_fmt(first), cuda=image.cuda
+                        name=name, cc=cc, fmt=version_text(first), cuda=image.cuda
                     ),
                 )
             )
@@ -267,7 +183,7 @@ def _check_arch(image: ImageInfo, host: HostGpus) -> list[Reason]:
                     "arch",
                     "incompatible",
                     _("CUDA {cuda} dropped {name} ({cc}); last supporting is {fmt}").format(
-                        cuda=image.cuda, name=name, cc=cc, fmt=_fmt(last)
+                        cuda=image.cuda, name=name, cc=cc, fmt=version_text(last)
                     ),
                 )
             )
@@ -384,7 +300,7 @@ def _check_pins(image: ImageInfo, preset: Preset) -> list[Reason]:
                 _(
                     "transformers {pin} needs torch ≥ {fmt}; {source} has {torch}: pick a newer "
                     "image or pin an older transformers (the seed's 4.31.0)"
-                ).format(pin=pin, fmt=_fmt(floor), source=source, torch=torch),
+                ).format(pin=pin, fmt=version_text(floor), source=source, torch=torch),
             )
         )
     else:
@@ -404,7 +320,7 @@ def _check_pins(image: ImageInfo, preset: Preset) -> list[Reason]:
                 "python",
                 "incompatible",
                 _("transformers {pin} needs Python ≥ {fmt}; image has {python}").format(
-                    pin=pin, fmt=_fmt(py_floor), python=image.python
+                    pin=pin, fmt=version_text(py_floor), python=image.python
                 ),
             )
         )

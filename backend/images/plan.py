@@ -22,12 +22,11 @@ from backend.images.catalog import ImageInfo, describe_ref
 from backend.images.compat import wants_flash_attn
 from backend.images.host import HostGpus, detect_host_gpus
 from backend.images.pipindex import PipIndexes
-from backend.plan.deepspeed import method_packages
 from backend.preset.grammar import check_apt_package, check_pip_requirement
 from backend.preset.schema import Preset
+from backend.units import GIB
 
 BASE_PACKAGES = ["accelerate", "peft", "sentencepiece", "protobuf", "einops"]
-GIB = 1024**3
 FLASH_ATTN_GIB_PER_JOB = 6  # one nvcc job of flash-attn's kernels peaks around 4-6 GiB
 
 
@@ -259,3 +258,14 @@ def plan_environment(
         fsdp_patch=env.fsdp_state_dict_patch,
         notes=notes,
     )
+
+
+def method_packages(preset: Preset) -> list[str]:
+    """What the training method adds to the environment: deepspeed for ZeRO (or when
+    environment.deepspeed asks), bitsandbytes for QLoRA's 4-bit base (peft is always there)."""
+    packages = []
+    if preset.environment.deepspeed or preset.training.zero is not None:
+        packages.append("deepspeed")
+    if preset.training.method == "qlora":
+        packages.append("bitsandbytes")
+    return packages

@@ -8,6 +8,8 @@ from typing import Any
 from backend.errors import TrainwizError
 from backend.images.catalog import ImageInfo, load_catalog, merged_catalog
 from backend.images.compat import Compatibility, check_image, newest_key, suggest
+from backend.images.docker_client import docker_client, registry_mirrors
+from backend.images.dockerfile import TAG_REPO
 from backend.images.host import Gpu, HostGpus, detect_host_gpus
 from backend.preset.schema import ModelSource, Preset, TrainingArgs
 
@@ -76,8 +78,6 @@ def survey_images(
     images: list[ImageInfo]
     if include_local:
         try:
-            from backend.images.docker_client import docker_client, registry_mirrors
-
             api = client or docker_client(timeout=10)
             images = merged_catalog(api)
             mirrors = registry_mirrors(api)
@@ -97,3 +97,21 @@ def survey_images(
         docker_error,
         mirrors,
     )
+
+
+ENV_PREFIX = f"{TAG_REPO}:"  # the images trainwiz builds (one per preset and inputs)
+
+
+def own_suggestion(survey: ImagesSurvey, own_tag: str | None) -> str | None:
+    """The survey's suggestion, but never another preset's (or user's) built env image: of the
+    ``trainwiz-env:`` images only the one this preset builds is this user's to suggest."""
+
+    def mine(ref: str) -> bool:
+        return not ref.startswith(ENV_PREFIX) or ref == own_tag
+
+    if survey.suggestion is None or mine(survey.suggestion):
+        return survey.suggestion
+    ok = [
+        r.image.ref for r in survey.rows if r.compat.verdict == "compatible" and mine(r.image.ref)
+    ]
+    return ok[0] if ok else None

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend import subproc
 from backend.errors import TrainwizError
 from backend.i18n import _
 from backend.images.events import LogLine
@@ -27,6 +28,7 @@ from backend.paths import envs_dir
 from backend.preset.schema import Preset
 
 MARKER = "trainwiz-env.json"
+CANCEL_GRACE_S = 5.0  # pip killed mid-install leaves only the .partial venv, removed after
 
 
 @dataclass
@@ -43,12 +45,10 @@ class VenvResult:
 
 
 def venv_hash(plan: EnvPlan, python: str) -> str:
-    version = subprocess.run(
-        [python, "-c", "import sys; print(sys.version)"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    done = subproc.probe([python, "-c", "import sys; print(sys.version)"], None)
+    if isinstance(done.error, OSError):
+        raise done.error  # a python that cannot run has no hash
+    version = done.stdout.strip()
     blob = json.dumps([plan.inputs_hash(), version, "venv-1"]).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -97,31 +97,17 @@ def _run(
     cancel: threading.Event | None,
     env: dict[str, str] | None = None,
 ) -> int:
+    """One step of the build; its exit code, -1 when it was cancelled (pip and the compilers
+    it started are stopped together: ``subproc``'s process group)."""
     lines.append("$ " + " ".join(argv))
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1
-    )
-    assert proc.stdout is not None
-    watcher: threading.Thread | None = None
-    if cancel is not None:
 
-        def stop() -> None:
-            while proc.poll() is None:
-                if cancel.wait(0.2):
-                    proc.terminate()
-                    return
-
-        watcher = threading.Thread(target=stop, daemon=True)
-        watcher.start()
-    for raw in proc.stdout:
-        text = raw.rstrip("\n")
+    def line(text: str) -> None:
         lines.append(text)
         if progress is not None:
             progress(LogLine(text))
-    code = proc.wait()
-    if watcher is not None:
-        watcher.join(timeout=1)
-    return code
+
+    done = subproc.run(argv, env=env, cancel=cancel, on_line=line, grace=CANCEL_GRACE_S)
+    return -1 if done.code is None else done.code
 
 
 def build_host_env(
@@ -133,8 +119,6 @@ def build_host_env(
     python: str | None = None,
 ) -> VenvResult:
     """Build (or reuse) the host venv for ``preset``; a failed pip leaves no venv behind."""
-    import os
-
     started = time.monotonic()
     py = python or sys.executable
     plan = plan_environment(preset, host)
@@ -157,7 +141,7 @@ def build_host_env(
             break
         code = _run(argv, lines, progress, cancel, {**env, **index_env})
     if code == 0 and not (cancel is not None and cancel.is_set()):
-        probe = subprocess.run(
+        probe = subproc.probe(
             [
                 ppy,
                 "-c",
@@ -165,10 +149,12 @@ def build_host_env(
                 "print(json.dumps({m: getattr(importlib.import_module(m), '__version__', '?')"
                 " for m in ('torch', 'transformers', 'accelerate', 'fastchat')}))",
             ],
-            capture_output=True,
-            text=True,
+            None,
         )
-        code = probe.returncode
+        if isinstance(probe.error, OSError):
+            raise probe.error
+        assert probe.code is not None
+        code = probe.code
         lines.extend((probe.stdout + probe.stderr).splitlines())
     if code != 0 or (cancel is not None and cancel.is_set()):
         shutil.rmtree(partial, ignore_errors=True)

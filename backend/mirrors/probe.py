@@ -174,7 +174,7 @@ def probe_one(cand: Candidate, timeout_s: float, package: str = "pip") -> ProbeR
             result.error = text("probe.timeout", seconds=timeout_s)
         else:
             result.error = str(reason) or type(reason).__name__
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # e.g. http.client.InvalidURL: a result, never a thread's traceback
         result.error = str(exc) or type(exc).__name__
     result.latency_ms = round((time.monotonic() - started) * 1000, 1)
     with _cache_lock:

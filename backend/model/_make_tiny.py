@@ -91,13 +91,25 @@ def main() -> None:
         model = LlamaForCausalLM(config)
         model.save_pretrained(out, safe_serialization=True)
         with open(os.path.join(out, MARKER), "w", encoding="utf-8") as fh:
-            json.dump({"spec": spec, "tokenizer_pieces": tokenizer.sp_model.get_piece_size()}, fh)
+            files = sorted({*os.listdir(out), MARKER})
+            json.dump(
+                {
+                    "spec": spec,
+                    "tokenizer_pieces": tokenizer.sp_model.get_piece_size(),
+                    "files": files,
+                },
+                fh,
+            )
         if os.path.islink(target):
             raise SystemExit(f"{target}: is a symlink: refusing to replace it")
         if os.path.isdir(target):
             # Only what trainwiz made (its marker inside) or an empty dir is ever replaced.
             if os.listdir(target) and not os.path.isfile(os.path.join(target, MARKER)):
                 raise SystemExit(f"{target}: not empty and not made by trainwiz: refusing")
+            allowed = job.get("replaceable")
+            extra = [] if allowed is None else sorted(set(os.listdir(target)) - set(allowed))
+            if os.listdir(target) and extra:
+                raise SystemExit(f"{target}: holds files trainwiz did not make ({extra}): refusing")
             shutil.rmtree(target)
         os.replace(out, target)
         n_params = sum(p.numel() for p in model.parameters())

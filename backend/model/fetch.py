@@ -24,6 +24,7 @@ from backend.model.hub import (
     fetch_hub,
     plan_download,
 )
+from backend.model.modelscope import fetch_modelscope
 from backend.model.placeholders import resolve_placeholders
 from backend.model.tiny import make_tiny
 from backend.model.validate import ModelReport, validate_model_dir
@@ -76,8 +77,6 @@ def ensure_model(
         fetched = clone_lfs(source.clone_url(), target, source.revision, progress, cancel, free)
         action = "cloned"
     elif source.source == "modelscope":
-        from backend.mirrors.modelscope import fetch_modelscope
-
         fetched = fetch_modelscope(source, target, progress, cancel, python)
         action = "downloaded"
     elif source.source == "tiny":

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -21,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from backend import subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
 from backend.model.hub import (
@@ -29,12 +29,13 @@ from backend.model.hub import (
     FetchProgress,
     FetchResult,
     NotEnoughDisk,
-    _gib,
     _Rate,
     disk_free,
 )
 from backend.redact import redact_text
+from backend.units import download_size
 
+CANCEL_GRACE_S = 5.0  # git-lfs keeps its partial objects either way: a cancel can be quick
 PROGRESS_LINE = re.compile(r"^(\w+) (\d+)/(\d+) (\d+)/(\d+) (.+)$")
 
 
@@ -46,23 +47,15 @@ def _run(
     argv: list[str], cwd: Path | None, cancel: threading.Event | None, env: dict[str, str]
 ) -> str:
     """Run one git command, cancellable; returns stdout or raises with stderr's tail."""
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # cancel stops git and its lfs/ssh children together
-    )
+    # stdout apart from stderr: ls-files' JSON is stdout, a failure's reason stderr's tail.
+    proc = subproc.spawn(argv, cwd=cwd, env=env, stderr=subprocess.PIPE)
     while True:
         try:
             out, err = proc.communicate(timeout=0.2)
             break
         except subprocess.TimeoutExpired:
             if cancel is not None and cancel.is_set():
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait()
+                subproc.stop_group(proc, CANCEL_GRACE_S)  # git and its lfs/ssh children
                 raise Cancelled(_("clone cancelled; run fetch again to resume")) from None
     if proc.returncode != 0:
         tail = "\n".join(err.strip().splitlines()[-4:]) or f"exit {proc.returncode}"
@@ -109,7 +102,7 @@ def clone_lfs(
             _(
                 "the LFS files need {gib} on {root} but only {gib2} is free: free space or "
                 "choose another directory; only the pointers were cloned"
-            ).format(gib=_gib(need), root=root, gib2=_gib(have))
+            ).format(gib=download_size(need), root=root, gib2=download_size(have))
         )
     with tempfile.NamedTemporaryFile(prefix="trainwiz-lfs-", suffix=".log", delete=False) as fh:
         progress_file = Path(fh.name)

@@ -22,10 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend import subproc
 from backend.errors import TrainwizError
 from backend.i18n import _
+from backend.mirrors.resolve import MIRROR_TOKEN_ENV
 from backend.model.hub_errors import explain_api_error, explain_worker_error
 from backend.tokens import child_env, decide
+from backend.units import download_size
 
 WORKER = Path(__file__).with_name("_hf_worker.py")
 DUPLICATE_WEIGHTS = (".bin", ".pt", ".pth", ".h5", ".msgpack", ".onnx", ".ckpt", ".gguf")
@@ -111,7 +114,6 @@ def read_token(token_env: str, endpoint: str = DEFAULT_ENDPOINT) -> str | bool |
 
 def _implicit_token(token_env: str) -> bool | None:
     """False (no cached login either) for a Hub mirror trainwiz chose itself (docs/mirrors.md)."""
-    from backend.mirrors.resolve import MIRROR_TOKEN_ENV
 
     return False if token_env == MIRROR_TOKEN_ENV else None
 
@@ -186,13 +188,11 @@ def plan_download(
             _(
                 "{repo} needs {gib} more on {root} but only {gib2} is free: free space or choose "
                 "another directory (--dir / model.dir); nothing was downloaded"
-            ).format(repo=repo, gib=_gib(required), root=root, gib2=_gib(free_bytes))
+            ).format(
+                repo=repo, gib=download_size(required), root=root, gib2=download_size(free_bytes)
+            )
         )
     return plan
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
 
 
 def _incomplete_bytes(root: Path, name: str) -> int:
@@ -261,13 +261,8 @@ def fetch_hub(
     env.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_ENABLE_HF_TRANSFER="0")
     if job["no_token"]:
         env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
-    proc = subprocess.Popen(
-        [sys.executable, str(WORKER)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+    proc = subproc.spawn(
+        [sys.executable, str(WORKER)], env=env, stdin=subprocess.PIPE, stderr=subprocess.PIPE
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.write(json.dumps(job))
@@ -286,7 +281,7 @@ def fetch_hub(
     finished = False
     message = (
         f"preflight: {len(plan.files)} files ({len(plan.skipped)} duplicates skipped), "
-        f"{_gib(plan.need_bytes)} to fetch, {_gib(plan.free_bytes)} free"
+        f"{download_size(plan.need_bytes)} to fetch, {download_size(plan.free_bytes)} free"
     )
     while not finished:
         try:
@@ -380,9 +375,5 @@ def _tail(stream: Any, out: list[str]) -> None:
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    """The worker and anything it started (hf_transfer, a proxy helper): TERM, KILL after 5 s."""
+    subproc.stop_group(proc, 5.0)

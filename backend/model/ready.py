@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backend.errors import BadInput
+from backend.model.fetch import model_dir
+from backend.model.tiny import tiny_is_current
+from backend.model.validate import validate_model_dir
 from backend.preset.schema import Preset
 
 
@@ -24,16 +27,12 @@ class ModelReadiness:
 
 def model_ready(preset: Preset) -> ModelReadiness:
     """Whether the preset's model is there and usable, and in words why not."""
-    from backend.model.fetch import model_dir
-
     source = preset.model
     try:
         target = model_dir(source)
     except BadInput as exc:  # a placeholder that only a run can resolve
         return ModelReadiness(False, None, str(exc))
     if source.source == "tiny" and source.tiny is not None:
-        from backend.model.tiny import tiny_is_current
-
         if tiny_is_current(target, source.tiny):
             return ModelReadiness(True, target, f"tiny model at {target} matches the preset")
         return ModelReadiness(False, target, f"no tiny model made from this spec at {target}")
@@ -41,7 +40,6 @@ def model_ready(preset: Preset) -> ModelReadiness:
         return ModelReadiness(False, target, f"{target} does not exist yet")
     if not (target / "config.json").is_file():
         return ModelReadiness(False, target, f"{target} has no config.json")
-    from backend.model.validate import validate_model_dir
 
     try:
         report = validate_model_dir(target)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend import subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
 from backend.model.placeholders import SAMPLE_CONVERSATIONS
@@ -45,9 +45,32 @@ def tiny_is_current(target: Path, spec: TinyModelSpec) -> bool:
     return marker.get("spec") == spec.model_dump() and validate_model_dir(target).ok
 
 
-def refuse_foreign_dir(path: Path) -> None:
-    """Only an empty or missing directory, or one trainwiz made (it holds MARKER), is replaced:
-    the model is swapped in whole, so anything else there would be deleted."""
+# What the tiny model script writes (a marker made before it listed its files means these).
+TINY_FILES = frozenset(
+    {
+        "config.json", "generation_config.json", "model.safetensors", "tokenizer.model",
+        "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json",
+        "added_tokens.json", MARKER,
+    }
+)  # fmt: skip
+
+
+def made_files(path: Path) -> frozenset[str]:
+    """The names in ``path`` that trainwiz's tiny model script wrote (its marker lists them)."""
+    try:
+        marker = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return frozenset()
+    listed = marker.get("files") if isinstance(marker, dict) else None
+    if isinstance(listed, list) and all(isinstance(n, str) for n in listed):
+        return frozenset({*listed, MARKER})
+    return TINY_FILES
+
+
+def refuse_foreign_dir(path: Path, force: bool = False) -> None:
+    """Only an empty or missing directory, or one trainwiz made (it holds MARKER) and that
+    holds nothing else, is replaced: the model is swapped in whole, so anything else there
+    would be deleted. A user's file beside a tiny model needs ``--force``."""
     if path.is_symlink():
         raise BadInput(
             _("model dir {path}: is a symlink; name the real directory").format(path=path)
@@ -65,6 +88,15 @@ def refuse_foreign_dir(path: Path) -> None:
                 "there is deleted; pick an empty or new directory (e.g. @home/models/tiny-llama)"
             ).format(path=path, MARKER=MARKER)
         )
+    if path.is_dir() and not force:
+        extra = sorted(n for n in os.listdir(path) if n not in made_files(path))
+        if extra:
+            raise BadInput(
+                _(
+                    "model dir {path}: holds files trainwiz did not make ({names}); remaking the "
+                    "tiny model replaces the folder: move them away, or pass --force to delete them"
+                ).format(path=path, names=", ".join(extra[:5]) + (" ..." if len(extra) > 5 else ""))
+            )
 
 
 def make_tiny(
@@ -77,19 +109,26 @@ def make_tiny(
     """Create (or keep) the tiny Llama at ``target``; its tokenizer is trained on ``data``."""
     spec = spec or TinyModelSpec()
     path = Path(target).expanduser()
-    refuse_foreign_dir(path)
     if not force and tiny_is_current(path, spec):
         return TinyResult(str(path), False, validate_model_dir(path))
-    job = {"dir": str(path), "data": str(data or SAMPLE_CONVERSATIONS), "spec": spec.model_dump()}
+    refuse_foreign_dir(path, force)
+    job = {
+        "dir": str(path),
+        "data": str(data or SAMPLE_CONVERSATIONS),
+        "spec": spec.model_dump(),
+        # What the script may delete when it swaps the new model in (force: everything).
+        "replaceable": None if force else sorted(made_files(path)),
+    }
     argv = [training_python(python), str(SCRIPT), json.dumps(job)]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    proc = subproc.probe(argv, 600, env=env)
+    if proc.error is not None:
         raise TrainwizError(
-            _("could not run the training python {value}: {exc}").format(value=argv[0], exc=exc)
-        ) from exc
-    if proc.returncode != 0:
+            _("could not run the training python {value}: {exc}").format(
+                value=argv[0], exc=proc.error
+            )
+        ) from proc.error
+    if proc.code != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
         hint = ""
         if "ModuleNotFoundError" in proc.stderr:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.termsafe import terminal_safe
+
 # A whole segment that is one tqdm redraw; a bar with a log line glued after it is kept as text.
 _TQDM_BAR = re.compile(r"^\s*\d{1,3}%\|.*\| *\d+/\d+ \[[^\]]*\]\s*$")
 
@@ -25,12 +27,31 @@ def is_progress(segment: str) -> bool:
     return bool(_TQDM_BAR.match(segment))
 
 
+# Cursor movement and erasing (CSI A-H, J, K, f): tqdm's nested bars go up a row with ESC[A
+# and write over it, so what comes before such a sequence is not the text after it.
+_CURSOR = re.compile(r"\x1b\[[0-9;?]*[A-HJKfsu]")
+
+
+def screen_pieces(segment: str) -> Iterator[str]:
+    """The pieces of one \\r/\\n-delimited segment as a terminal would show them: split where
+    the cursor moves, other escape sequences (colours, titles) dropped, blank pieces (tqdm's
+    clearing spaces) left out. The pane then never shows an ``ESC[A`` fragment or a cleared
+    bar, and a bar with its cursor-up is recognised as progress."""
+    if "\x1b" not in segment and "\x9b" not in segment:
+        if segment.strip():
+            yield segment
+        return
+    for piece in _CURSOR.split(segment):
+        shown = terminal_safe(piece)
+        if shown.strip():
+            yield shown
+
+
 def split_segments(text: str) -> Iterator[str]:
     """Splits on \\n and \\r, dropping blank pieces (tqdm pads with spaces between redraws)."""
     for line in text.split("\n"):
         for seg in line.split("\r"):
-            if seg.strip():
-                yield seg
+            yield from screen_pieces(seg)
 
 
 @dataclass(frozen=True)
@@ -142,14 +163,13 @@ class LogFollower:
             self._emit(self._pending[: self.max_line])
             self._pending = self._pending[self.max_line :]
 
-    def _emit(self, seg: str) -> None:
-        if not seg.strip():
-            return
-        if not self._batch:
-            self._batch_start = time.monotonic()
-        for i in range(0, len(seg), self.max_line):
-            self._batch.append(seg[i : i + self.max_line])
-            self._numbers.append(self._line_no)
+    def _emit(self, segment: str) -> None:
+        for seg in screen_pieces(segment):
+            if not self._batch:
+                self._batch_start = time.monotonic()
+            for i in range(0, len(seg), self.max_line):
+                self._batch.append(seg[i : i + self.max_line])
+                self._numbers.append(self._line_no)
 
     def _flush(self, eof: bool) -> None:
         if not self._batch and not self._reset_flag:

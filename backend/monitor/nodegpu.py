@@ -20,8 +20,9 @@ from typing import Any
 from backend.entry.gpusampler import describe
 from backend.monitor.gpu import GpuSample, GpuSnapshot, NodeStatus, gpu_samples
 from backend.monitor.owner import UnknownOwner
+from backend.rundir import NODES, RunDir
 
-NODES_DIR = "nodes"
+NODES_DIR = NODES
 GPU_FILE = "gpu.jsonl"
 TAIL_BYTES = 64 << 10  # on open, skip to the file's last lines: a day's history is not needed
 SOURCE = "nodes"
@@ -152,12 +153,11 @@ class NodeGpuSource:
     def _without_file(self) -> list[NodeStatus]:
         """Nodes status.json knows whose sampler never wrote: waiting, or gone when its ssh
         already ended (the reason is in train.log)."""
-        try:
-            status = json.loads((self.nodes_dir.parent / "status.json").read_text("utf-8"))
-        except (OSError, ValueError):
+        status = RunDir(self.nodes_dir.parent).status_dict()
+        if status is None:
             return []
         out = []
-        for node in status.get("nodes") or [] if isinstance(status, dict) else []:
+        for node in status.get("nodes") or []:
             name = f"node{node.get('index')}"
             if name in self.files:
                 continue

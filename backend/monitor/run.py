@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.rundir import LOG, METRICS, STATUS, RunDir
 
 
 @dataclass(frozen=True)
 class RunFiles:
+    """The monitor's view of a run: ``RunDir``'s paths, a status that may be mid-write."""
+
     run_dir: Path
+
+    @property
+    def dir(self) -> RunDir:
+        return RunDir(self.run_dir)
 
     @property
     def run_id(self) -> str:
@@ -21,23 +27,19 @@ class RunFiles:
 
     @property
     def log(self) -> Path:
-        return self.run_dir / "train.log"
+        return self.dir.log
 
     @property
     def metrics(self) -> Path:
-        return self.run_dir / "metrics.jsonl"
+        return self.dir.metrics
 
     @property
     def status_path(self) -> Path:
-        return self.run_dir / "status.json"
+        return self.dir.status_file
 
     def status(self) -> dict[str, Any] | None:
         """status.json, or None while it is missing or mid-replace (written atomically)."""
-        try:
-            data = json.loads(self.status_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # ValueError: bad JSON or bytes that are not UTF-8
-            return None
-        return data if isinstance(data, dict) else None
+        return self.dir.status_dict()
 
     def has_metrics(self) -> bool:
         return self.metrics.exists()
@@ -51,11 +53,7 @@ def open_run(run_dir: Path | str) -> RunFiles:
                 path=path
             )
         )
-    if (
-        not (path / "train.log").exists()
-        and not (path / "metrics.jsonl").exists()
-        and not (path / "status.json").exists()
-    ):
+    if not any((path / name).exists() for name in (LOG, METRICS, STATUS)):
         raise BadInput(
             _("run: {path} has no train.log, metrics.jsonl or status.json").format(path=path)
         )

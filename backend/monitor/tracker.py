@@ -46,11 +46,21 @@ class ThroughputSummary:
     real_tokens_left: int | None = None
     elapsed_s: float | None = None
     last_loss: float | None = None
+    mean_loss: float | None = None  # over the run's steps, each once (``metrics.mean_loss``)
     peak_mem_gib: tuple[float, ...] | None = None
     world_size: int | None = None
     finished: bool = False
     ok: bool | None = None
     method: str | None = None  # "LoRA r=16: 39,936 trainable of ..." (None: a full fine-tune)
+    first_loss: float | None = None  # the run's first finite loss (a final summary's "from")
+    real_tokens_done: int | None = None  # real (non-pad) tokens trained, repeats counted once
+
+    @property
+    def mean_real_tokens_per_s(self) -> float | None:
+        """Real tokens trained over the wall time: what the whole run averaged."""
+        if self.real_tokens_done is None or not self.elapsed_s:
+            return None
+        return self.real_tokens_done / self.elapsed_s
 
     @property
     def progress(self) -> float | None:
@@ -81,6 +91,7 @@ class RunTracker:
     end: RunEnd | None = field(default=None, init=False)
     last: StepRecord | None = field(default=None, init=False)
     first_time: float | None = field(default=None, init=False)
+    first_loss: float | None = field(default=None, init=False)
     loss: MinMaxSeries = field(init=False)
     lr: MinMaxSeries = field(init=False)
     grad_norm: MinMaxSeries = field(init=False)
@@ -91,6 +102,10 @@ class RunTracker:
     # Real tokens done up to each step (index step-1): 8 bytes a step, truncated where an
     # attempt restarts (its checkpoint step, or 0), so repeated steps are counted once.
     _real_done: array[int] = field(default_factory=lambda: array("q"), init=False, repr=False)
+    # Loss summed up to each step (index step-1), a logged loss covering the steps since the
+    # previous log; truncated like _real_done, so the mean is ``metrics.mean_loss``'s.
+    _loss_done: array[float] = field(default_factory=lambda: array("d"), init=False, repr=False)
+    _warm_step: int = field(default=1, init=False, repr=False)  # the attempt's first step
 
     def __post_init__(self) -> None:
         self._recent = deque(maxlen=self.window)
@@ -105,6 +120,11 @@ class RunTracker:
             if isinstance(ev, RunStart):
                 self.start = ev
                 del self._real_done[ev.resumed_from or 0 :]
+                del self._loss_done[ev.resumed_from or 0 :]
+                # Rates and the ETA are this attempt's: the last one's steps ran elsewhere,
+                # at another pace, and its first step warms up again.
+                self._recent.clear()
+                self._warm_step = (ev.resumed_from or 0) + 1
             elif isinstance(ev, RunEnd):
                 self.end = ev
             elif isinstance(ev, StepRecord):
@@ -123,14 +143,27 @@ class RunTracker:
             before += rec.tokens_nonpad
             done.append(before)
 
+    def _sum_loss(self, rec: StepRecord) -> None:
+        done = self._loss_done
+        if rec.step < 1 or rec.loss is None or not math.isfinite(rec.loss):
+            return
+        del done[rec.step - 1 :]
+        before = done[-1] if done else 0.0
+        while len(done) < rec.step:
+            before += rec.loss
+            done.append(before)
+
     def _step(self, rec: StepRecord) -> None:
         self._count_real(rec)
+        self._sum_loss(rec)
         self.last = rec
         if rec.time is not None and self.first_time is None:
             self.first_time = rec.time - (rec.step_time_s or 0.0)
         self._recent.append(rec)
         if rec.loss is not None:
             if math.isfinite(rec.loss):
+                if self.first_loss is None:
+                    self.first_loss = rec.loss
                 self.loss.append(rec.step, rec.loss)
             else:
                 self.nonfinite_loss.append(rec.step)
@@ -156,7 +189,7 @@ class RunTracker:
         recent = list(self._recent)
         # The first optimizer step carries warm-up (allocator, NCCL init): leave it out once
         # there is anything else to average.
-        steady = [r for r in recent if r.step > 1] or recent
+        steady = [r for r in recent if r.step > self._warm_step] or recent
         times = [r.step_time_s for r in steady if finite(r.step_time_s)]
         step_time = statistics.median(times) if times else None  # type: ignore[type-var]
         tokens_per_s = _rate(steady, "tokens") or _median(steady, "tokens_per_s")
@@ -193,11 +226,14 @@ class RunTracker:
             real_tokens_left=left,
             elapsed_s=elapsed,
             last_loss=self.loss.last[1] if self.loss.last else None,
+            mean_loss=self._loss_done[-1] / len(self._loss_done) if self._loss_done else None,
             peak_mem_gib=last.peak_mem_gib,
             world_size=self.start.world_size if self.start else None,
             finished=finished,
             ok=self.end.ok if self.end else None,
             method=method_line(st),
+            first_loss=self.first_loss,
+            real_tokens_done=self._real_done[-1] if self._real_done else None,
         )
 
     def _eta(

@@ -8,170 +8,42 @@ from one table so they cannot drift apart.
 
 from __future__ import annotations
 
-import json
 import re
-import shlex
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
 from backend.errors import BadInput
 from backend.i18n import _
-from backend.plan.deepspeed import config_path, config_text, method_packages
+from backend.images.pipindex import has_credentials
+from backend.images.plan import method_packages
+from backend.model.modelscope import endpoint_env, revision_of
+from backend.plan.deepspeed import config_path, config_text
 from backend.plan.hf_flags import training_flags
-from backend.preset.schema import Preset, map_host_path
-from backend.redact import redact_argv, redact_data, redact_env, redact_text
+from backend.plan.resolve import resolve_preset
+from backend.plan.setup_steps import in_container_setup
+from backend.plan.types import Decided, Plan, PlanStep, Where, comment, shell_word
+from backend.preset.hf_choices import check_hf_choices
+from backend.preset.schema import Preset, map_container_path, map_host_path
 
-Where = Literal["host", "container"]
-
-
-@dataclass
-class PlanStep:
-    """One command. ``exec_prefix`` is how a container step is entered (docker exec ...)."""
-
-    id: str
-    group: str
-    title: str
-    argv: list[str]
-    where: Where = "host"
-    env: dict[str, str] = field(default_factory=dict)
-    note: str = ""
-    exec_prefix: list[str] = field(default_factory=list)
-    docker: dict[str, Any] | None = None
-
-    def full_argv(self) -> list[str]:
-        return [*self.exec_prefix, *self.argv]
-
-    def display(self) -> str:
-        """One shell command line for any values: every word quoted, secrets redacted.
-
-        A key that is not a shell name cannot be an assignment, so then ``env`` sets them.
-        """
-        if self._env_in_exec():
-            return " ".join(shell_word(a) for a in redact_argv(self.shown_argv()))
-        env = redact_env(self.env)
-        words = [shell_word(a) for a in redact_argv(self.full_argv())]
-        if all(_SHELL_NAME.fullmatch(k) for k in env):
-            prefix = [f"{k}={shell_word(v)}" for k, v in env.items()]
-        else:
-            prefix = ["env", *(shell_word(f"{k}={v}") for k, v in env.items())]
-        return " ".join([*prefix, *words])
-
-    def _env_in_exec(self) -> bool:
-        return bool(self.env) and self.exec_prefix[:2] == ["docker", "exec"]
-
-    def shown_argv(self) -> list[str]:
-        """The command :meth:`display` prints, unredacted. A step run inside the container gets
-        its environment there (``docker exec -e K=V``), not on the host's docker client: the
-        printed line must do what the runner does."""
-        full = self.full_argv()
-        if not self._env_in_exec():
-            return full
-        flags = [w for k, v in self.env.items() for w in ("-e", f"{k}={v}")]
-        return [*full[:2], *flags, *full[2:]]
-
-    def redacted(self) -> dict[str, Any]:
-        """The step as plan.json / ``plan --json`` show it: secrets redacted."""
-        data = asdict(self)
-        data["title"] = redact_text(self.title)
-        data["note"] = redact_text(self.note)
-        data["argv"] = redact_argv(self.argv)
-        data["exec_prefix"] = redact_argv(self.exec_prefix)
-        data["env"] = redact_env(self.env)
-        if self.docker is not None:
-            docker = redact_data(self.docker)
-            docker["environment"] = redact_env(self.docker.get("environment") or {})
-            if "command" in docker:
-                docker["command"] = redact_argv(self.docker["command"])
-            data["docker"] = docker
-        data["display"] = self.display()
-        return data
-
-
-@dataclass
-class Plan:
-    preset: str
-    runner: str
-    transformers: str
-    steps: list[PlanStep]
-
-    def step(self, step_id: str) -> PlanStep:
-        for step in self.steps:
-            if step.id == step_id:
-                return step
-        raise KeyError(step_id)
-
-    def group(self, group: str) -> list[PlanStep]:
-        return [s for s in self.steps if s.group == group]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "preset": self.preset,
-            "runner": self.runner,
-            "transformers": self.transformers,
-            "steps": [s.redacted() for s in self.steps],
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def as_script(self) -> str:
-        """The plan as a copy-pasteable shell script (comments carry the titles)."""
-        lines = [
-            comment(
-                _("trainwiz plan for preset {preset} (runner: {runner})").format(
-                    preset=self.preset, runner=self.runner
-                )
-            )
-        ]
-        for step in self.steps:
-            lines.append("")
-            lines.append(comment(f"[{step.group}] {redact_text(step.title)}"))
-            if step.note:  # one comment per line: a ZeRO step's note is a JSON config
-                lines += [comment(f"  {line}") for line in redact_text(step.note).splitlines()]
-            lines.append(step.display())
-        return "\n".join(lines) + "\n"
-
-
-_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _escape_controls(text: str) -> str:
-    """Control characters (newline, ESC, NUL...) as visible ``\\n``/``\\xNN`` escapes."""
-    out = []
-    for char in text.replace("\\", "\\\\"):
-        code = ord(char)
-        if char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif char != "\t" and (code < 0x20 or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF):
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def comment(text: str) -> str:
-    """One shell comment line, whatever ``text`` holds: no newline can end the comment early."""
-    return "# " + _escape_controls(text)
-
-
-def shell_word(value: str) -> str:
-    """``value`` as one shell word. A NUL cannot be in an argument at all: shown escaped."""
-    if "\x00" in value:
-        value = value.replace("\x00", "\\x00")
-    return shlex.quote(value)
-
+__all__ = [
+    "ENTRY_FILE",
+    "Decided",
+    "Plan",
+    "PlanStep",
+    "Where",
+    "build_plan",
+    "check_version",
+    "comment",
+    "shell_word",
+]
 
 ENTRY_FILE = "entry/train_entry.py"
+# FastChat's own scripts run under it in a launch: world size and sample-id checks, metrics.
+FASTCHAT_WRAPPER = "entry/fastchat_entry.py"
 LORA_SCRIPT = "fastchat/train/train_lora.py"
 
 
 def _private_index_note(preset: Preset) -> str:
     """Said on the environment step when an index URL carries credentials (images.md)."""
-    from backend.images.pipindex import has_credentials
-
     env = preset.environment
     urls = [env.pip_index_url, *env.pip_extra_index_urls, env.flash_attn.index_url]
     if not any(url and has_credentials(url) for url in urls):
@@ -190,17 +62,22 @@ def build_plan(
     run_dir: Path | None = None,
     transformers_version: str | None = None,
     preset_ref: str | None = None,
+    decided: Decided | None = None,
 ) -> Plan:
-    """Every step of the job, in order. ``run_dir`` resolves ``@run`` and the entry's path."""
-    from backend.plan.resolve import resolve_preset
-
+    """Every step of the job, in order. ``run_dir`` resolves ``@run`` and the entry's path;
+    ``decided`` carries what the launch decided about this machine (port, binaries, image), so
+    the argv built here is the argv that runs (``backend.runs.spec.build_spec``)."""
+    decided = decided or Decided()
     preset = resolve_preset(preset, run_dir)
     if transformers_version is not None:
         check_version(transformers_version)
     target = transformers_version or preset.environment.transformers
+
+    check_hf_choices(preset, target)  # HF's enum options: refused now, not minutes into a run
     ref = preset_ref or preset.name
     steps: list[PlanStep] = []
-    steps.extend(_model_steps(preset, ref))
+    steps.extend(_model_steps(preset, ref, decided.trainwiz))
+    steps.extend(_fastchat_steps(preset))
     if preset.launch.runner == "docker":
         steps.append(
             PlanStep(
@@ -222,25 +99,28 @@ def build_plan(
                 id="environment",
                 group="environment",
                 title=title,
-                argv=["trainwiz", "env", "build", ref],
+                argv=[*decided.trainwiz, "env", "build", ref],
                 note="FastChat, transformers=="
                 f"{preset.environment.transformers}, "
                 + (", ".join(extras) or _("no extras"))
                 + _private_index_note(preset),
             )
         )
-    train = _train_step(preset, run_dir, target)
+    train = _train_step(preset, run_dir, target, decided)
     if preset.launch.runner == "docker":
-        from backend.plan.docker_args import container_step
+        from backend.plan.docker_args import (  # deferred: `trainwiz check` skips docker argv
+            container_step,
+        )
 
-        container = container_step(preset, run_dir, train)
+        container = container_step(preset, run_dir, train, decided)
         steps.append(container)
         if preset.environment.mode == "in_container":
-            prefix = ["docker", "exec", "-it"]
+            # No -i/-t: nothing reads a terminal, and a printed plan run as a script has none
+            # (the runner's docker SDK exec has neither either).
+            prefix = ["docker", "exec"]
             if preset.launch.workdir:
                 prefix += ["-w", preset.launch.workdir]
             prefix.append(preset.container.name or "trainwiz-train")
-            from backend.plan.setup_steps import in_container_setup
 
             for step in in_container_setup(preset):
                 step.exec_prefix = prefix
@@ -252,16 +132,48 @@ def build_plan(
             # The container's own command is the training: nothing to exec into.
             train.where = "container"
             train.note = _("runs as the container's command (see the container step)")
+            train.included_in = "container"
             steps.append(train)
     else:
         steps.append(train)
-    if preset.launch.scheduler != "local":  # multi-node: one agent per node (issue 18)
-        from backend.runs.multinode import plan_steps
+    # Multi-node: backend.runs.spec adds each node's steps (they depend on the machines).
+    return Plan(
+        preset=preset.name,
+        runner=preset.launch.runner,
+        transformers=target,
+        steps=steps,
+        checks=machine_checks(preset),
+    )
 
-        if preset.launch.runner == "docker":
-            container.note = "the single-node form: each node starts its own (the node steps)"
-        steps.extend(plan_steps(preset, run_dir, train))
-    return Plan(preset=preset.name, runner=preset.launch.runner, transformers=target, steps=steps)
+
+def machine_checks(preset: Preset) -> list[tuple[str, str]]:
+    """The seed's once-per-machine setup, which trainwiz checks instead of doing: installing
+    drivers and daemons needs root and a reboot's care, so it is never done behind a user."""
+    out = [
+        (
+            _("NVIDIA driver and CUDA (seed: apt-get install cuda)"),
+            _("system software, installed once by an administrator; trainwiz checks the driver"),
+        )
+    ]
+    if preset.launch.runner == "docker":
+        out += [
+            (
+                _("Docker (seed: apt install docker.io; systemctl enable docker)"),
+                _("trainwiz checks that the daemon answers"),
+            ),
+            (
+                _("NVIDIA container toolkit (seed: apt install nvidia-docker2)"),
+                _("trainwiz checks that a container sees the GPUs (the seed's nvidia-smi run)"),
+            ),
+        ]
+    if preset.model.source == "git_lfs":
+        out.append(
+            (
+                _("git-lfs (seed: apt install git-lfs; git lfs install)"),
+                _("trainwiz checks for it; its fetch runs git lfs pull in the clone"),
+            )
+        )
+    return out
 
 
 def check_version(version: str) -> str:
@@ -273,42 +185,55 @@ def check_version(version: str) -> str:
     return version
 
 
-def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
+def _model_steps(preset: Preset, ref: str, trainwiz: tuple[str, ...]) -> list[PlanStep]:
+    """The model step: trainwiz's own fetch (resume, safetensors preferred, the token only to
+    https hosts, validated afterwards), which is what a launch runs; the by-hand equivalent is
+    in the note."""
     model = preset.model
     if model.source == "hf":
         env = {"HF_ENDPOINT": model.endpoint} if model.endpoint else {}
-        argv = ["huggingface-cli", "download", str(model.repo), "--revision", model.revision]
-        argv += ["--local-dir", model.dir]
+        by_hand = ["huggingface-cli", "download", str(model.repo), "--revision", model.revision]
+        by_hand += ["--local-dir", model.dir]
         return [
             PlanStep(
                 id="model",
                 group="model",
                 title=_("Download {repo} from the Hub").format(repo=model.repo),
-                argv=argv,
+                argv=[*trainwiz, "model", "fetch", ref],
                 env=env,
                 note=_(
-                    "trainwiz runs this through huggingface_hub: resume, safetensors preferred, "
-                    "token from ${env} or the cached login"
-                ).format(env=model.token_env),
+                    "through huggingface_hub: resume, safetensors preferred, token from ${env} "
+                    "or the cached login; by hand: {command}"
+                ).format(env=model.token_env, command=shell_join(by_hand)),
             )
         ]
     if model.source == "modelscope":
-        from backend.mirrors.modelscope import modelscope_step
-
-        return [modelscope_step(model)]
-    if model.source == "git_lfs":
+        by_hand = ["modelscope", "download", str(model.repo), "--revision", revision_of(model)]
+        by_hand += ["--local-dir", model.dir]
         return [
             PlanStep(
-                id="model-lfs",
+                id="model",
                 group="model",
-                title=_("Enable git-lfs"),
-                argv=["git", "lfs", "install"],
-            ),
+                title=_("Download {repo} from ModelScope").format(repo=model.repo),
+                argv=[*trainwiz, "model", "fetch", ref],
+                env=endpoint_env(model),
+                note=_(
+                    "through ModelScope's client (pip install 'trainwiz[modelscope]'); "
+                    "by hand: {command}"
+                ).format(command=shell_join(by_hand)),
+            )
+        ]
+    if model.source == "git_lfs":
+        clone = [["git", "lfs", "install"], ["git", "clone", "--", model.clone_url(), model.dir]]
+        return [
             PlanStep(
                 id="model",
                 group="model",
                 title=_("Clone {url} with git-lfs").format(url=model.clone_url()),
-                argv=["git", "clone", "--", model.clone_url(), model.dir],
+                argv=[*trainwiz, "model", "fetch", ref],
+                note=_("git clone with git-lfs, checked for free space; by hand: {command}").format(
+                    command=" && ".join(shell_join(c) for c in clone)
+                ),
             ),
         ]
     if model.source == "tiny":
@@ -317,7 +242,7 @@ def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
                 id="model",
                 group="model",
                 title=_("Make the tiny random-weight Llama and its tokenizer locally"),
-                argv=["trainwiz", "model", "make-tiny", ref],
+                argv=[*trainwiz, "model", "make-tiny", ref],
                 note=_("into {path}; no network").format(path=model.dir),
             )
         ]
@@ -326,12 +251,48 @@ def _model_steps(preset: Preset, ref: str) -> list[PlanStep]:
             id="model",
             group="model",
             title=_("Validate the local model at {path}").format(path=model.dir),
-            argv=["trainwiz", "model", "validate", model.dir],
+            argv=[*trainwiz, "model", "validate", model.dir],
         )
     ]
 
 
-def _train_step(preset: Preset, run_dir: Path | None, target: str) -> PlanStep:
+def shell_join(argv: list[str]) -> str:
+    return " ".join(shell_word(a) for a in argv)
+
+
+def fastchat_host_dir(preset: Preset) -> str | None:
+    """Where an editable FastChat clone lives on the host (seen in the container through a
+    volume), or None when the preset installs FastChat another way."""
+    env = preset.environment
+    if preset.launch.runner != "docker" or env.mode != "in_container":
+        return None
+    if env.fastchat.source != "editable" or not env.fastchat.path:
+        return None
+    host = map_container_path(env.fastchat.path, preset.container.volumes, None)
+    return host if host != env.fastchat.path else None
+
+
+def _fastchat_steps(preset: Preset) -> list[PlanStep]:
+    """The seed clones FastChat on the host into the folder the container mounts, before the
+    container starts; ``pip install -e .`` then runs in that clone."""
+    host = fastchat_host_dir(preset)
+    if host is None:
+        return []
+    url = preset.environment.fastchat.git_url
+    return [
+        PlanStep(
+            id="fastchat",
+            group="fastchat",
+            title=_("Clone FastChat into {path} (the container sees it at {inside})").format(
+                path=host, inside=preset.environment.fastchat.path
+            ),
+            argv=["git", "clone", "--", url, host],
+            note=_("skipped by a launch when {path} already holds a clone").format(path=host),
+        )
+    ]
+
+
+def _train_step(preset: Preset, run_dir: Path | None, target: str, decided: Decided) -> PlanStep:
     launch = preset.launch
     if launch.entry == "trainwiz":
         base = run_dir if run_dir is not None else Path("<run_dir>")
@@ -340,13 +301,17 @@ def _train_step(preset: Preset, run_dir: Path | None, target: str) -> PlanStep:
         script = LORA_SCRIPT  # FastChat's own LoRA/QLoRA trainer (issue 21)
     else:
         script = launch.script
-    argv = ["torchrun", f"--nproc_per_node={launch.nproc_per_node}"]
+    wrapper = []  # a launch runs FastChat's script through the ranks' checks (fastchat_entry.py)
+    if launch.entry != "trainwiz" and run_dir is not None:
+        wrapper = [str(run_dir / FASTCHAT_WRAPPER)]
+    argv = [decided.torchrun, f"--nproc_per_node={launch.nproc_per_node}"]
     if launch.nnodes > 1:
         argv += [f"--nnodes={launch.nnodes}", f"--node_rank={launch.node_rank}"]
         if launch.master_addr:
             argv.append(f"--master_addr={launch.master_addr}")
-    argv.append(f"--master_port={launch.master_port}")
-    argv.append(script)
+    port = launch.master_port if decided.master_port is None else decided.master_port
+    argv.append(f"--master_port={port}")
+    argv += [*wrapper, script]
     model_path = preset.training.model_name_or_path
     if model_path is None:
         model_path = (
@@ -364,6 +329,7 @@ def _train_step(preset: Preset, run_dir: Path | None, target: str) -> PlanStep:
     env = dict(launch.env)
     if launch.device == "cpu":
         env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    env.update(decided.run_env)
     ds_text = config_text(preset)
     note = (
         _("DeepSpeed config {path}:").format(path=config_path(run_dir)) + f"\n{ds_text.rstrip()}"

@@ -86,14 +86,3 @@ def write_config(preset: Preset, run_dir: Path) -> Path | None:
     path = run_dir / CONFIG_NAME
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def method_packages(preset: Preset) -> list[str]:
-    """What the training method adds to the environment: deepspeed for ZeRO (or when
-    environment.deepspeed asks), bitsandbytes for QLoRA's 4-bit base (peft is always there)."""
-    packages = []
-    if preset.environment.deepspeed or preset.training.zero is not None:
-        packages.append("deepspeed")
-    if preset.training.method == "qlora":
-        packages.append("bitsandbytes")
-    return packages

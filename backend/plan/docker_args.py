@@ -10,10 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backend.i18n import _
+from backend.images import build as image_build
+from backend.plan.types import Decided, PlanStep
 from backend.preset.schema import Preset
 
 if TYPE_CHECKING:
-    from backend.plan.commands import PlanStep
+    from backend.plan.types import Decided, PlanStep
+
+LABEL_RUN = "trainwiz.run_id"  # every container of a run carries these (docker_runner finds them)
+LABEL_PRESET = "trainwiz.preset"
 
 
 def container_options(preset: Preset, run_dir: Path | None) -> tuple[list[str], dict[str, Any]]:
@@ -59,8 +64,9 @@ def container_options(preset: Preset, run_dir: Path | None) -> tuple[list[str], 
         spec = f"{vol.host}:{vol.container}" + (":ro" if vol.mode == "ro" else "")
         flags += ["-v", spec]
         binds.append(f"{vol.host}:{vol.container}:{vol.mode}")
-    if run_dir is not None and preset.launch.entry == "trainwiz":
-        # The run dir (entry, logs, metrics) is mounted at the same path inside the container.
+    if run_dir is not None:
+        # The run dir (entry or FastChat's wrapper, logs, metrics) is mounted at the same path
+        # inside the container.
         flags += ["-v", f"{run_dir}:{run_dir}"]
         binds.append(f"{run_dir}:{run_dir}:rw")
     if binds:
@@ -89,19 +95,21 @@ def container_options(preset: Preset, run_dir: Path | None) -> tuple[list[str], 
     return flags, sdk
 
 
-def container_step(preset: Preset, run_dir: Path | None, train: PlanStep) -> PlanStep:
-    from backend.plan.commands import PlanStep
-
+def container_step(
+    preset: Preset, run_dir: Path | None, train: PlanStep, decided: Decided | None = None
+) -> PlanStep:
+    decided = decided or Decided()
     flags, sdk = container_options(preset, run_dir)
     image = preset.environment.image
     if preset.environment.mode == "image":
-        image = "<environment image>"
-        try:
-            from backend.images import env_image_tag  # built by the Images step
-
-            image = env_image_tag(preset)
-        except (ImportError, AttributeError):
-            pass
+        image = decided.image or image_build.env_image_tag(preset)
+    if decided.labels:  # what trainwiz stop / runs find the container by
+        for key, value in decided.labels.items():
+            flags.append(f"--label={key}={value}")
+        sdk["labels"] = dict(decided.labels)
+    if preset.environment.mode == "image":  # the training's own env is the container's
+        for key, value in train.env.items():
+            flags += ["-e", f"{key}={value}"]
     argv = ["docker", "run", *flags, image]
     sdk["image"] = image
     if preset.environment.mode == "image":

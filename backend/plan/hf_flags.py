@@ -17,7 +17,10 @@ from backend.preset.schema import TrainingArgs
 # Fields rendered even when the preset leaves them at their default: FastChat needs them.
 _ALWAYS = ("data_path", "output_dir")
 # The entry's own options; FastChat's train_mem.py would reject them.
-_ENTRY_ONLY = ("attn_implementation", "packing", "pack_tokens", "save_minutes", "eval_split")
+_ENTRY_ONLY = (
+    "attn_implementation", "packing", "pack_tokens", "save_minutes", "eval_split",
+    "compile_layers", "recompute_layers",
+)  # fmt: skip
 # Preset-only fields turned into other flags: method/lora -> FastChat's train_lora flags,
 # zero -> --deepspeed <generated config> (issue 21).
 _RENDERED_ELSEWHERE = ("method", "lora", "zero")

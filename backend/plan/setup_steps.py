@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from backend.i18n import _
 from backend.images.pipindex import PipIndexes
-from backend.plan.commands import PlanStep
-from backend.plan.deepspeed import method_packages
+from backend.images.plan import method_packages
+from backend.plan.types import PlanStep
 from backend.preset.schema import EnvironmentConfig, Preset
 
 # The seed's fix for OOM while saving the FSDP full state dict on torch 2.0.x: move each

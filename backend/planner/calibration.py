@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.planner.gpu import GIB, GpuSpec
+from backend.planner.gpu import GpuSpec
 from backend.planner.settings import TrainSettings
 from backend.planner.shape import ModelShape, shape_from_config
 from backend.planner.tune import Estimate, candidates, estimate
+from backend.units import gib as units_gib
 
 # The models the grid builds (benchmarks/calibrate_gpu.py): the notes' 1.35B and an
 # OpenLLaMA-3B-shaped 3.43B (head_dim 100, which SDPA cannot run on its fused kernels).
@@ -152,5 +153,4 @@ def tuned_checks(rows: list[dict[str, Any]], gpu: GpuSpec) -> list[TunedCheck]:
     return out
 
 
-def gib(value: int) -> float:
-    return round(value / GIB, 2)
+gib = units_gib  # calibration rows and plan sentences round GiB alike (backend/units.py)

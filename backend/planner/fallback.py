@@ -20,9 +20,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.planner.gpu import GpuSpec
+from backend import units
+from backend.planner import gpu as planner_gpu
+from backend.planner.gpu import GpuSpec, gpu_spec
+from backend.planner.hostram import read_meminfo
 from backend.planner.memory import FIT_MARGIN
 from backend.planner.settings import TrainSettings
+from backend.planner.shape import shape_for_preset
+from backend.planner.tune import _apply, tune
 
 MAX_FALLBACKS = 3
 # Plan the chain for this GPU instead of the one NVML finds: a CPU-only machine (tests, a
@@ -57,7 +62,12 @@ class Candidate:
 def describe(s: TrainSettings) -> str:
     """'b4 no-recompute', 'b2 ga2 + recompute + offload': what a user tells configurations by."""
     parts = [f"b{s.micro_batch}" + (f" ga{s.grad_accum}" if s.grad_accum > 1 else "")]
-    parts.append("+ recompute" if (s.trainer_gc or s.fsdp_ac) else "no-recompute")
+    if s.trainer_gc or s.fsdp_ac:
+        parts.append("+ recompute")
+    elif s.recompute_layers:
+        parts.append(f"+ recompute of {s.recompute_layers} layers")
+    else:
+        parts.append("no-recompute")
     if s.offload:
         parts.append("+ offload")
     if s.packing:
@@ -89,6 +99,7 @@ def memory_knobs_only(launched: TrainSettings, other: TrainSettings) -> bool:
         "grad_accum": launched.grad_accum,
         "trainer_gc": launched.trainer_gc,
         "fsdp_ac": launched.fsdp_ac,
+        "recompute_layers": launched.recompute_layers,
         "pack_tokens": launched.pack_tokens,
     }
     same_rest = other.with_(**keep)
@@ -106,18 +117,13 @@ def chain_from_ranked(preset: Any, ranked: list[Any], before: Any) -> list[Candi
     """Candidate 1 = the launched preset (``before``: its Estimate), then the ranked estimates
     after it (all of them when it is not among them), each needing less GPU memory than the
     last one taken, at most ``MAX_FALLBACKS``."""
-    from backend.planner.tune import _apply
-
-    def gib(x: float) -> float:
-        return round(x / 2**30, 3)
-
     first = Candidate(
         1,
         before.settings.label(),
         describe(before.settings),
         {},
-        gib(before.memory.total_per_gpu),
-        gib(before.memory.host_ram_peak),
+        units.gib(before.memory.total_per_gpu, 3),
+        units.gib(before.memory.host_ram_peak, 3),
         preset,
     )
     at = next((i for i, e in enumerate(ranked) if _same(e.settings, before.settings)), -1)
@@ -139,8 +145,8 @@ def chain_from_ranked(preset: Any, ranked: list[Any], before: Any) -> list[Candi
                 est.settings.label(),
                 describe(est.settings),
                 overrides,
-                gib(est.memory.total_per_gpu),
-                gib(est.memory.host_ram_peak),
+                units.gib(est.memory.total_per_gpu, 3),
+                units.gib(est.memory.host_ram_peak, 3),
                 candidate,
             )
         )
@@ -151,11 +157,6 @@ def chain_from_ranked(preset: Any, ranked: list[Any], before: Any) -> list[Candi
 def fallback_chain(preset: Any) -> tuple[list[Candidate], str]:
     """(chain, why-empty) for a preset about to launch: tune's ranking for this machine's GPU
     (or ``$TRAINWIZ_FALLBACK_GPU``) and host RAM. An empty chain says why in the second item."""
-    from backend.planner.gpu import detect_local, gpu_spec
-    from backend.planner.hostram import read_meminfo
-    from backend.planner.shape import shape_for_preset
-    from backend.planner.tune import tune
-
     if not preset.launch.oom_fallback:
         return [], "off (launch.oom_fallback: false)"
     if preset.launch.scheduler != "local" or preset.launch.nnodes > 1:
@@ -169,7 +170,7 @@ def fallback_chain(preset: Any) -> tuple[list[Candidate], str]:
     elif preset.launch.device == "cpu":
         return [], "the run trains on the CPU: no GPU plan to rank candidates by"
     else:
-        gpu = detect_local()
+        gpu = planner_gpu.detect_local()  # via the module: a stand-in detector reaches it
         if gpu is None:
             return [], "no GPU found here to plan for"
     shape = shape_for_preset(preset)

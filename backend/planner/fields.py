@@ -35,11 +35,12 @@ GROUPS: list[tuple[str, list[str]]] = [
                                 "warmup_steps", "weight_decay", "optim", "adam_beta1",
                                 "adam_beta2", "adam_epsilon", "max_grad_norm", "seed"]),
     ("Precision", ["bf16", "fp16", "tf32", "attn_implementation", "use_liger_kernel",
-                   "torch_compile"]),
+                   "torch_compile", "compile_layers"]),
     ("Parallelism and FSDP", ["launch.nproc_per_node", "fsdp",
                               "fsdp_transformer_layer_cls_to_wrap", "fsdp_config", "deepspeed",
                               "ddp_timeout", "method", "lora", "zero"]),
-    ("Checkpointing, eval and logging", ["gradient_checkpointing", "eval_strategy",
+    ("Checkpointing, eval and logging", ["gradient_checkpointing", "recompute_layers",
+                                         "eval_strategy",
                                          "eval_steps", "save_strategy", "save_steps",
                                          "save_minutes", "save_total_limit", "logging_steps",
                                          "logging_first_step", "report_to",
@@ -110,6 +111,13 @@ HELP: dict[str, str] = {
         "Liger kernels: less memory (no full logits), faster; needs liger-kernel"
     ),
     "torch_compile": N_("torch.compile the model: minutes of startup, faster steps where it pays"),
+    "compile_layers": N_(
+        "torch.compile each decoder layer (one graph for all): shorter startup than torch_compile"
+    ),
+    "recompute_layers": N_(
+        "recompute only this many decoder layers (spread evenly): less memory than none, "
+        "less compute than gradient_checkpointing"
+    ),
 }
 
 Kind = Literal["bool", "optional_bool", "int", "optional_int", "float", "optional_float",

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from backend.errors import BadInput
 from backend.i18n import _
-
-GIB = 1024**3
+from backend.units import GIB
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ def gpu_spec(name: str, memory_bytes: int | None = None, count: int = 1) -> GpuS
 
 
 def spec_from_snapshot(snap: dict[str, object]) -> GpuSpec | None:
-    """The first GPU of an NVML snapshot (``backend.checks.gpu.snapshot``), with its count."""
+    """The first GPU of an NVML snapshot (``backend.checks.nvml.snapshot``), with its count."""
     gpus = snap.get("gpus")
     if not isinstance(gpus, list) or not gpus:
         return None
@@ -115,7 +114,7 @@ def spec_from_snapshot(snap: dict[str, object]) -> GpuSpec | None:
 
 def detect_local() -> GpuSpec | None:
     """This machine's GPUs through NVML, or None when there are none (or no driver)."""
-    from backend.checks.gpu import snapshot
+    from backend.checks.nvml import snapshot  # deferred: backend.checks loads every check
 
     try:
         return spec_from_snapshot(snapshot())

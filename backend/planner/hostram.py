@@ -11,8 +11,7 @@ from pathlib import Path
 
 from backend.errors import BadInput
 from backend.i18n import _
-
-GIB = 1024**3
+from backend.units import GIB
 
 
 def read_meminfo(path: str | Path = "/proc/meminfo") -> int | None:

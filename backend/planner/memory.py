@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from backend import units
 from backend.planner.gpu import GIB, GpuSpec
 from backend.planner.settings import TrainSettings
 from backend.planner.shape import ModelShape
@@ -84,7 +85,7 @@ class MemoryPlan:
     notes: list[str] = field(default_factory=list)
 
     def gib(self, value: int) -> float:
-        return round(value / GIB, 2)
+        return units.gib(value)
 
     def summary(self) -> str:
         verdict = ("fits, tight" if self.tight else "fits") if self.fits else "does NOT fit"
@@ -126,7 +127,13 @@ def activation_bytes(shape: ModelShape, s: TrainSettings) -> tuple[int, int]:
     # Embedding output, final norm (fp32 copy) and the lm_head input.
     outside = 8 * shape.hidden * tokens
     if s.checkpointing:
-        kept = shape.layers * CKPT_BYTES_PER_H * shape.hidden * tokens + outside
+        # Checkpointed layers keep their input only; the others (selective recompute) keep all.
+        n = s.recomputed(shape.layers)
+        kept = (
+            n * CKPT_BYTES_PER_H * shape.hidden * tokens
+            + (shape.layers - n) * per_layer_tok * tokens
+            + outside
+        )
         return int(kept), int(transient)
     # Without recompute the layer being run (last forward / first backward) adds its transient
     # only beyond what it keeps anyway.
@@ -198,8 +205,13 @@ def plan_memory(shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> MemoryPlan
     fwd_bwd = params + adam + staged + gathered + kept + transient
     if s.grad_accum > 1:
         fwd_bwd += grads
+    # By the end of backward the activations of the layers not checkpointed (selective
+    # recompute) are freed as backward passes them: what is left is the checkpoints' inputs.
+    kept_end = kept
+    if s.recompute_layers and not (s.trainer_gc or s.fsdp_ac):
+        kept_end = activation_bytes(shape, s.with_(trainer_gc=True, recompute_layers=0))[0]
     bwd_end = (
-        params + adam + grads + staged + gathered + (kept + recompute if s.checkpointing else 0)
+        params + adam + grads + staged + gathered + (kept_end + recompute if s.checkpointing else 0)
     )
     step = params + adam + grads + opt_temp + staged
     plan.phases = {"forward/backward": fwd_bwd, "end of backward": bwd_end, "optimizer step": step}

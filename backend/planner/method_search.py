@@ -15,11 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.i18n import _
+from backend.planner.estimate import MIN_GAIN, Change, TuneResult
 from backend.planner.gpu import GIB, GpuSpec
-from backend.planner.methods import MethodSettings, adapter_params, estimate_method
+from backend.planner.methods import (
+    MethodSettings,
+    adapter_params,
+    estimate_method,
+    estimate_preset,
+    method_from_preset,
+)
 from backend.planner.realdata import LengthDist
 from backend.planner.settings import TrainSettings, settings_from_preset
 from backend.planner.shape import ModelShape
+from backend.preset.schema import Preset
 
 # Micro-batches tried per method (divisors of the per-rank batch, as tune keeps the global batch).
 MAX_MICRO_BATCH = 64
@@ -57,8 +65,6 @@ def is_full_fsdp(preset: Any) -> bool:
 
 
 def _trials(preset: Any, world: int, host_ram: int | None) -> list[MethodSettings]:
-    from backend.planner.methods import method_from_preset
-
     own = [] if is_full_fsdp(preset) else [method_from_preset(preset)]
     lora = preset.training.lora
     adapters = {
@@ -117,8 +123,6 @@ def result_note(shape: ModelShape, m: MethodSettings, est: Any) -> str:
 
 
 def _changes(preset: Any, m: MethodSettings, s: TrainSettings, note: str) -> list[Any]:
-    from backend.planner.tune import Change
-
     tr = preset.training
     out = []
     if tr.method != m.method:
@@ -171,15 +175,17 @@ def search_methods(
     dist: LengthDist | None = None,
     host_ram: int | None = None,
     max_micro_batch: int = MAX_MICRO_BATCH,
+    calibration: list[dict[str, Any]] | None = None,
 ) -> tuple[list[MethodCandidate], list[str]]:
     """Each method's fastest configuration that fits GPU and host, best real tokens/s first,
-    and notes on what was left out and why."""
+    and notes on what was left out and why. ``calibration``: this GPU kind's probe rows (each
+    method is corrected by its own)."""
     base = settings_from_preset(preset)
     notes: list[str] = []
     out: list[MethodCandidate] = []
     for m in _trials(preset, base.world, host_ram):
         estimates = [
-            estimate_method(shape, s, m, gpu, dist, host_ram)
+            estimate_method(shape, s, m, gpu, dist, host_ram, calibration)
             for s in _variants(base, max_micro_batch)
         ]
         fitting = [e for e in estimates if e.memory.fits and e.fits_host]
@@ -212,8 +218,6 @@ def search_methods(
 
 def apply_method(preset: Any, cand: MethodCandidate) -> Any:
     """The preset with the candidate's method and settings, validated like a loaded one."""
-    from backend.preset.schema import Preset
-
     # only what the user set, plus the changes, so the plan renders the flags it rendered
     data = preset.model_dump(mode="json", by_alias=True, exclude_unset=True)
     tr = data["training"]
@@ -240,10 +244,12 @@ def add_methods(
     *,
     dist: LengthDist | None,
     host_ram: int | None,
+    calibration: list[dict[str, Any]] | None = None,
 ) -> Any:
     """tune()'s hook: list the methods beside its answer, or switch to the fastest one when no
     full fine-tune fits the GPU and the host."""
-    candidates, notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram)
+    candidates, notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram,
+                                       calibration=calibration)  # fmt: skip
     if is_full_fsdp(preset):  # a ZeRO full fine-tune is among the candidates already
         candidates = [c for c in candidates if c.changes]
     result.methods = candidates
@@ -296,15 +302,14 @@ def tune_method_preset(
     *,
     dist: LengthDist | None,
     host_ram: int | None,
+    calibration: list[dict[str, Any]] | None = None,
 ) -> Any:
     """tune() for a LoRA/QLoRA/ZeRO preset: its own method's fastest fitting configuration
     (kept as is unless 2 % faster), the other methods listed; another method only when its own
     cannot fit. The FSDP search would plan it as a full fine-tune, so it is not run."""
-    from backend.planner.methods import estimate_preset, method_from_preset
-    from backend.planner.tune import MIN_GAIN, TuneResult
-
-    before = estimate_preset(shape, preset, gpu, dist, host_ram)
-    candidates, notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram)
+    before = estimate_preset(shape, preset, gpu, dist, host_ram, calibration)
+    candidates, notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram,
+                                       calibration=calibration)  # fmt: skip
     own_method = method_from_preset(preset)
     own = [c for c in candidates if c.method == own_method]
     others = [c for c in candidates if c.method != own_method]

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from backend.planner.estimate import Estimate, estimate
 from backend.planner.gpu import GIB, GpuSpec
 from backend.planner.memory import (
     CUDA_CONTEXT_BYTES,
@@ -33,7 +34,7 @@ from backend.planner.memory import (
     activation_bytes,
 )
 from backend.planner.realdata import LengthDist
-from backend.planner.settings import TrainSettings
+from backend.planner.settings import TrainSettings, settings_from_preset
 from backend.planner.shape import ModelShape
 from backend.planner.throughput import (
     HOST_ADAM_S_PER_PARAM,
@@ -84,15 +85,25 @@ class MethodSettings:
     def adapters(self) -> bool:
         return self.method in ("lora", "qlora")
 
+    def _zero_layout(self) -> list[str]:
+        """The ZeRO stage and what it offloads (empty without ZeRO)."""
+        if not self.zero_stage:
+            return []
+        parts = [f"zero{self.zero_stage}"]
+        if self.offload_optimizer:
+            parts.append("offload-opt")
+        if self.offload_param:
+            parts.append("offload-param")
+        return parts
+
+    def kind(self) -> str:
+        """What a calibration row is matched on: the method and ZeRO layout, not the rank
+        (``full`` alone is FSDP's full fine-tune, the rows tune's own probe writes)."""
+        return " ".join([self.method, *self._zero_layout()])
+
     def label(self) -> str:
-        parts = [self.method if not self.adapters else f"{self.method} r{self.lora_r}"]
-        if self.zero_stage:
-            parts.append(f"zero{self.zero_stage}")
-            if self.offload_optimizer:
-                parts.append("offload-opt")
-            if self.offload_param:
-                parts.append("offload-param")
-        return " ".join(parts)
+        method = self.method if not self.adapters else f"{self.method} r{self.lora_r}"
+        return " ".join([method, *self._zero_layout()])
 
 
 def method_from_preset(preset: Any) -> MethodSettings:
@@ -302,13 +313,21 @@ def estimate_method(
     gpu: GpuSpec,
     dist: LengthDist | None = None,
     host_ram: int | None = None,
+    calibration: list[dict[str, Any]] | None = None,
 ) -> Any:
     """An ``Estimate`` (tune.py's record) for a LoRA/QLoRA/ZeRO preset, for plan_preset; held to
-    the host's RAM like FSDP's (ZeRO-Offload of 7B needs ~126 GiB: the H200 host killed it)."""
-    from backend.planner.tune import Estimate
-
+    the host's RAM like FSDP's (ZeRO-Offload of 7B needs ~126 GiB: the H200 host killed it).
+    ``calibration``: this GPU kind's probe rows; those of the same method correct it."""
     memory = plan_method_memory(shape, s, m, gpu)
-    return Estimate(s, memory, predict_method_throughput(shape, s, m, gpu, dist), host_ram)
+    est = Estimate(s, memory, predict_method_throughput(shape, s, m, gpu, dist), host_ram,
+                   method=m.kind())  # fmt: skip
+    if calibration:
+        from backend.planner.learned import (  # deferred: calibration rows, only when estimating
+            adjust,
+        )
+
+        est = adjust(est, shape, calibration)
+    return est
 
 
 def estimate_preset(
@@ -317,13 +336,11 @@ def estimate_preset(
     gpu: GpuSpec,
     dist: Any = None,
     host_ram: int | None = None,
+    calibration: list[dict[str, Any]] | None = None,
 ) -> Any:
     """The preset's estimate through the model for its method (FSDP's, with the data's length
-    distribution and the host's RAM, or the one here)."""
-    from backend.planner.settings import settings_from_preset
-    from backend.planner.tune import estimate
-
+    distribution and the host's RAM, or the one here), corrected by ``calibration``'s rows."""
     settings, method = settings_from_preset(preset), method_from_preset(preset)
     if method.adapters or method.zero_stage:
-        return estimate_method(shape, settings, method, gpu, dist, host_ram)
-    return estimate(shape, settings, gpu, dist, host_ram)
+        return estimate_method(shape, settings, method, gpu, dist, host_ram, calibration)
+    return estimate(shape, settings, gpu, dist, host_ram, calibration)

@@ -6,18 +6,23 @@ Text, not widgets: the CLI prints it and the wizard shows it in a Static, so bot
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
+from backend.errors import BadInput
 from backend.i18n import _
-from backend.planner.gpu import GIB, GpuSpec
+from backend.planner import gpu as planner_gpu
+from backend.planner.gpu import GIB, GpuSpec, gpu_spec
 from backend.planner.method_search import method_lines
-from backend.planner.shape import ModelShape
-from backend.planner.tune import Estimate, TuneResult
-
-
-def _gib(value: int) -> str:
-    return f"{value / GIB:6.2f} GiB"
+from backend.planner.methods import estimate_preset
+from backend.planner.realdata import default_dist, dist_from_report
+from backend.planner.settings import settings_from_preset
+from backend.planner.shape import ModelShape, shape_for_preset, shape_from_config
+from backend.planner.tune import Estimate, TuneResult, tune
+from backend.preset.loader import preset_to_yaml
+from backend.units import gib_column
 
 
 def estimate_lines(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> list[str]:
@@ -56,11 +61,13 @@ def estimate_lines(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> list[str]:
     ]
     for term, value in mem.breakdown.items():
         if value:
-            lines.append(f"  {term:<28} {_gib(value)}")
+            lines.append(f"  {term:<28} {gib_column(value)}")
     for phase, value in mem.phases.items():
         lines.append(
             "  "
-            + _("phase {phase} {size} allocated").format(phase=f"{phase:<22}", size=_gib(value))
+            + _("phase {phase} {size} allocated").format(
+                phase=f"{phase:<22}", size=gib_column(value)
+            )
         )
     real = (
         _("packed rows {share} filled").format(share=f"{thr.real_fraction:.0%}")
@@ -73,15 +80,17 @@ def estimate_lines(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> list[str]:
             "peak allocated {allocated}, reserved {reserved}, with CUDA context/NCCL {total} of "
             "{memory}: {verdict}"
         ).format(
-            allocated=_gib(mem.peak_allocated),
-            reserved=_gib(mem.peak_reserved),
-            total=_gib(mem.total_per_gpu),
-            memory=_gib(mem.gpu_memory),
+            allocated=gib_column(mem.peak_allocated),
+            reserved=gib_column(mem.peak_reserved),
+            total=gib_column(mem.total_per_gpu),
+            memory=gib_column(mem.gpu_memory),
             verdict=verdict,
         ),
-        _("host RAM: {size} while ranks load fp32 weights").format(size=_gib(mem.host_ram_load))
+        _("host RAM: {size} while ranks load fp32 weights").format(
+            size=gib_column(mem.host_ram_load)
+        )
         + (
-            _(", {size} of offloaded states").format(size=_gib(mem.host_ram_offload))
+            _(", {size} of offloaded states").format(size=gib_column(mem.host_ram_offload))
             if mem.host_ram_offload
             else ""
         ),
@@ -105,7 +114,7 @@ def estimate_lines(est: Estimate, shape: ModelShape, gpu: GpuSpec) -> list[str]:
     if est.host_ram is not None:
         lines.append(
             _("host RAM peak {peak} of {total}: ").format(
-                peak=_gib(mem.host_ram_peak), total=_gib(est.host_ram)
+                peak=gib_column(mem.host_ram_peak), total=gib_column(est.host_ram)
             )
             + (_("fits") if est.fits_host else _("does NOT fit the host (the OOM killer ends it)"))
         )
@@ -133,6 +142,8 @@ def tune_lines(result: TuneResult, before_yaml: str, after_yaml: str) -> list[st
     ]
     for change in result.changes:
         lines.append(f"  {change.path}: {change.old!r} -> {change.new!r}  ({change.reason})")
+    if result.batch and result.changes:
+        lines.append("  " + result.batch)
     lines += [_("note: {note}").format(note=n) for n in result.notes]
     lines += method_lines(result)
     diff = difflib.unified_diff(
@@ -181,16 +192,11 @@ def resolve_inputs(
     preset: Any, gpu_name: str | None, config_path: str | None
 ) -> tuple[GpuSpec | None, ModelShape | None, str]:
     """(gpu, shape, why-not) for the CLI: named GPU, else this machine's, else none."""
-    import json
-    from pathlib import Path
-
-    from backend.errors import BadInput
-    from backend.planner.gpu import detect_local, gpu_spec
-    from backend.planner.shape import shape_for_preset, shape_from_config
 
     if preset.launch.device == "cpu":
         return None, None, _("the preset trains on the CPU (launch.device: cpu): no GPU plan")
-    gpu = gpu_spec(gpu_name) if gpu_name else detect_local()
+    # detect_local via its module, so that a stand-in detector reaches it.
+    gpu = gpu_spec(gpu_name) if gpu_name else planner_gpu.detect_local()
     if gpu is None:
         return (
             None,
@@ -232,23 +238,28 @@ def planner_report(
     host_ram: int | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Text lines and JSON for ``trainwiz plan``'s estimate (and ``--tune``) section."""
-    from backend.planner.methods import estimate_preset
-    from backend.planner.settings import settings_from_preset
-    from backend.planner.tune import tune
-    from backend.preset.loader import preset_to_yaml
-
     gpu, shape, why = resolve_inputs(preset, gpu_name, config_path)
     if gpu is None or shape is None:
         return [_("estimate: {why}").format(why=why)], {"estimate": None, "reason": why}
-    from backend.planner.realdata import default_dist, dist_from_report
 
     dist = dist_from_report(lengths) if lengths else default_dist()
     # full (FSDP) on the data's real tokens, or LoRA/QLoRA/ZeRO (methods.py)
-    est = estimate_preset(shape, preset, gpu, dist, host_ram)
+    from backend.planner.learned import (  # deferred: calibration rows, only when estimating
+        adjust,
+        error_lines,
+        load_rows,
+    )
+
+    measured = load_rows(gpu.name)
+    est = adjust(estimate_preset(shape, preset, gpu, dist, host_ram), shape, measured)
     lines = estimate_lines(est, shape, gpu)
+    lines += error_lines(gpu.name, measured)
     data: dict[str, Any] = {"estimate": estimate_dict(est, shape, gpu)}
     if preset.launch.nnodes > 1:  # the link between nodes (backend/planner/multinode.py)
-        from backend.planner.multinode import scaling, scaling_lines
+        from backend.planner.multinode import (  # deferred: scaling tables, only for a report
+            scaling,
+            scaling_lines,
+        )
 
         across = scaling(shape, settings_from_preset(preset), gpu)
         lines += scaling_lines(across)

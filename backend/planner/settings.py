@@ -29,6 +29,8 @@ class TrainSettings:
     pack_tokens: int = 0  # 0: seq
     liger: bool = False  # training.use_liger_kernel
     compile: bool = False  # training.torch_compile
+    compile_layers: bool = False  # training.compile_layers: regional torch.compile per layer
+    recompute_layers: int = 0  # training.recompute_layers: layers checkpointed (0: see gc)
 
     @property
     def row(self) -> int:
@@ -78,7 +80,14 @@ class TrainSettings:
 
     @property
     def checkpointing(self) -> bool:
-        return self.trainer_gc or self.fsdp_ac
+        """Any recompute: every layer (Trainer's or FSDP's) or some (recompute_layers)."""
+        return self.trainer_gc or self.fsdp_ac or self.recompute_layers > 0
+
+    def recomputed(self, layers: int) -> int:
+        """How many of the model's ``layers`` are checkpointed."""
+        if self.trainer_gc or self.fsdp_ac:
+            return layers
+        return min(self.recompute_layers, layers)
 
     @property
     def global_batch(self) -> int:
@@ -98,6 +107,8 @@ class TrainSettings:
             parts.append("gc")
         if self.fsdp_ac:
             parts.append("fsdp-ac")
+        if self.recompute_layers and not (self.trainer_gc or self.fsdp_ac):
+            parts.append(f"rc{self.recompute_layers}")
         if self.offload:
             parts.append("offload")
         if self.packing:
@@ -108,6 +119,8 @@ class TrainSettings:
             parts.append("fused-adamw")
         if self.compile:
             parts.append("compile")
+        if self.compile_layers:
+            parts.append("compile-layers")
         parts.append(f"{self.world}gpu")
         return " ".join(parts)
 
@@ -141,4 +154,6 @@ def settings_from_preset(preset: Any) -> TrainSettings:
         pack_tokens=tr.pack_tokens or 0,
         liger=tr.use_liger_kernel,
         compile=tr.torch_compile,
+        compile_layers=tr.compile_layers,
+        recompute_layers=tr.recompute_layers or 0,
     )

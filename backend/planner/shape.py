@@ -14,6 +14,7 @@ from typing import Any
 
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.model.placeholders import resolve_placeholders
 
 
 @dataclass(frozen=True)
@@ -161,8 +162,6 @@ def shape_for_preset(preset: Any) -> ModelShape | None:
             source="preset model.tiny",
         )
     if model.dir:
-        from backend.model.placeholders import resolve_placeholders
-
         try:
             found = shape_from_dir(resolve_placeholders(str(model.dir), None))
         except BadInput:  # @run has no meaning before a launch

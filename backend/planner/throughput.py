@@ -57,7 +57,12 @@ MATH_SCORE_TRAFFIC_BYTES = 38.0
 # blocks, so attention costs the attended length, not the row), Liger's speed-up (fused
 # RMSNorm/RoPE/SwiGLU and chunked linear cross-entropy: fewer memory-bound passes), and the
 # fused AdamW's traffic (one pass over the states instead of foreach's several).
-PACKED_EFFICIENCY = 0.39
+# Refitted on the rows of 2,048/4,096/8,192-token rows at 3.37B and 6.74B (two sessions' data,
+# docs/performance.md "fitted"): a packed micro-step also pays a fixed cost per layer (flex's
+# block mask, Liger's chunked loss, the Trainer's per-micro-step work) that short rows cannot
+# amortise; without it the planner ranked 2,048-token rows above 8,192 (measured 0.6x).
+PACKED_EFFICIENCY = 0.54
+PACKED_MICRO_OVERHEAD_PER_LAYER_S = 0.003
 LIGER_SPEEDUP = 1.20
 # Without FSDP (one GPU, plain Trainer) there are no per-unit hooks: a micro-step costs about
 # one launch-bound millisecond per layer; padded SDPA (FastChat's padding mask) then reaches
@@ -68,8 +73,18 @@ FUSED_OPTIMIZER_BYTES_PER_PARAM = 32.0
 # Startup: flex_attention compiles on first use, longer for longer sequences (notes: 1-2 min at
 # 3B/8192, ~5 min at 7B/16384 with recompute, > 4.5 min at 3B/16384). CALIBRATED on those:
 # seconds at 8192 tokens per micro-step, and the growth exponent in the sequence length.
-FLEX_COMPILE_S_8K = 90.0
-FLEX_COMPILE_EXP = 1.5
+# Refitted on the cold first steps measured since (25-40 s at 2048-4096 tokens, 49 s at 3.37B
+# and 63 s at 6.74B with 8192, more than 270 s at 16384): a fixed part (model warm-up, mask
+# build) plus a steep one in the tokens per micro-step.
+# Regional torch.compile of the decoder layers (training.compile_layers): inductor fuses the
+# layer's elementwise work (residual adds, norms, activations without Liger) into fewer passes,
+# and compiles one layer graph (forward + backward) for all layers. ESTIMATED, not fitted: the
+# H200 probe rows correct it through the calibration file (benchmarks/device/tune_probe.sh).
+COMPILE_LAYERS_SPEEDUP = 1.06
+COMPILE_LAYERS_S = 30.0
+FLEX_COMPILE_BASE_S = 20.0
+FLEX_COMPILE_S_8K = 40.0
+FLEX_COMPILE_EXP = 3.0
 TORCH_COMPILE_S = 120.0
 
 
@@ -124,6 +139,8 @@ def predict_throughput(
         efficiency = PADDED_NO_FSDP_EFFICIENCY
     if s.liger:
         efficiency *= LIGER_SPEEDUP
+    if s.compile_layers:
+        efficiency *= COMPILE_LAYERS_SPEEDUP
     compute = tokens_micro * fpt / (gpu.peak_flops * efficiency)
     if kernel == "math":
         attn_flops = 12.0 * shape.layers * shape.hidden * s.seq * tokens_micro
@@ -136,8 +153,9 @@ def predict_throughput(
             "kernel (fp32 s x s scores, slow and memory-hungry); flash-attn or a model with "
             "head_dim % 8 == 0 avoids it"
         )
-    if s.checkpointing:
-        compute *= RECOMPUTE_FACTOR
+    # Recompute re-runs the forward of the checkpointed layers only (all, or recompute_layers).
+    share = s.recomputed(shape.layers) / max(shape.layers, 1) if s.checkpointing else 0.0
+    compute *= 1 + (RECOMPUTE_FACTOR - 1) * share
     # Per micro-step, each rank all-gathers bf16 params for forward and backward and
     # reduce-scatters grads; Trainer's gradient_checkpointing re-gathers once more in backward.
     comm = 0.0
@@ -156,9 +174,10 @@ def predict_throughput(
                 "backward; fsdp_config activation_checkpointing avoids it"
             )
     per_layer = MICRO_STEP_OVERHEAD_PER_LAYER_S if s.uses_fsdp else NO_FSDP_OVERHEAD_PER_LAYER_S
+    if s.packing and not s.uses_fsdp:
+        per_layer = PACKED_MICRO_OVERHEAD_PER_LAYER_S
     overhead = per_layer * shape.layers
-    if s.checkpointing:
-        overhead *= RECOMPUTE_OVERHEAD_FACTOR
+    overhead *= 1 + (RECOMPUTE_OVERHEAD_FACTOR - 1) * share
     micro = max(compute, comm) + overhead
     if s.offload:
         micro += OFFLOAD_BYTES_PER_PARAM * P / N / OFFLOAD_PCIE_BYTES_PER_S
@@ -191,7 +210,11 @@ def predict_throughput(
         out.epoch_time_s = dist.epoch_tokens(s.seq) / out.real_tokens_per_s
     out.length_source = dist.source
     if s.packing and s.attn == "flex_attention":
-        out.startup_s += FLEX_COMPILE_S_8K * (tokens_micro / 8192) ** FLEX_COMPILE_EXP
+        out.startup_s += (
+            FLEX_COMPILE_BASE_S + FLEX_COMPILE_S_8K * (tokens_micro / 8192) ** FLEX_COMPILE_EXP
+        )
     if s.compile:
         out.startup_s += TORCH_COMPILE_S
+    elif s.compile_layers:
+        out.startup_s += COMPILE_LAYERS_S
     return out

@@ -8,107 +8,26 @@ user chose; ``free_batch`` lifts that for throughput studies.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+from backend.planner.estimate import MIN_GAIN, Change, Estimate, TuneResult, estimate
 from backend.planner.gpu import GpuSpec
-from backend.planner.memory import HOST_MARGIN, MemoryPlan, plan_memory
+from backend.planner.method_search import add_methods, is_full_fsdp, tune_method_preset
 from backend.planner.realdata import LengthDist, default_dist
+from backend.planner.rowsearch import batch_line, packed_candidates
 from backend.planner.settings import TrainSettings, settings_from_preset
 from backend.planner.shape import ModelShape
-from backend.planner.throughput import ThroughputPlan, predict_throughput
+from backend.planner.tune_filters import dropped_note, measured_compile_only, selective_where_needed
 
 # FSDP activation checkpointing through ``fsdp_config`` reached HF Trainer in 4.35.
 FSDP_AC_MIN_TRANSFORMERS = (4, 35)
 # Strategies that re-gather parameters in backward (where Trainer's recompute gathers twice).
 SHARDED_RESHARD = ("full_shard", "hybrid_shard")
-# Keep the user's configuration unless the best one is predicted this much faster.
-MIN_GAIN = 0.02
-# Packed row budgets tune tries (each at least model_max_length). Longer rows compile flex
-# for longer (minutes at 16384) and gain little beyond; the probe measures both.
-PACK_BUDGETS = (2048, 4096, 8192, 16384)
-
-
-@dataclass
-class Estimate:
-    settings: TrainSettings
-    memory: MemoryPlan
-    throughput: ThroughputPlan
-    host_ram: int | None = None  # bytes of host RAM the plan is held to (None: unknown)
-
-    @property
-    def fits_host(self) -> bool:
-        return self.host_ram is None or self.memory.host_ram_peak <= (1 - HOST_MARGIN) * (
-            self.host_ram
-        )
-
-
-@dataclass
-class Change:
-    path: str
-    old: Any
-    new: Any
-    reason: str
-
-
-@dataclass
-class TuneResult:
-    preset: Any  # backend.preset.schema.Preset (Any keeps this module free of the schema import)
-    changes: list[Change]
-    before: Estimate
-    after: Estimate
-    candidates: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    ranked: list[Estimate] = field(default_factory=list)  # fitting candidates, best first
-    methods: list[Any] = field(default_factory=list)  # LoRA/QLoRA/ZeRO (method_search.py)
-
-    @property
-    def speedup(self) -> float:
-        """Gain in REAL tokens/s (the data's tokens; padding does not count)."""
-        base = self.before.throughput.real_tokens_per_s
-        return self.after.throughput.real_tokens_per_s / base if base else 0.0
-
-
-def estimate(
-    shape: ModelShape,
-    settings: TrainSettings,
-    gpu: GpuSpec,
-    dist: LengthDist | None = None,
-    host_ram: int | None = None,
-) -> Estimate:
-    return Estimate(
-        settings,
-        plan_memory(shape, settings, gpu),
-        predict_throughput(shape, settings, gpu, dist),
-        host_ram,
-    )
-
-
-def packed_candidates(base: TrainSettings, dist: LengthDist) -> list[TrainSettings]:
-    """Packed variants: row budget x rows per micro-batch x recompute, Liger and fused AdamW on,
-    no CPU offload (packing exists for speed); grad accumulation keeps the real tokens per
-    optimizer step near the padded configuration's (global batch x mean conversation)."""
-    target = base.global_batch * max(dist.mean_tokens(base.seq), 1.0)
-    tokens = [t for t in base.fsdp_tokens if t != "offload"]
-    fsdp = " ".join(tokens) if base.world > 1 else ""
-    out = []
-    for budget in sorted({max(b, base.seq) for b in PACK_BUDGETS}):
-        fill = dist.packed_fill(base.seq, budget)
-        for rows in (1, 2):
-            ga = max(1, round(target / (rows * budget * fill * base.world)))
-            for gc in (False, True):
-                out.append(
-                    base.with_(
-                        packing=True, pack_tokens=budget, micro_batch=rows, grad_accum=ga,
-                        trainer_gc=gc and not (base.world > 1 and base.uses_fsdp),
-                        fsdp_ac=gc and base.world > 1 and base.uses_fsdp,
-                        fsdp=fsdp, liger=True, optim="adamw_torch_fused", attn="flex_attention",
-                    )
-                )  # fmt: skip
-    return out
+# Compile (flex_attention's kernels, torch.compile) allowed before the first step, seconds.
+COMPILE_BUDGET_S = 240.0
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -149,6 +68,7 @@ def candidates(
                         grad_accum=ga,
                         trainer_gc=trainer_gc,
                         fsdp_ac=fsdp_ac,
+                        recompute_layers=0 if trainer_gc or fsdp_ac else base.recompute_layers,
                         fsdp=" ".join(tokens),
                     )
                 )
@@ -166,17 +86,17 @@ def effective_real_tokens_per_s(est: Estimate, epochs: float) -> float:
 
 
 def _rank(est: Estimate, epochs: float = 3.0) -> tuple[int, float, int, int, int, int]:
-    """Most REAL tokens/s over the whole run first (the compile startup included: time to
-    finish is what the user waits for), in bins of MIN_GAIN (the planner cannot tell closer
-    ones apart); then FSDP's checkpointing (no extra all-gather), no offload, smaller
-    micro-batch and shorter rows (headroom). The steady-state figure and the startup are
-    reported separately; inductor caches compiled kernels on disk, so a later run of the same
-    shape on the same machine starts faster than predicted."""
+    """Most steady-state REAL tokens/s first, in bins of MIN_GAIN (the planner cannot tell
+    closer ones apart); then FSDP's checkpointing (no extra all-gather), no offload, smaller
+    micro-batch and shorter rows (headroom). Compile time is not in the rate: it is reported
+    apart and bounded by the compile budget (a candidate over it is dropped), and inductor caches
+    compiled kernels on disk, so later runs of the same shape start faster. ``epochs`` is kept
+    for callers; the whole-run figure is ``effective_real_tokens_per_s``."""
     s = est.settings
     prefer_ac = 1 if (s.fsdp_ac and s.world > 1) else 0
-    effective = max(effective_real_tokens_per_s(est, epochs), 1.0)
+    rate = max(est.throughput.real_tokens_per_s, 1.0)
     return (
-        math.floor(math.log(effective) / math.log(1 + MIN_GAIN)),
+        math.floor(math.log(rate) / math.log(1 + MIN_GAIN)),
         round(est.throughput.real_tokens_per_s, -1),
         prefer_ac,
         -int(s.offload),
@@ -236,6 +156,8 @@ def _reasons(before: Estimate, after: Estimate) -> list[tuple[str, Any, Any, str
     if b.trainer_gc != a.trainer_gc:
         if a.trainer_gc:
             why = "recompute is needed to fit the activations"
+        elif a.recompute_layers:
+            why = "recompute only some layers instead (training.recompute_layers)"
         elif a.fsdp_ac:
             why = (
                 "checkpointing moves into FSDP (fsdp_config.activation_checkpointing), which "
@@ -244,6 +166,24 @@ def _reasons(before: Estimate, after: Estimate) -> list[tuple[str, Any, Any, str
         else:
             why = "activations fit without recompute, which saves the recompute pass"
         changes.append(("training.gradient_checkpointing", b.trainer_gc, a.trainer_gc, why))
+    if b.recompute_layers != a.recompute_layers:
+        n = a.recompute_layers
+        why = (
+            f"selective recompute: {n} decoder layers checkpointed, enough to fit; the others "
+            "skip the recompute pass (the same rows without recompute do not fit)"
+            if n
+            else "no selective recompute"
+        )
+        changes.append(("training.recompute_layers", b.recompute_layers or None, n or None, why))
+    if b.compile_layers != a.compile_layers:
+        why = (
+            f"regional torch.compile of each decoder layer: fused elementwise work; compile "
+            f"~{after.throughput.startup_s:.0f} s before the first step (inside the budget), "
+            "not in the rate"
+            if a.compile_layers
+            else "regional compile off"
+        )
+        changes.append(("training.compile_layers", b.compile_layers, a.compile_layers, why))
     if b.fsdp_ac != a.fsdp_ac:
         why = (
             "recompute inside each FSDP unit: same memory as Trainer's, no extra all-gather"
@@ -279,6 +219,10 @@ def _apply(preset: Any, s: TrainSettings) -> Any:
         tr.per_device_train_batch_size = s.micro_batch
     if tr.gradient_accumulation_steps != s.grad_accum:
         tr.gradient_accumulation_steps = s.grad_accum
+    # Assignments are validated one at a time: what the schema forbids together (every-layer
+    # and selective recompute, whole-model and regional compile) is switched off first.
+    if not s.recompute_layers and tr.recompute_layers is not None:
+        tr.recompute_layers = None
     if tr.gradient_checkpointing != s.trainer_gc:
         tr.gradient_checkpointing = s.trainer_gc
     if tr.fsdp != s.fsdp:
@@ -290,6 +234,14 @@ def _apply(preset: Any, s: TrainSettings) -> Any:
         else:
             config.pop("activation_checkpointing", None)
         tr.fsdp_config = config or None
+    if s.recompute_layers and tr.recompute_layers != s.recompute_layers:
+        tr.recompute_layers = s.recompute_layers
+    if not s.compile_layers and tr.compile_layers:
+        tr.compile_layers = False
+    if tr.torch_compile != s.compile:
+        tr.torch_compile = s.compile
+    if s.compile_layers and not tr.compile_layers:
+        tr.compile_layers = True
     return tuned
 
 
@@ -303,22 +255,38 @@ def tune(
     dist: LengthDist | None = None,
     host_ram: int | None = None,
     packing: bool | None = None,
+    calibration: list[dict[str, Any]] | None = None,
+    compile_budget_s: float = COMPILE_BUDGET_S,
+    flash_varlen: bool | None = None,
+    compile_layers: bool = True,
 ) -> TuneResult:
     """The configuration with the most REAL tokens/s predicted to fit ``gpu`` AND the host's
     RAM (``host_ram`` bytes; None: unchecked), as a new preset plus its changes.
 
     ``packing`` None: packed candidates join when the trainwiz entry runs on a bf16 GPU
-    (FastChat's own train_mem.py cannot pack)."""
+    (FastChat's own train_mem.py cannot pack). ``calibration`` None: this GPU kind's probe rows
+    under TRAINWIZ_HOME correct the predictions ([] for the base model alone). Candidates whose
+    predicted compile exceeds ``compile_budget_s`` are dropped with the reason.
+    ``compile_layers``: packed candidates with regional compile of the decoder layers join."""
     dist = dist or default_dist()
-    from backend.planner.method_search import is_full_fsdp, tune_method_preset
+    if calibration is None:
+        from backend.planner.learned import (  # deferred: calibration rows, only when tuning
+            load_rows,
+        )
+
+        calibration = load_rows(gpu.name)
+    if flash_varlen is None:
+        # looked up, never imported: the wizard has no training stack
+        flash_varlen = importlib.util.find_spec("flash_attn") is not None
 
     if not is_full_fsdp(preset):  # LoRA/QLoRA/ZeRO: the FSDP search would plan a full run
-        return tune_method_preset(preset, gpu, shape, dist=dist, host_ram=host_ram)
+        return tune_method_preset(preset, gpu, shape, dist=dist, host_ram=host_ram,
+                                  calibration=calibration)  # fmt: skip
     base = settings_from_preset(preset)
     fsdp_ac_ok = (
         base.uses_fsdp and _version(preset.environment.transformers) >= FSDP_AC_MIN_TRANSFORMERS
     )
-    before = estimate(shape, base, gpu, dist, host_ram)
+    before = estimate(shape, base, gpu, dist, host_ram, calibration)
     pool = candidates(
         base, fsdp_ac_ok=fsdp_ac_ok, free_batch=free_batch, max_micro_batch=max_micro_batch
     )
@@ -327,9 +295,25 @@ def tune(
             preset.launch.entry == "trainwiz" and preset.launch.device == "cuda" and gpu.bf16_ok
         )
     if packing:
-        pool += packed_candidates(base, dist)
-    estimates = [estimate(shape, s, gpu, dist, host_ram) for s in pool]
+        pool += packed_candidates(
+            base, dist, free_batch=free_batch, flash_varlen=flash_varlen, layers=shape.layers,
+            compile_layers=compile_layers,
+        )  # fmt: skip
+    estimates = [estimate(shape, s, gpu, dist, host_ram, calibration) for s in pool]
     notes: list[str] = []
+    estimates = selective_where_needed(estimates)
+    dropped = [(e, f"predicted compile {e.throughput.startup_s:.0f} s > budget "
+                   f"{compile_budget_s:.0f} s") for e in estimates
+               if e.throughput.startup_s > compile_budget_s]  # fmt: skip
+    if dropped:
+        notes.append(dropped_note(dropped, compile_budget_s))
+        estimates = [e for e in estimates if e.throughput.startup_s <= compile_budget_s]
+    own = [r for r in calibration if str(r.get("method") or "full") == "full"]
+    if own:
+        notes.append(
+            f"predictions corrected by {len(own)} probe row(s) measured on {gpu.name} "
+            "(TRAINWIZ_HOME/calibration)"
+        )
     over_host = [e for e in estimates if e.memory.fits and not e.fits_host]
     if over_host and host_ram is not None:
         notes.append(
@@ -338,6 +322,10 @@ def tune(
             "the host): not considered"
         )
     every, estimates = estimates, [e for e in estimates if e.fits_host]
+    every_fit = [e for e in estimates if e.memory.fits]  # what a probe may measure
+    estimates, unmeasured = measured_compile_only(estimates, calibration, gpu.name)
+    if unmeasured:
+        notes.append(unmeasured)
     # Prefer configurations outside the planner's error band; tight ones only if nothing else.
     fitting = [e for e in estimates if e.memory.fits and not e.memory.tight] or [
         e for e in estimates if e.memory.fits
@@ -366,7 +354,8 @@ def tune(
         s = best.settings
         if fsdp_ac_ok and s.trainer_gc and s.world > 1 and s.strategy in SHARDED_RESHARD:
             # Same memory, one all-gather per layer less in backward (HF warns about it too).
-            best = estimate(shape, s.with_(trainer_gc=False, fsdp_ac=True), gpu, dist, host_ram)
+            best = estimate(shape, s.with_(trainer_gc=False, fsdp_ac=True), gpu, dist, host_ram,
+                            calibration)  # fmt: skip
     changes = [Change(*c) for c in _reasons(before, best)]
     result = TuneResult(
         preset=_apply(preset, best.settings),
@@ -378,7 +367,11 @@ def tune(
         ranked=sorted(
             fitting, key=lambda e: _rank(e, float(preset.training.num_train_epochs)), reverse=True
         ),
+        probe_pool=sorted(every_fit, key=_rank, reverse=True),
+        dropped=dropped,
+        batch=batch_line(before, best, dist),
+        calibrated=len(own),
     )
-    from backend.planner.method_search import add_methods
 
-    return add_methods(result, preset, gpu, shape, dist=dist, host_ram=host_ram)
+    return add_methods(result, preset, gpu, shape, dist=dist, host_ram=host_ram,
+                       calibration=calibration)  # fmt: skip

@@ -20,6 +20,7 @@ from backend.errors import BadInput
 from backend.i18n import N_, SOURCE_LANGUAGE, _, current_language
 from backend.preset.schema import Preset
 from backend.preset.yamlsafe import MAX_PRESET_BYTES, compose_and_construct, decode_preset_bytes
+from backend.redact import redact_text
 
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "presets"
 
@@ -195,8 +196,6 @@ MAX_SHOWN_INPUT = 120
 
 def _short(value: Any) -> str:
     """The offending input as the user typed it, cut short and with secrets hidden."""
-    from backend.redact import redact_text
-
     text = redact_text(repr(value))
     if len(text) > MAX_SHOWN_INPUT:
         text = text[:MAX_SHOWN_INPUT] + f"... ({len(text):,} characters)"

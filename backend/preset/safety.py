@@ -10,20 +10,50 @@ show them, and ``launch``/``replay`` (and the wizard's confirmation) need an exp
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass
 
 from backend.i18n import _
 from backend.preset.schema import Preset
 
-DANGEROUS_CAPS = {"ALL", "SYS_ADMIN", "SYS_MODULE", "SYS_RAWIO", "SYS_PTRACE", "DAC_READ_SEARCH"}
-# Host paths whose bind mount gives the container the host (or its secrets).
-SENSITIVE_HOST_PATHS = (
-    "/", "/etc", "/root", "/home", "/boot", "/dev", "/proc", "/sys", "/usr", "/bin", "/sbin",
-    "/lib", "/var", "/var/lib/docker", "/run", "/var/run",
+# Default deny: only Docker's own default set and the few that RDMA/NCCL and schedulers ask for
+# are harmless; any other capability (NET_ADMIN, BPF, SYS_BOOT, PERFMON, SYS_TIME...) is a risk.
+SAFE_CAPS = {
+    "CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
+    "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE",
+    "IPC_LOCK", "SYS_NICE", "SYS_RESOURCE",
+}  # fmt: skip
+# Host paths whose bind mount (of the path itself or of anything below it) gives the
+# container the host, its programs or its secrets. ``/home`` itself is listed, not its
+# subfolders: a user's data folder is the normal case; a dot-folder of keys is caught below.
+SENSITIVE_TREES = (
+    "/etc", "/root", "/boot", "/dev", "/proc", "/sys", "/usr", "/bin", "/sbin", "/lib",
+    "/lib32", "/lib64", "/libx32", "/var", "/run", "/opt/containerd", "/snap",
 )  # fmt: skip
+SENSITIVE_HOST_PATHS = ("/", "/home", *SENSITIVE_TREES)
+KEY_FOLDERS = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".docker",
+    ".kube",
+    ".config",
+    ".netrc",
+    ".git-credentials",
+)
 DOCKER_SOCKETS = ("docker.sock", "containerd.sock", "podman.sock")
-LOADER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONSTARTUP", "BASH_ENV", "ENV")
+# Variables that make a program load code the preset chose (a library, a module, a startup
+# file, an ssh command, a directory searched for programs). Any LD_* counts.
+LOADER_VARS = (
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONSTARTUP", "BASH_ENV", "ENV",
+    "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONEXECUTABLE", "PYTHONBREAKPOINT",
+    "PYTHONWARNINGS", "PYTHONSAFEPATH", "PATH", "GIT_SSH_COMMAND", "GIT_SSH", "GIT_EXEC_PATH",
+    "GIT_ASKPASS", "SSH_ASKPASS", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_PROXY_COMMAND",
+    "PERL5LIB", "PERL5OPT", "RUBYOPT", "NODE_OPTIONS", "CUDA_INJECTION64_PATH",
+    "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "PROMPT_COMMAND",
+)  # fmt: skip
+LOADER_PREFIXES = ("LD_", "GIT_CONFIG_", "DYLD_")
 
 
 @dataclass(frozen=True)
@@ -43,6 +73,34 @@ def _normal(path: str) -> str:
     return "/" if norm in ("//", "/.") else norm
 
 
+def loader_var(key: str) -> bool:
+    """Does variable ``key`` make a program run code named by its value?"""
+    upper = key.upper()
+    return upper in LOADER_VARS or upper.startswith(LOADER_PREFIXES)
+
+
+def _sensitive(host: str) -> bool:
+    if host in SENSITIVE_HOST_PATHS or any(host.startswith(t + "/") for t in SENSITIVE_TREES):
+        return True
+    return any(part in KEY_FOLDERS for part in host.split("/"))
+
+
+def _sensitive_host(path: str) -> str:
+    """The host path a bind mount really gives: the lexical path, or where its symlinks lead
+    (``/data/link -> /etc``) when that is more sensitive."""
+    lexical = _normal(path)
+    try:
+        real = os.path.realpath(os.path.expanduser(path.strip()))
+    except (OSError, ValueError):
+        return lexical
+    real = _normal(real)
+    if _sensitive(real) and not _sensitive(lexical):
+        return real
+    if posixpath.basename(real) in DOCKER_SOCKETS:
+        return real
+    return lexical
+
+
 def container_risks(preset: Preset) -> list[Risk]:
     """Every option of ``preset`` that gives its container or process power over the host."""
     risks: list[Risk] = []
@@ -58,7 +116,7 @@ def container_risks(preset: Preset) -> list[Risk]:
         )
     for index, cap in enumerate(c.cap_add):
         name = cap.upper().removeprefix("CAP_")
-        if docker and name in DANGEROUS_CAPS:
+        if docker and name not in SAFE_CAPS:
             risks.append(
                 Risk(
                     f"container.cap_add[{index}]",
@@ -67,7 +125,7 @@ def container_risks(preset: Preset) -> list[Risk]:
                 )
             )
     for index, vol in enumerate(c.volumes):
-        host = _normal(vol.host)
+        host = _sensitive_host(vol.host)
         where = f"container.volumes[{index}].host"
         if not docker:
             continue
@@ -81,7 +139,7 @@ def container_risks(preset: Preset) -> list[Risk]:
                     _("remove this volume"),
                 )
             )
-        elif host in SENSITIVE_HOST_PATHS:
+        elif _sensitive(host):
             mode = "read-only" if vol.mode == "ro" else "writable"
             risks.append(
                 Risk(
@@ -94,7 +152,7 @@ def container_risks(preset: Preset) -> list[Risk]:
             )
     for section, env in (("launch.env", preset.launch.env), ("container.env", c.env)):
         for key in env:
-            if key.upper() in LOADER_VARS:
+            if loader_var(key):
                 risks.append(
                     Risk(
                         f"{section}.{key}",

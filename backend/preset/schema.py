@@ -34,6 +34,7 @@ from backend.preset.schema_model import (
     ModelSource,
     TinyModelSpec,
 )
+from backend.preset.schema_notify import NotifySettings
 from backend.preset.schema_training import (
     LORA_BIASES,
     LoraSettings,
@@ -82,6 +83,7 @@ class Preset(_Strict):
     launch: LaunchConfig = Field(default_factory=LaunchConfig)
     training: TrainingArgs
     mirrors: MirrorsConfig = Field(default_factory=MirrorsConfig)
+    notify: NotifySettings = Field(default_factory=NotifySettings)  # schema_notify.py
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Preset:
@@ -100,8 +102,8 @@ class Preset(_Strict):
                 ).format(eval_strategy=self.training.eval_strategy)
             )
         if self.launch.entry != "trainwiz":
-            for name in ("eval_split", "save_minutes"):
-                if getattr(self.training, name) is not None:
+            for name in ("eval_split", "save_minutes", "recompute_layers", "compile_layers"):
+                if getattr(self.training, name) not in (None, False):
                     raise ValueError(
                         _(
                             "training.{name} needs launch.entry 'trainwiz' (FastChat's train_mem.py has no "
@@ -126,6 +128,13 @@ class Preset(_Strict):
                 _(
                     "training.method 'qlora' needs a CUDA GPU (bitsandbytes 4-bit weights): use "
                     "method: lora on launch.device 'cpu', or launch.device: cuda"
+                )
+            )
+        if self.launch.device == "cpu" and self.training.zero is not None:
+            raise ValueError(
+                _(
+                    "training.zero (DeepSpeed ZeRO) needs CUDA GPUs: remove zero on "
+                    "launch.device 'cpu', or launch.device: cuda"
                 )
             )
         return self

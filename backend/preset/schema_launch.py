@@ -23,6 +23,15 @@ _SLURM_NAME = r"[A-Za-z0-9][A-Za-z0-9_.,-]*"
 _SLURM_TIME = r"(?:[0-9]+-)?[0-9]+(?::[0-9]{1,2}){0,2}|UNLIMITED|INFINITE"
 _SLURM_OPTION = r"--[a-z][a-z0-9-]*(?:=[A-Za-z0-9_.,:/@%+=-]+)?"
 _MODULE = r"[A-Za-z0-9][A-Za-z0-9_.+/-]*"
+# sbatch options a preset may never pass: who the job runs as, where its output and working
+# directory go (trainwiz sets them: the run dir), what environment it exports (a way to slip
+# LD_PRELOAD in) and what runs around it. getopt_long takes unambiguous abbreviations, so a
+# prefix of one of these (--out=..., --exp=...) is refused too.
+FORBIDDEN_SBATCH = (
+    "uid", "gid", "output", "error", "input", "chdir", "export", "export-file",
+    "get-user-env", "wrap", "container", "container-id", "prolog", "epilog", "task-prolog",
+    "task-epilog", "bcast", "propagate", "job-name", "comment", "parsable", "wckey",
+)  # fmt: skip
 
 
 def _matches(pattern: str, value: str, what: str) -> str:
@@ -55,6 +64,9 @@ class SlurmConfig(_Strict):
         default_factory=list, description="more sbatch options, each '--name=value'"
     )
     modules: list[str] = Field(default_factory=list, description="'module load' before srun")
+    ntasks_per_node: int = Field(
+        1, ge=1, le=64, description="torchrun agents per node (2: two 'nodes' on one host)"
+    )
 
     @field_validator("partition", "account", "qos")
     @classmethod
@@ -72,6 +84,14 @@ class SlurmConfig(_Strict):
     def _options(cls, value: list[str]) -> list[str]:
         for option in value:
             _matches(_SLURM_OPTION, option, "an sbatch option like --constraint=a100")
+            name = option[2:].partition("=")[0]
+            if any(f.startswith(name) for f in FORBIDDEN_SBATCH):
+                raise ValueError(
+                    _(
+                        "'{option}': a preset may not set sbatch's --{name} (trainwiz sets who "
+                        "runs the job, its output, directory and environment): remove it"
+                    ).format(option=option, name=name)
+                )
         return value
 
     @field_validator("modules")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import signal
 import subprocess
 import threading
 import time
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from backend import subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
 from backend.results.weights import WORKER, weights, worker_python
@@ -63,12 +65,10 @@ class ChatSession:
         ]
         self._err_path = Path(run_dir) / "chat.log"
         self._err: IO[bytes] = open(self._err_path, "ab")  # noqa: SIM115 (closed in close())
-        self.proc = subprocess.Popen(
+        self.proc = subproc.spawn(  # its own group: closing ends what the worker started too
             argv,
             stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
             stderr=self._err,
-            text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
         )
         ready = self._read(load_timeout, progress)
@@ -140,10 +140,10 @@ class ChatSession:
         return str(answer.get("reply", ""))
 
     def close(self) -> None:
-        """End the worker: stdin closed (it exits after its reply), killed when cancelled or
-        when it does not exit within 10 s."""
-        if self.cancel.is_set() and self.proc.poll() is None:
-            self.proc.kill()
+        """End the worker: stdin closed (it exits after its reply), its whole process group
+        killed when cancelled or when it does not exit within 10 s."""
+        if self.cancel.is_set():
+            subproc.signal_group(self.proc, signal.SIGKILL)
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
@@ -152,7 +152,7 @@ class ChatSession:
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            subproc.signal_group(self.proc, signal.SIGKILL)
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from backend import subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
 from backend.preset.loader import load_preset
@@ -25,8 +25,8 @@ from backend.preset.schema import Preset, map_container_path
 from backend.results.merge import export_adapter_run, is_adapter_run
 from backend.results.model_card import render
 from backend.results.summary import run_summary
-from backend.results.weights import WORKER, weights, worker_python
-from backend.runs.rundir import PRESET
+from backend.results.weights import WORKER, uniform_modes, weights, worker_python
+from backend.rundir import PRESET
 
 
 @dataclass
@@ -82,15 +82,17 @@ def export_run(
     argv = [worker_python(run_dir), str(WORKER), "export", *picked.worker_args(), "--to", str(tmp)]
     argv += ["--work", str(to.parent)]  # a sharded checkpoint is consolidated beside the target
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        proc = subproc.probe(argv, timeout)
+        if proc.error is not None:
+            raise proc.error  # the worker would not start or ran past the timeout
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if proc.returncode != 0 or not lines:
+        if proc.code != 0 or not lines:
             tail = " | ".join(proc.stderr.strip().splitlines()[-5:])
-            if proc.returncode == 2 and picked.sharded:  # consolidate.py: the shards are incomplete
+            if proc.code == 2 and picked.sharded:  # consolidate.py: the shards are incomplete
                 raise BadInput(tail)
             raise TrainwizError(
                 _("export of {source} failed (exit {returncode}): {tail}").format(
-                    source=source, returncode=proc.returncode, tail=tail
+                    source=source, returncode=proc.code, tail=tail
                 )
             )
         report = json.loads(lines[-1])
@@ -103,6 +105,7 @@ def export_run(
             n_params=report.get("n_params"),
         )
         (tmp / "README.md").write_text(card, encoding="utf-8")
+        uniform_modes(tmp)
         if to.exists():
             to.rmdir()  # empty (checked above)
         os.replace(tmp, to)

@@ -14,21 +14,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from backend import subproc
 from backend.entry import ENTRY_DIR
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
-from backend.preset.schema import Preset, map_container_path
-from backend.runs.resume import checkpoints, output_dir
-
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
-
-
-def is_adapter_run(preset: Preset) -> bool:
-    return preset.training.method in ("lora", "qlora")
+from backend.preset.schema import Preset
+from backend.results.adapters import adapter_dir, base_model_dir, is_adapter_run
+from backend.results.weights import uniform_modes, worker_python
 
 
 def refuse_merge_of_full_run(run_dir: Path, preset: Preset) -> None:
@@ -39,53 +34,6 @@ def refuse_merge_of_full_run(run_dir: Path, preset: Preset) -> None:
             "already the whole model; leave out --merge"
         ).format(run=run_dir.name, method=preset.training.method)
     )
-
-
-def has_adapter(path: Path) -> bool:
-    return (path / "adapter_config.json").is_file() and any(
-        (path / name).is_file() for name in ADAPTER_FILES[1:]
-    )
-
-
-def adapter_dir(run_dir: Path, checkpoint: int | None) -> Path:
-    """The run's final adapter, its ``checkpoint-N`` one, or the newest checkpoint's."""
-    out = output_dir(run_dir)
-    if out is None:
-        raise BadInput(f"run {run_dir.name}: its output_dir is only visible inside the container")
-    if checkpoint is not None:
-        path = out / f"checkpoint-{checkpoint}"
-        if not has_adapter(path):
-            listed = ", ".join(str(s) for s, p in checkpoints(run_dir) if has_adapter(p))
-            raise BadInput(
-                f"--checkpoint {checkpoint}: run {run_dir.name} has no LoRA adapter in {path} "
-                f"(checkpoints with one: {listed or 'none'})"
-            )
-        return path
-    if has_adapter(out):
-        return out
-    for _step, path in reversed(checkpoints(run_dir)):
-        if has_adapter(path):
-            return path
-    raise BadInput(
-        f"run {run_dir.name}: no LoRA adapter (adapter_config.json) in {out} or its checkpoints: "
-        "let the run finish (or resume it: trainwiz resume)"
-    )
-
-
-def base_model_dir(adapter: Path, preset: Preset) -> Path:
-    """The base the adapter was trained on, as a host path (from adapter_config.json)."""
-    config = json.loads((adapter / "adapter_config.json").read_text(encoding="utf-8"))
-    seen = str(config.get("base_model_name_or_path") or preset.model_path_for_trainer())
-    if preset.launch.runner == "docker":
-        seen = map_container_path(seen, preset.container.volumes, preset.launch.workdir)
-    base = Path(seen)
-    if not (base / "config.json").is_file():
-        raise BadInput(
-            f"--merge: the adapter's base model {seen} (adapter_config.json "
-            "base_model_name_or_path) has no config.json on this host: fetch the model again "
-            "(trainwiz replay PRESET --until model) or export without --merge"
-        )
-    return base
 
 
 def lora_summary(preset: Preset) -> str:
@@ -132,13 +80,14 @@ def _merge(run_dir: Path, python: str, base: Path, adapter: Path, tmp: Path, tim
     if not script.is_file():  # a run dir from before merge_lora.py was copied
         script = ENTRY_DIR / "merge_lora.py"
     argv = [python, str(script), "--base", str(base), "--adapter", str(adapter), "--out", str(tmp)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-5:])
-        raise TrainwizError(
-            f"merge of {adapter} into {base} failed (exit {proc.returncode}): {tail}"
-        )
+    # Its own process group: a timeout ends the merge and anything it started, not only python.
+    done = subproc.run(argv, timeout=timeout, grace=5.0)
+    lines = [ln for ln in done.lines if ln.startswith("{")]
+    if not done.ok or not lines:
+        said = [ln for ln in done.lines if ln.strip() and not ln.startswith("{")]
+        tail = " | ".join(said[-5:])
+        how = f"timed out after {timeout:g} s" if done.timed_out else f"exit {done.code}"
+        raise TrainwizError(f"merge of {adapter} into {base} failed ({how}): {tail}")
     return int(json.loads(lines[-1]).get("params") or 0)
 
 
@@ -156,8 +105,6 @@ def export_adapter_run(
 
     ``card(source=, n_params=)`` renders export.py's model card; returns (source, files, params).
     """
-    from backend.results.weights import worker_python
-
     if not is_adapter_run(preset):
         refuse_merge_of_full_run(run_dir, preset)
     adapter = adapter_dir(run_dir, checkpoint)
@@ -180,6 +127,7 @@ def export_adapter_run(
             card(source=adapter, n_params=n_params), preset, base_name, merged=base is not None
         )
         (tmp / "README.md").write_text(text, encoding="utf-8")
+        uniform_modes(tmp)
         if to.exists():
             to.rmdir()  # empty (export.py checked)
         os.replace(tmp, to)

@@ -10,9 +10,16 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.monitor.metrics import EvalRecord, RunEnd, RunStart, continued_series, read_events
+from backend.monitor.metrics import (
+    EvalRecord,
+    RunEnd,
+    RunStart,
+    continued_series,
+    mean_loss,
+    read_events,
+)
+from backend.rundir import METRICS
 from backend.runs.resume import checkpoints, output_dir, read_attempts
-from backend.runs.rundir import METRICS
 
 
 @dataclass
@@ -20,7 +27,7 @@ class RunSummary:
     steps: int = 0
     max_steps: int | None = None
     final_loss: float | None = None  # the last logged train loss
-    train_loss: float | None = None  # the Trainer's mean train loss (end line)
+    train_loss: float | None = None  # mean over the run's steps (``mean_loss``), every attempt
     eval_loss: float | None = None  # the last eval
     best_eval_loss: float | None = None
     best_eval_step: int | None = None
@@ -43,6 +50,7 @@ def run_summary(run_dir: Path) -> RunSummary:
         out.steps, out.max_steps = steps[-1].step, steps[-1].max_steps
         losses = [s.loss for s in steps if s.loss is not None]
         out.final_loss = losses[-1] if losses else None
+        out.train_loss = mean_loss(steps)
     if evals:
         out.eval_loss = evals[-1].eval_loss
         best = min(evals, key=lambda e: e.eval_loss)
@@ -52,7 +60,8 @@ def run_summary(run_dir: Path) -> RunSummary:
         if isinstance(ev, RunStart):
             out.world_size, out.gpu_name = ev.world_size, ev.gpu_name
         elif isinstance(ev, RunEnd):
-            out.ok, out.train_loss = ev.ok, ev.train_loss
+            out.ok = ev.ok
+            out.train_loss = out.train_loss if out.train_loss is not None else ev.train_loss
             runtime += ev.train_runtime or 0.0
     out.train_runtime_s = runtime or None
     found = checkpoints(run_dir)

@@ -9,6 +9,7 @@ worker in the training environment) with the run's base model for config and tok
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +18,12 @@ from backend.entry.checkpoints import MARKER, is_complete
 from backend.entry.consolidate import is_sharded, sharded_problem
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.images.ready import training_bin
+from backend.preset.loader import load_preset
+from backend.preset.schema import map_container_path
+from backend.results import adapters
+from backend.rundir import LAUNCH, PRESET
 from backend.runs.resume import checkpoints, output_dir
-from backend.runs.rundir import LAUNCH, PRESET
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
 _WEIGHT_GLOBS = ("model.safetensors", "model-*.safetensors", "pytorch_model*.bin")
@@ -38,6 +43,8 @@ class Weights:
 
     path: Path
     base: Path | None = None
+    # A LoRA/QLoRA run: ``path`` is the adapter folder, loaded on top of this base model.
+    adapter_base: Path | None = None
 
     @property
     def sharded(self) -> bool:
@@ -45,6 +52,8 @@ class Weights:
 
     def worker_args(self) -> list[str]:
         """The results worker's arguments naming these weights."""
+        if self.adapter_base is not None:
+            return ["--model", str(self.adapter_base), "--adapter", str(self.path)]
         base = ["--base", str(self.base)] if self.base is not None else []
         return ["--model", str(self.path), *base]
 
@@ -64,9 +73,6 @@ def base_model_dir(run_dir: Path) -> Path | None:
         return None
     path = str(argv[argv.index("--model_name_or_path") + 1])
     if spec.get("runner") == "docker":
-        from backend.preset.loader import load_preset
-        from backend.preset.schema import map_container_path
-
         try:
             preset = load_preset(run_dir / PRESET)
         except Exception:
@@ -113,6 +119,9 @@ def weights(run_dir: Path, checkpoint: int | None = None) -> Weights:
     if checkpoint is not None:
         path = out / f"checkpoint-{checkpoint}"
         steps = [s for s, _path in checkpoints(run_dir)]
+        lora = _adapter(run_dir, out, checkpoint) if path.is_dir() else None
+        if lora is not None:
+            return lora
         listed = ", ".join(str(s) for s in steps) or "none"
         if not path.is_dir():
             raise BadInput(
@@ -135,6 +144,9 @@ def weights(run_dir: Path, checkpoint: int | None = None) -> Weights:
         raise BadInput(
             _("--checkpoint {n}: {path} holds no model weights").format(n=checkpoint, path=path)
         )
+    adapter = _adapter(run_dir, out, checkpoint)
+    if adapter is not None:
+        return adapter
     if has_weights(out):
         return Weights(out)
     for _step, path in reversed(checkpoints(run_dir)):
@@ -150,16 +162,56 @@ def weights(run_dir: Path, checkpoint: int | None = None) -> Weights:
     )
 
 
+def _adapter(run_dir: Path, out: Path, checkpoint: int | None) -> Weights | None:
+    """A LoRA/QLoRA run's adapter (final, or ``checkpoint-N``'s) on its base model; None for a
+    full fine-tune. A missing base is refused here, before any worker starts."""
+    try:
+        preset = load_preset(run_dir / PRESET)
+    except Exception:
+        return None
+    if not adapters.is_adapter_run(preset):
+        return None
+    saved = adapters.has_adapter(out) or any(
+        adapters.has_adapter(path) for _step, path in checkpoints(run_dir)
+    )
+    if checkpoint is None and not saved:
+        return None  # nothing saved yet: the caller's "no saved model" says so
+    adapter = adapters.adapter_dir(run_dir, checkpoint)
+    return Weights(adapter, adapter_base=adapters.base_model_dir(adapter, preset))
+
+
 def model_dir(run_dir: Path, checkpoint: int | None = None) -> Path:
     """The folder (or sharded checkpoint) :func:`weights` picks."""
     return weights(run_dir, checkpoint).path
 
 
+def umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` must set one to read it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def uniform_modes(folder: Path) -> None:
+    """Give an export's files one mode, 0644 under the usual umask (0666 less the user's
+    umask; folders 0777 less it): copies keep their checkpoint's modes (0600 from a trainer's
+    umask, 0755 from a tool), and an export is meant to be shared."""
+    mask = umask()
+    os.chmod(folder, 0o777 & ~mask)
+    for path in folder.rglob("*"):
+        if path.is_symlink():
+            continue
+        os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
+
+
 def worker_python(run_dir: Path) -> str:
     """The training side's python (the preset's venv; else this interpreter's environment)."""
-    from backend.preset.loader import load_preset
-    from backend.runs.launch import training_bin
-
     try:
         preset = load_preset(run_dir / PRESET)
     except Exception:

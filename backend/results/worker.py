@@ -52,15 +52,22 @@ def pick_device(requested: str) -> str:
     return requested
 
 
-def load(model_dir: str, device: str) -> tuple[Any, Any]:
+def load(model_dir: str, device: str, adapter: str | None = None) -> tuple[Any, Any]:
+    """The model and tokenizer; with ``adapter`` (a LoRA run's adapter folder) the base
+    ``model_dir`` with the adapter on top, the tokenizer the run saved beside its adapter."""
     import torch
     import transformers
 
     dtype = torch.float32
     if device == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir, use_fast=False)
+    words = adapter if adapter and Path(adapter, "tokenizer_config.json").is_file() else model_dir
+    tokenizer = transformers.AutoTokenizer.from_pretrained(words, use_fast=False)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=dtype)
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter)  # type: ignore[assignment]
     model.to(device)  # type: ignore[arg-type]
     model.eval()
     return model, tokenizer
@@ -96,9 +103,11 @@ def _chat(args: argparse.Namespace, folder: str, consolidated: bool) -> None:
     from fastchat.model.model_adapter import get_conversation_template  # as train.py
 
     device = pick_device(args.device)
-    model, tokenizer = load(folder, device)
+    model, tokenizer = load(folder, device, args.adapter)
     conv = get_conversation_template(args.template)
     ready = {"ready": True, "device": device, "template": conv.name, "model": args.model}
+    if args.adapter:
+        ready["adapter"] = args.adapter
     emit({**ready, "consolidated": consolidated})
     for line in sys.stdin:
         if not line.strip():
@@ -155,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     c.add_argument("--max-new-tokens", type=int, default=128)
     c.add_argument("--temperature", type=float, default=0.0)
+    c.add_argument("--adapter", help="a LoRA adapter folder, loaded on top of --model (the base)")
     e = sub.add_parser("export")
     e.add_argument("--model", required=True)
     e.add_argument("--to", required=True)

@@ -4,9 +4,9 @@ The wizard process only writes files and starts a watcher (``backend.runs.watch`
 not the wizard, is the parent of the training, so a run outlives the wizard and the SSH session.
 """
 
-from backend.runs.control import follow_log, list_runs, refresh, stop_run, wait_for
+from backend.rundir import FINAL_STATES, RunStatus, read_status
+from backend.runs.control import find_run, follow_log, list_runs, refresh, stop_run, wait_for
 from backend.runs.launch import LaunchResult, launch
-from backend.runs.rundir import FINAL_STATES, RunStatus, find_run, read_status
 
 __all__ = [
     "FINAL_STATES",

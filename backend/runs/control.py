@@ -15,51 +15,36 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from backend.errors import BadInput
+from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
-from backend.runs.procs import end_processes, run_processes, same_process
-from backend.runs.rundir import (
+from backend.rundir import (
     LOG,
     METRICS,
     STATUS,
     STOP_REQUEST,
     CorruptRun,
     DiskFull,
+    RunDir,
     RunStatus,
-    list_run_dirs,
+    disk_full,
+    find_run_by_id,
     read_status,
     recovered_status,
     update_status,
 )
+from backend.runs import multinode
+from backend.runs.docker_runner import container_state, stop_container
+from backend.runs.multinode import jobs
+from backend.runs.procs import (  # the watcher-process helpers live with the others
+    end_processes,
+    pid_alive,
+    run_processes,
+    same_process,
+    watcher_alive,
+    watcher_pids,
+)
 
 LAUNCHER_GRACE = 60.0  # a "starting" record without launcher pid older than this is orphaned
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Compatibility helper for tests and callers: a live, non-zombie process ``pid``."""
-    from backend.runs.procs import proc_info
-
-    return proc_info(pid) is not None
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def watcher_alive(status: RunStatus) -> bool:
-    """The recorded watcher is alive and is still our watcher (pids get reused)."""
-    if not pid_alive(status.watcher_pid):
-        return False
-    if status.watcher_start is not None:
-        return same_process(status.watcher_pid, status.watcher_start)
-    return b"backend.runs.watch" in _cmdline(status.watcher_pid or 0)
-
-
-def watcher_pids(run_dir: Path) -> tuple[int, ...]:
-    return tuple(p.pid for p in run_processes(run_dir) if b"backend.runs.watch" in _cmdline(p.pid))
 
 
 def metrics_end(run_dir: Path) -> dict | None:
@@ -109,8 +94,7 @@ def refresh(run_dir: Path) -> RunStatus:
     except CorruptRun as exc:
         return _refresh_corrupt(run_dir, exc)
     if not status.final and (status.model_extra or {}).get("slurm_job_id"):
-        from backend.runs import multinode  # Slurm knows the job's state, from any login
-
+        # Slurm knows the job's state, from any login
         return multinode.refresh(run_dir, status, watcher_alive(status)) or status
     if status.final or watcher_alive(status):
         return status
@@ -128,9 +112,6 @@ def refresh(run_dir: Path) -> RunStatus:
         )
     stopped = (run_dir / STOP_REQUEST).exists()
     if status.runner == "docker" and status.container_id:
-        from backend.errors import TrainwizError
-        from backend.runs.docker_runner import container_state
-
         try:
             docker_status, code = container_state(status.container_id)
         except TrainwizError:
@@ -149,8 +130,6 @@ def refresh(run_dir: Path) -> RunStatus:
 
 
 def _ended_without_watcher(run_dir: Path, stopped: bool) -> dict:
-    from backend.runs.watch import disk_full
-
     end = metrics_end(run_dir)
     if stopped:
         return {"state": "stopped", "message": "stopped on request", "cause": "stopped"}
@@ -200,7 +179,8 @@ def _refresh_corrupt(run_dir: Path, exc: CorruptRun) -> RunStatus:
 def list_runs() -> list[RunStatus]:
     """Every run, each refreshed; a run that cannot be read is listed with the reason."""
     out = []
-    for run_dir in list_run_dirs():
+    for run in RunDir.all():
+        run_dir = run.path
         try:
             out.append(refresh(run_dir))
         except Exception as exc:  # one bad run never hides the others
@@ -220,9 +200,7 @@ def stop_run(run_dir: Path, timeout: float = 30.0, wait: float = 15.0) -> RunSta
     """
     status = refresh(run_dir)
     if not status.final and (status.model_extra or {}).get("scheduler") in ("ssh", "slurm"):
-        from backend.runs import multinode  # every node: scancel, or kill over SSH
-
-        return multinode.stop_run(run_dir, timeout, wait)
+        return multinode.stop_run(run_dir, timeout, wait, refresh)
     watchers = watcher_pids(run_dir)
     if status.final and not run_processes(run_dir, exclude=watchers):
         return status.model_copy(update={"ended_processes": 0, "left_processes": []})
@@ -232,8 +210,6 @@ def stop_run(run_dir: Path, timeout: float = 30.0, wait: float = 15.0) -> RunSta
         except OSError:
             pass  # a full disk: the record is written below instead
     if status.runner == "docker" and status.container_id:
-        from backend.runs.docker_runner import stop_container
-
         stop_container(status.container_id, timeout)
     count, _ = end_processes(run_dir, timeout, exclude=watchers)
     deadline = time.monotonic() + wait
@@ -311,3 +287,30 @@ def wait_for(
             return status
         time.sleep(0.05)
     return status
+
+
+def find_run(ref: str) -> Path:
+    """A run by id, unique id prefix, 'last', a run directory path, or a Slurm job id (this
+    home's record of it, else the run dir the job names: backend/runs/multinode/jobs.py)."""
+    if not ref.strip() or "\0" in ref or len(ref) > 4096:
+        # An empty id is a prefix of every id (and Path('') is the cwd): never "the only run".
+        shown = ref[:40] + ("..." if len(ref) > 40 else "")
+        raise BadInput(
+            _(
+                "run '{ref}': give a run id, a unique prefix of one, 'last' or a run directory"
+            ).format(ref=shown)
+        )
+    as_path = Path(ref).expanduser()
+    try:
+        if any((as_path / name).is_file() for name in (STATUS, LOG)):
+            return as_path.resolve()
+    except OSError:  # a name too long for a path: it can only be an (unknown) id
+        pass
+    if len(ref) > 255:
+        raise BadInput(_("run '{ref}...': no such run (see 'trainwiz runs')").format(ref=ref[:40]))
+    if jobs.is_job_id(ref):
+        found = jobs.local_run(ref)
+        if found is not None:
+            return found
+        return find_run_by_id(ref, lambda: jobs.run_dir_of_job(ref))
+    return find_run_by_id(ref)

@@ -15,11 +15,50 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.diagnosis import Diagnosis, Finding, Fix, diagnose_file
+from backend.diagnosis import Diagnosis, Finding, Fix, diagnose_file, sort_findings
+from backend.diagnosis.nodes import cross_node, merge_node_log
+from backend.i18n import _
 from backend.preset.schema import Preset
-from backend.runs.rundir import CorruptRun, RunStatus, read_status
+from backend.rundir import LOG, NODES, CorruptRun, RunDir, RunStatus, read_status
+from backend.runs.oomkills import relabel_findings
+from backend.runs.resume import offer_resume, read_attempts
+from backend.runs.summary import shown_message
 
 RECORD_CATEGORY = "run_record"
+NODE_LOGS = NODES  # a Slurm run's own per-node logs: <run>/nodes/node<i>-<host>.log
+
+
+@dataclass(frozen=True)
+class DiagnosableRun:
+    """A run Troubleshoot can diagnose: its log (train.log, perhaps not there when only the
+    nodes' logs are), its preset when it has one, and its recorded state."""
+
+    run_id: str
+    log: Path
+    preset: Path | None
+    state: str
+
+
+def diagnosable_runs() -> list[DiagnosableRun]:
+    """Runs with a log to read, newest first (``RunDir.all``, the one lister of run dirs).
+
+    The state is status.json's as written (no refresh: this is read on the UI's first paint);
+    a run without a readable status is "unknown"."""
+    out = []
+    for run in reversed(RunDir.all()):
+        if not run.diagnosable():
+            continue
+        status = run.status_dict() or {}
+        preset = run.preset_file
+        out.append(
+            DiagnosableRun(
+                run.run_id,
+                run.log,
+                preset if preset.is_file() else None,
+                str(status.get("state", "unknown")),
+            )
+        )
+    return out
 
 
 @dataclass
@@ -35,20 +74,21 @@ def record_finding(status: RunStatus) -> Finding | None:
     """A finding for a failed run's recorded cause; None for runs that did not fail."""
     if status.state != "failed":
         return None
+
     cause = status.cause or "unknown"
     exit_part = f", exit code {status.exit_code}" if status.exit_code is not None else ""
-    message = status.message or "the watcher recorded no message"
+    message = shown_message(status.message) or _("the watcher recorded no message")
     return Finding(
         category=RECORD_CATEGORY,
         severity="error",
         line=0,
         lines=[],
         text=f"status.json: state failed, cause {cause}{exit_part}",
-        title=f"The run record says it failed: {cause}",
-        explanation=(
-            f"{message}. The log has no line the classifier recognises, so this comes from the run "
+        title=_("The run record says it failed: {cause}").format(cause=cause),
+        explanation=_(
+            "{message}. The log has no line the classifier recognises, so this comes from the run "
             "record (status.json), which the watcher wrote when the run ended."
-        ),
+        ).format(message=message),
     )
 
 
@@ -59,14 +99,28 @@ def diagnose_run(
     progress: Callable[..., None] | None = None,
 ) -> RunDiagnosis:
     """Findings for a run directory: its log, then the record's cause, then the resume fix."""
-    from backend.runs.resume import offer_resume
-
-    log = run_dir / "train.log"
-    diagnosis = diagnose_file(log, cancel=cancel, progress=progress, preset=preset)
+    log = run_dir / LOG
+    node_logs = RunDir(run_dir).node_logs()
+    if log.is_file() or not node_logs:
+        diagnosis = diagnose_file(log, cancel=cancel, progress=progress, preset=preset)
+    else:  # the watcher never copied the nodes' logs into train.log
+        diagnosis = Diagnosis()
+    # Every node's own log: a node whose lines never reached train.log (the watcher stopped,
+    # the run was cancelled) still names its failure and itself.
+    for path in node_logs:
+        if cancel is not None and cancel.is_set():
+            break
+        extra = diagnose_file(path, cancel=cancel, preset=preset)
+        merge_node_log(diagnosis.findings, f"{NODE_LOGS}/{path.name}", extra.findings)
+    if node_logs:
+        sort_findings(diagnosis.findings)
+        cross_node(diagnosis.findings)
     try:
         status: RunStatus | None = read_status(run_dir)
     except CorruptRun:
         status = None
+    attempts = read_attempts(run_dir)  # a SIGKILL the kernel did not send is not host_oom
+    relabel_findings(diagnosis.findings, attempts[-1] if attempts else None)
     if status is not None and not diagnosis.has_error:
         finding = record_finding(status)
         if finding is not None:

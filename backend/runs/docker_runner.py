@@ -14,18 +14,15 @@ from typing import IO, Any
 
 from backend.errors import TrainwizError
 from backend.i18n import _
+from backend.images.docker_client import docker_client
+from backend.plan.docker_args import LABEL_PRESET, LABEL_RUN  # the plan sets them
 from backend.redact import redact_argv
-from backend.runs.rundir import CorruptRun, read_status, update_status
-
-LABEL_RUN = "trainwiz.run_id"
-LABEL_PRESET = "trainwiz.preset"
+from backend.rundir import CorruptRun, read_status, update_status
 
 
 def client() -> Any:
     """The shared docker client (backend.images.docker_client), or a TrainwizError saying how
     to get the daemon up."""
-    from backend.images.docker_client import docker_client
-
     return docker_client()
 
 

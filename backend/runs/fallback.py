@@ -30,12 +30,29 @@ from pathlib import Path
 from typing import IO, Any
 
 from backend.i18n import _
-from backend.runs.rundir import LAUNCH, METRICS, PRESET, atomic_write, update_status
+from backend.plan.resolve import resolve_preset
+from backend.preset.loader import preset_to_yaml
+from backend.preset.redacted import redact_preset
+from backend.redact import (
+    read_secret_env,
+    restore_spec_secrets,
+    strip_spec_secrets,
+    write_secret_env,
+)
+from backend.rundir import (
+    LAUNCH,
+    METRICS,
+    PRESET,
+    atomic_write,
+    read_attempts,
+    update_status,
+)
+from backend.runs.spec import build_spec
 
 FALLBACK = "fallback.json"
 FIRST_STEPS = 10
 OOM_CATEGORIES = ("cuda_oom", "host_oom")
-SPEC_KEYS = ("train", "docker", "exec")
+SPEC_KEYS = ("train", "docker", "exec", "remove_after", "master_port", "torchrun", "image")
 RULE = (
     f"an attempt whose top diagnosis is {' or '.join(OOM_CATEGORIES)} within its first "
     f"{FIRST_STEPS} optimizer steps restarts on the next candidate predicted to need less of "
@@ -77,12 +94,10 @@ def _record_chain(
     taken: set[int],
     prepare_file: Path,
 ) -> str | None:
-    from backend.plan import build_plan
-    from backend.plan.resolve import resolve_preset
-    from backend.planner.fallback import GPU_ENV, fallback_chain
-    from backend.preset.loader import preset_to_yaml
-    from backend.redact import redact_preset
-    from backend.runs.launch import launch_spec
+    from backend.planner.fallback import (  # deferred: the planner, only after an OOM
+        GPU_ENV,
+        fallback_chain,
+    )
 
     chain, why = fallback_chain(preset)
     if not chain:
@@ -92,16 +107,22 @@ def _record_chain(
     records = []
     for candidate in chain:
         record = candidate.record()
-        if candidate.number > 1:
-            resolved = resolve_preset(candidate.preset, run_dir)
-            plan = build_plan(
+        if candidate.number > 1:  # its own spec, built by the launch's one function
+            spec = build_spec(
                 candidate.preset,
                 run_dir=run_dir,
                 transformers_version=transformers_version,
-                preset_ref=str(run_dir / PRESET),
-            )
-            spec = launch_spec(resolved, plan, run_dir, False, set(taken), prepare_file)
-            record["spec"] = {k: spec[k] for k in SPEC_KEYS if k in spec}
+                preset_ref=str(prepare_file),
+                prepare="none",
+                taken=set(taken),
+                kind="oom_fallback",
+                overrides=candidate.overrides,
+            ).launch_json()
+            pieces, secrets = strip_spec_secrets({k: spec[k] for k in SPEC_KEYS if k in spec})
+            if secrets:  # as launch.json: values in the run's 0600 file, never here
+                write_secret_env(run_dir, secrets)
+            record["spec"] = pieces
+            resolved = resolve_preset(candidate.preset, run_dir)
             record["preset_yaml"] = preset_to_yaml(redact_preset(resolved))
         records.append(record)
     data = {"rule": RULE, "candidates": records}
@@ -200,8 +221,11 @@ def fall_back(
         oom=oom, words=chosen.get("words", "?"), n=number, total=total
     )
     new_spec = {k: v for k, v in spec.items() if k not in SPEC_KEYS}
-    new_spec.update(chosen["spec"])
-    atomic_write(run_dir / LAUNCH, json.dumps(new_spec, indent=2) + "\n")
+    new_spec.update(chosen["spec"])  # built at launch by backend.runs.spec.build_spec
+    new_spec.update(kind="oom_fallback", overrides=chosen.get("overrides", {}))
+    public, _secrets = strip_spec_secrets(new_spec)  # values stay in the run's 0600 file
+    atomic_write(run_dir / LAUNCH, json.dumps(public, indent=2) + "\n")
+    new_spec = restore_spec_secrets(new_spec, read_secret_env(run_dir))
     if chosen.get("preset_yaml"):
         atomic_write(run_dir / PRESET, str(chosen["preset_yaml"]))
     _note(log, text)
@@ -223,8 +247,6 @@ def fall_back(
 def final_record(run_dir: Path, message: str, cause: str | None) -> tuple[str, str | None]:
     """The final message and cause with the fallback's part: the candidate the run ended on,
     and an out-of-memory named as the cause when it ended the last attempt."""
-    from backend.runs.resume import read_attempts
-
     attempts = read_attempts(run_dir)
     if not attempts:
         return message, cause

@@ -12,12 +12,12 @@ import time
 from typing import Any
 
 from backend.errors import TrainwizError
+from backend.images.build import ensure_env_image
+from backend.model.fetch import ensure_model
 from backend.preset.loader import load_preset
 
 
 def _model(preset_path: str) -> int:
-    from backend.model.fetch import ensure_model
-
     preset = load_preset(preset_path)
     last = [0.0]
 
@@ -36,8 +36,6 @@ def _model(preset_path: str) -> int:
 
 
 def _environment(preset_path: str) -> int:
-    from backend.images.build import ensure_env_image
-
     preset = load_preset(preset_path)
 
     def progress(event: Any) -> None:

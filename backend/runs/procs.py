@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from backend import subproc
 
 RUN_ENV = "TRAINWIZ_RUN_DIR"
 PROC = Path("/proc")
@@ -128,3 +132,81 @@ def end_processes(
         _send(left, signal.SIGKILL)  # anything forked between the scan and the kill
     seen |= {(p.pid, p.start) for p in left}
     return len(seen), left
+
+
+def pid_alive(pid: int | None) -> bool:
+    """A live, non-zombie process ``pid``."""
+    return proc_info(pid) is not None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def watcher_alive(status: Any) -> bool:
+    """The recorded watcher is alive and is still our watcher (pids get reused)."""
+    if not pid_alive(status.watcher_pid):
+        return False
+    if status.watcher_start is not None:
+        return same_process(status.watcher_pid, status.watcher_start)
+    return b"backend.runs.watch" in _cmdline(status.watcher_pid or 0)
+
+
+def watcher_pids(run_dir: Path) -> tuple[int, ...]:
+    return tuple(p.pid for p in run_processes(run_dir) if b"backend.runs.watch" in _cmdline(p.pid))
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _project_env() -> dict[str, str]:
+    """PYTHONPATH for the watcher: it imports trainwiz's own modules, wherever it runs from."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": f"{PROJECT_ROOT}{os.pathsep}{path}" if path else str(PROJECT_ROOT)}
+
+
+def start_watcher(run_dir: Path) -> int:
+    """``python -m backend.runs.watch RUN_DIR`` in a new session: immune to SIGHUP and ^C."""
+    # Every process of the run inherits the marker (backend.runs.procs finds them by it).
+    env = {**os.environ, **_project_env(), RUN_ENV: str(run_dir.resolve())}
+    fd = os.open(run_dir / "watcher.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "ab") as out:
+        proc = subproc.spawn(
+            [sys.executable, "-m", "backend.runs.watch", str(run_dir)],
+            cwd=run_dir,
+            env=env,
+            stdout=out,
+            text=False,
+        )
+    return proc.pid
+
+
+def deleted_runs(runs_dir: Path) -> dict[str, list[Proc]]:
+    """Runs whose directory under ``runs_dir`` is gone while processes of theirs still live
+    (found by the environment marker): ``runs`` names them and ``stop ID`` ends them."""
+    prefix = f"{RUN_ENV}={Path(runs_dir).resolve()}/".encode()
+    found: dict[str, list[Proc]] = {}
+    try:
+        entries = list(PROC.iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        for item in environ.split(b"\0"):
+            if item.startswith(prefix):
+                run_id = item[len(prefix) :].decode(errors="replace")
+                if "/" in run_id or (Path(runs_dir) / run_id).exists():
+                    break
+                info = proc_info(int(entry.name))
+                if info is not None:
+                    found.setdefault(run_id, []).append(info)
+                break
+    return found

@@ -24,44 +24,38 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from backend.entry.checkpoints import complete_checkpoints
-from backend.errors import BadInput
+from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
-from backend.runs.rundir import (
+from backend.preset.loader import load_preset
+from backend.preset.schema import map_container_path
+from backend.rundir import (
+    FINAL_STATES,
     LAUNCH,
     LOG,
     PRESET,
+    STATUS,
     STOP_REQUEST,
     RunStatus,
-    atomic_write,
+    read_attempts,
     read_status,
     update_status,
+    write_attempts,
 )
+from backend.runs import oomkills
+from backend.runs.control import refresh
+from backend.runs.fallback import fall_back
+from backend.runs.procs import start_watcher
+from backend.runs.spec import next_attempt_spec
 
 if TYPE_CHECKING:
     from backend.diagnosis.model import Fix
 
-ATTEMPTS = "attempts.json"
 _CAUSE_BYTES = 4 << 20  # the tail of one attempt's log that the classifier reads
-
-
-def read_attempts(run_dir: Path) -> list[dict[str, Any]]:
-    try:
-        data = json.loads((run_dir / ATTEMPTS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return data if isinstance(data, list) else []
-
-
-def _write_attempts(run_dir: Path, attempts: list[dict[str, Any]]) -> None:
-    atomic_write(run_dir / ATTEMPTS, json.dumps(attempts, indent=2) + "\n")
 
 
 def output_dir(run_dir: Path) -> Path | None:
     """Where the run's trainer writes checkpoints, as a host path (None: only the container
     can see it)."""
-    from backend.preset.loader import load_preset
-    from backend.preset.schema import map_container_path
-
     try:
         preset = load_preset(run_dir / PRESET)
     except Exception:
@@ -94,8 +88,6 @@ def latest_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
 
 
 def max_restarts(run_dir: Path) -> int:
-    from backend.preset.loader import load_preset
-
     try:
         return int(load_preset(run_dir / PRESET).launch.max_restarts)
     except Exception:
@@ -103,8 +95,6 @@ def max_restarts(run_dir: Path) -> int:
 
 
 def _nnodes(run_dir: Path) -> int:
-    from backend.preset.loader import load_preset
-
     try:
         return int(load_preset(run_dir / PRESET).launch.nnodes)
     except Exception:
@@ -125,9 +115,11 @@ def begin_attempt(run_dir: Path, how: str, **fields: Any) -> dict[str, Any]:
     record.update(fields)
     record["resumed_from"] = latest[0] if latest and record["attempt"] > 1 else None
     record["started_at"] = time.time()
+    if _nnodes(run_dir) == 1:  # was a SIGKILL the OOM killer's? (backend/runs/oomkills.py)
+        record.update(oomkills.at_start())
     log = run_dir / LOG
     record["log_offset"] = log.stat().st_size if log.is_file() else 0
-    _write_attempts(run_dir, attempts)
+    write_attempts(run_dir, attempts)
     return record
 
 
@@ -138,17 +130,19 @@ def end_attempt(run_dir: Path, number: int, code: int | None, message: str) -> d
     if record is None:
         record = {"attempt": number}
         attempts.append(record)
-    record.update(ended_at=time.time(), exit_code=code, cause=message)
+    record.update(ended_at=time.time(), exit_code=code, cause=message, **oomkills.at_end())
     if code not in (0, None):
-        found = _diagnosed_cause(run_dir, int(record.get("log_offset") or 0))
+        found = _diagnosed_cause(run_dir, int(record.get("log_offset") or 0), record)
         if found:
             record["diagnosis_category"], record["diagnosis"] = found
-    _write_attempts(run_dir, attempts)
+    write_attempts(run_dir, attempts)
     return record
 
 
-def _diagnosed_cause(run_dir: Path, offset: int) -> tuple[str, str] | None:
-    from backend.diagnosis import diagnose_text
+def _diagnosed_cause(
+    run_dir: Path, offset: int, record: dict[str, Any] | None = None
+) -> tuple[str, str] | None:
+    from backend.diagnosis import diagnose_text  # deferred: classifier tables, only on failure
 
     try:
         with open(run_dir / LOG, "rb") as handle:
@@ -157,36 +151,38 @@ def _diagnosed_cause(run_dir: Path, offset: int) -> tuple[str, str] | None:
             text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return None
-    top = diagnose_text(text).top
+    found = diagnose_text(text)
+    oomkills.relabel_findings(found.findings, record)
+    top = found.top
     return (top.category, f"{top.category}: {top.title}") if top is not None else None
 
 
-def attempt_spec(spec: dict[str, Any], attempt: int, nnodes: int = 1) -> dict[str, Any]:
-    """launch.json with ``TRAINWIZ_ATTEMPT`` in the training's environment; a later attempt of
-    a single-node run on the host's network (host runner, or a container with network_mode
-    host) also gets a free rendezvous port (the launch's may be taken now)."""
-    from backend.runs.ports import PortLock, claimed_ports, free_master_port
-
+def attempt_spec(
+    run_dir: Path, spec: dict[str, Any], record: dict[str, Any], log: IO[bytes]
+) -> dict[str, Any]:
+    """The spec an attempt executes: the launch's for attempt 1, else a new one
+    (``backend.runs.spec.next_attempt_spec``: port decided again, ``TRAINWIZ_ATTEMPT`` set),
+    recorded as launch.<n>.json. If the run's preset cannot be read back, the previous spec
+    runs again with only its attempt number changed, and the log says so."""
+    number = int(record["attempt"])
+    if number == 1:
+        return spec
+    try:
+        return next_attempt_spec(run_dir, spec, number, record.get("how") or "auto")
+    except Exception as exc:  # never lose the attempt over its record
+        _note(log, f"attempt {number}: cannot rebuild its spec ({exc}); rerunning the last one")
     out = copy.deepcopy(spec)
-    env = {"TRAINWIZ_ATTEMPT": str(attempt)}
-    train_steps = [step for step in out.get("exec", []) if step.get("id") == "train"]
-    if out.get("train"):
-        out["train"]["env"] = {**out["train"].get("env", {}), **env}
+    env = {"TRAINWIZ_ATTEMPT": str(number)}
+    for step in [
+        out.get("train") or {},
+        *(s for s in out.get("exec", []) if s.get("id") == "train"),
+    ]:
+        if step:
+            step["env"] = {**step.get("env", {}), **env}
     docker = out.get("docker") or {}
     if docker:
         docker["environment"] = {**docker.get("environment", {}), **env}
-    for step in train_steps:
-        step["env"] = {**step.get("env", {}), **env}
-    if attempt > 1:  # under the launch's own lock, avoiding ports other runs claimed
-        with PortLock():
-            taken = claimed_ports(None)
-            if out.get("train"):
-                out["train"]["argv"] = free_master_port(out["train"]["argv"], nnodes, [], taken)
-            if docker.get("network_mode") == "host":
-                if docker.get("command"):
-                    docker["command"] = free_master_port(list(docker["command"]), nnodes, [], taken)
-                for step in train_steps:
-                    step["argv"] = free_master_port(step["argv"], nnodes, [], taken)
+    out.update(attempt=number, kind=record.get("how") or "auto")
     return out
 
 
@@ -201,15 +197,14 @@ def run_attempts(
     ``launch.max_restarts`` allows and a complete checkpoint exists; an out-of-memory in the
     first steps restarts on the next OOM fallback candidate instead (``backend.runs.fallback``;
     bounded by the candidates, not counted as a restart). Returns the last exit code."""
-    from backend.runs.fallback import fall_back
-
     record = begin_attempt(run_dir, "launch")
     limit = max_restarts(run_dir)
     while True:
         number = int(record["attempt"])
         if number > 1 and record.get("resumed_from") is not None:
             _note(log, f"attempt {number}: resuming from step {record.get('resumed_from')}")
-        code = train_once(attempt_spec(spec, number, _nnodes(run_dir)))
+        spec = attempt_spec(run_dir, spec, record, log)
+        code = train_once(spec)
         state, message = final_state(code)
         ended = end_attempt(run_dir, number, code, message)
         if state != "failed" or (run_dir / STOP_REQUEST).exists():
@@ -259,19 +254,28 @@ def trainer_pids(run_dir: Path) -> list[int]:
     return sorted(pids)
 
 
+def state_refusal(run_id: str, state: str) -> str | None:
+    """Why a run in ``state`` cannot resume (None: its state allows it): a finished run's final
+    model is saved, another attempt would retrain; a live one must be stopped first."""
+    if state == "finished":
+        return _("the run finished: nothing to resume")
+    if state not in FINAL_STATES:
+        return _(
+            "the run is {state}: resume is for a failed or stopped run (stop it first: "
+            "trainwiz stop {run_id})"
+        ).format(run_id=run_id, state=state)
+    return None
+
+
 def check_resumable(run_dir: Path) -> tuple[RunStatus, tuple[int, Path]]:
     """The run's status and the checkpoint a resume would start from, or BadInput saying why
-    it cannot resume (a live run, training processes still alive, no launch.json, no complete
-    checkpoint). Reads only: the CLI's refusal and the wizard's disabled Resume say the same."""
-    from backend.runs.control import refresh
-
+    it cannot resume (a finished run, a live run, training processes still alive, no
+    launch.json, no complete checkpoint). Reads only. The one decision: the CLI's refusal and
+    the wizard's disabled Resume (``offers.resume_offer``) both come from here."""
     status = refresh(run_dir)
-    if not status.final:
-        raise BadInput(
-            _("run {run_id} is {state}: stop it first (trainwiz stop)").format(
-                run_id=status.run_id, state=status.state
-            )
-        )
+    why = state_refusal(status.run_id, status.state)
+    if why is not None:
+        raise BadInput(why)
     alive = trainer_pids(run_dir)
     if alive:  # torchrun's workers run in their own session: one can outlive its torchrun
         raise BadInput(
@@ -309,7 +313,7 @@ def prepare_resume(run_dir: Path) -> dict[str, Any]:
     number = int(attempts[-1].get("attempt", len(attempts))) + 1
     record = {"attempt": number, "how": "resume", "pending": True, "resumed_from": latest[0]}
     attempts.append(record)
-    _write_attempts(run_dir, attempts)
+    write_attempts(run_dir, attempts)
     (run_dir / STOP_REQUEST).unlink(missing_ok=True)
     update_status(
         run_dir,
@@ -325,9 +329,6 @@ def prepare_resume(run_dir: Path) -> dict[str, Any]:
 
 def resume(run_dir: Path, ack_timeout: float = 15.0) -> dict[str, Any]:
     """``trainwiz resume``: the same run, next attempt, from the last complete checkpoint."""
-    from backend.errors import TrainwizError
-    from backend.runs.launch import start_watcher
-
     record = prepare_resume(run_dir)
     start_watcher(run_dir)
     deadline = time.monotonic() + ack_timeout
@@ -346,7 +347,7 @@ def resume(run_dir: Path, ack_timeout: float = 15.0) -> dict[str, Any]:
 def resume_fix(run_dir: Path) -> Fix | None:
     """The diagnosis's way out when a run can resume: its last complete checkpoint is kept, so
     a fix that needs no preset change costs minutes (``trainwiz resume``), not a relaunch."""
-    from backend.diagnosis.model import Fix
+    from backend.diagnosis.model import Fix  # deferred: backend.diagnosis loads the classifier
 
     latest = latest_checkpoint(run_dir)
     if latest is None:
@@ -365,7 +366,7 @@ def resume_fix(run_dir: Path) -> Fix | None:
 def offer_resume(run_dir: Path, findings: list[Any]) -> Fix | None:
     """Put the resume fix first among each error finding's fixes when the run has a complete
     checkpoint (``trainwiz diagnose`` and the wizard's Troubleshoot both call this); returns it."""
-    if not (run_dir / "status.json").is_file():
+    if not (run_dir / STATUS).is_file():
         return None
     fix = resume_fix(run_dir)
     if fix is None:

@@ -7,13 +7,25 @@ tokens/s counts the tokens the data really has (no padding), the figure a user c
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from backend.diagnosis import diagnose_file
 from backend.diagnosis.model import Finding
-from backend.monitor.metrics import MetricsFollower, RunEnd, StepRecord, finite
-from backend.runs.rundir import LOG
+from backend.i18n import _
+from backend.monitor.metrics import (
+    MetricsFollower,
+    RunEnd,
+    RunStart,
+    StepRecord,
+    continued_series,
+    finite,
+    mean_loss,
+)
+from backend.monitor.tracker import RunTracker
+from backend.rundir import LOG, METRICS
+from backend.units import duration
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,7 @@ class RunSummary:
     real_tokens_per_s: float | None
     output_dir: str | None
     top_finding: Finding | None = None
+    loss_mean: float | None = None  # over every step of every attempt, each counted once
 
     def line(self) -> str:
         """'150/150 steps, loss 6.29 → 1.87, 1,234 real tokens/s, model in DIR'."""
@@ -33,7 +46,10 @@ class RunSummary:
             f"{self.steps}/{self.max_steps} steps" if self.max_steps else f"{self.steps} steps"
         ]
         if self.loss_first is not None and self.loss_last is not None:
-            parts.append(f"loss {self.loss_first:.3g} → {self.loss_last:.3g}")
+            loss = f"loss {self.loss_first:.3g} → {self.loss_last:.3g}"
+            if self.loss_mean is not None:
+                loss += f" (mean {self.loss_mean:.3g})"
+            parts.append(loss)
         if self.real_tokens_per_s is not None:
             parts.append(f"{self.real_tokens_per_s:,.0f} real tokens/s")
         if self.output_dir:
@@ -56,18 +72,20 @@ def _real_tokens_per_s(steps: list[StepRecord]) -> float | None:
 
 def summarize_run(run_dir: Path, *, with_diagnosis: bool = False) -> RunSummary:
     """Read the run's metrics (and, when asked, diagnose its log) into a ``RunSummary``."""
-    follower = MetricsFollower(run_dir / "metrics.jsonl")
-    steps: list[StepRecord] = []
+    follower = MetricsFollower(run_dir / METRICS)
+    events: list[RunStart | StepRecord | RunEnd] = []
     end: RunEnd | None = None
     while True:
-        events = follower.poll()
-        if not events and not follower.behind:
+        batch = follower.poll()
+        if not batch and not follower.behind:
             break
-        for event in events:
-            if isinstance(event, StepRecord):
-                steps.append(event)
+        for event in batch:
+            if isinstance(event, (RunStart, StepRecord)):
+                events.append(event)
             elif isinstance(event, RunEnd):
                 end = event
+    steps, _evals = continued_series(list(events))  # a resumed attempt's steps replace the old
+    attempt = [s for s in steps if s.attempt == steps[-1].attempt] if steps else []
     losses = [s.loss for s in steps if finite(s.loss)]
     top = None
     log = run_dir / LOG
@@ -79,20 +97,29 @@ def summarize_run(run_dir: Path, *, with_diagnosis: bool = False) -> RunSummary:
         max_steps=steps[-1].max_steps if steps else None,
         loss_first=losses[0] if losses else None,
         loss_last=losses[-1] if losses else None,
-        real_tokens_per_s=_real_tokens_per_s(steps),
+        real_tokens_per_s=_real_tokens_per_s(attempt),  # the last attempt's own pace
         output_dir=end.saved_to if end is not None else None,
         top_finding=top,
+        loss_mean=mean_loss(steps),
     )
 
 
-def duration(seconds: float | None) -> str:
-    """'1h02m', '3m05s', '12s' ('–' when unknown)."""
-    if seconds is None:
-        return "–"
-    total = round(seconds)
-    h, rem = divmod(total, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
+_STOPPED = re.compile(
+    r"stopped on request(?: \((?:exit code (-?\d+)|(recorded by 'trainwiz stop'))\))?"
+)
+
+
+def shown_message(message: str) -> str:
+    """A status.json message in the user's language. The record keeps English (scripts and
+    other sessions read it); the watcher's fixed texts are translated where they are shown."""
+    found = _STOPPED.fullmatch(message or "")
+    if found is None:
+        return message
+    if found.group(1) is not None:
+        return _("stopped on request (exit code {code})").format(code=found.group(1))
+    if found.group(2) is not None:
+        return _("stopped on request (recorded by 'trainwiz stop')")
+    return _("stopped on request")
 
 
 class ProgressLine:
@@ -101,9 +128,7 @@ class ProgressLine:
     or step-based, said so, for a run whose entry predates the real-token count)."""
 
     def __init__(self, run_dir: Path) -> None:
-        from backend.monitor.tracker import RunTracker
-
-        self.follower = MetricsFollower(run_dir / "metrics.jsonl")
+        self.follower = MetricsFollower(run_dir / METRICS)
         self.tracker = RunTracker(source="metrics")
 
     def line(self) -> str | None:

@@ -24,23 +24,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backend.runs.fallback import final_record
-from backend.runs.procs import RUN_ENV, end_processes, start_time
-from backend.runs.resume import run_attempts
-from backend.runs.rundir import (
+from backend import subproc
+from backend.redact import read_secret_env, restore_spec_secrets
+from backend.rundir import (
     FULL_DISK,
     LAUNCH,
     LOG,
     METRICS,
     STOP_REQUEST,
     DiskFull,
+    disk_full,
     private_open,
     read_status,
     update_status,
 )
+from backend.runs import docker_runner, multinode, notify
+from backend.runs.fallback import final_record
+from backend.runs.procs import RUN_ENV, end_processes, start_time
+from backend.runs.resume import run_attempts
 
 LEFTOVER_GRACE = 5.0  # seconds a step's leftover processes get between TERM and KILL
-LOW_SPACE = 1 << 20  # free bytes under which a failed run is put down to a full disk
 
 
 class RunLog:
@@ -77,16 +80,6 @@ def _log_line(log: Any, text: str) -> None:
 
 def stop_requested(run_dir: Path) -> bool:
     return (run_dir / STOP_REQUEST).exists()
-
-
-def disk_full(run_dir: Path, log: RunLog | None = None) -> bool:
-    if log is not None and log.disk_full:
-        return True
-    try:
-        st = os.statvfs(run_dir)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < LOW_SPACE
 
 
 def _log_tail(run_dir: Path, size: int = 16384) -> str:
@@ -159,14 +152,8 @@ def run_host_step(run_dir: Path, step: dict[str, Any], log: RunLog, *, train: bo
     env = {**os.environ, **step.get("env", {}), RUN_ENV: str(run_dir)}
     _log_line(log, f"step {step['id']}: {step.get('display') or ' '.join(step['argv'])}")
     try:
-        proc = subprocess.Popen(
-            step["argv"],
-            env=env,
-            cwd=step.get("cwd") or None,
-            stdin=subprocess.DEVNULL,
-            stdout=log.fileno(),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        proc = subproc.spawn(
+            step["argv"], env=env, cwd=step.get("cwd") or None, stdout=log.fileno(), text=False
         )
     except OSError as exc:
         _log_line(log, f"step {step['id']}: cannot start: {exc}")
@@ -185,9 +172,48 @@ def run_host_step(run_dir: Path, step: dict[str, Any], log: RunLog, *, train: bo
     _update(run_dir, log, **changes)
     if stop_requested(run_dir):  # a stop that raced the start: honour it
         os.killpg(proc.pid, signal.SIGTERM)
-    code = proc.wait()
+    code = _wait(run_dir, proc)
     _end_leftovers(run_dir, log, f"step {step['id']}")
     return code
+
+
+def run_dir_gone(run_dir: Path, inode: int | None) -> bool:
+    """The run directory was deleted (or replaced by another) while the run was going."""
+    try:
+        return inode is not None and os.stat(run_dir).st_ino != inode
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _wait(run_dir: Path, proc: subprocess.Popen[bytes]) -> int:
+    """The step's exit code; when the run directory disappears meanwhile, the step and all it
+    started are ended (nobody can follow, stop or record the run any more) and the watcher
+    exits: training on into a deleted directory only holds the GPUs and the disk."""
+    try:
+        inode: int | None = os.stat(run_dir).st_ino
+    except OSError:
+        inode = None
+    while True:
+        try:
+            return proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        if run_dir_gone(run_dir, inode):
+            abandon(run_dir, proc)
+
+
+def abandon(run_dir: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
+    print(f"watcher: {run_dir} was deleted: ending the run's processes", file=sys.stderr)
+    if proc is not None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=LEFTOVER_GRACE)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    end_processes(run_dir, LEFTOVER_GRACE, exclude=(os.getpid(),))
+    raise SystemExit(1)
 
 
 def _update(run_dir: Path, log: RunLog, **changes: Any) -> None:
@@ -199,9 +225,13 @@ def _update(run_dir: Path, log: RunLog, **changes: Any) -> None:
 
 
 def run_docker(run_dir: Path, spec: dict[str, Any], log: RunLog) -> int:
-    from backend.runs import docker_runner
-
-    return docker_runner.run_container(run_dir, spec, log, lambda: stop_requested(run_dir))  # type: ignore[arg-type]
+    inode = os.stat(run_dir).st_ino
+    return docker_runner.run_container(  # a deleted run dir stops the container like a stop
+        run_dir,
+        spec,
+        log,  # type: ignore[arg-type]
+        lambda: stop_requested(run_dir) or run_dir_gone(run_dir, inode),
+    )
 
 
 def watch(run_dir: Path) -> int:
@@ -209,10 +239,13 @@ def watch(run_dir: Path) -> int:
     log = RunLog(run_dir / LOG)
     try:
         spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
+        # launch.json holds no secret: their values come from the run's 0600 file.
+        spec = restore_spec_secrets(spec, read_secret_env(run_dir))
     except (OSError, ValueError) as exc:
         return _finish(run_dir, log, "failed", None, f"launch.json unreadable: {exc}", "watcher")
     me = os.getpid()
     _update(run_dir, log, watcher_pid=me, watcher_start=start_time(me), started_at=time.time())
+    notify.watch_in_background(run_dir)  # the preset's webhooks: loss NaN, stalled
     for note in spec.get("notes", []):
         _log_line(log, f"note: {note}")
     try:
@@ -230,12 +263,12 @@ def watch(run_dir: Path) -> int:
                 run_dir, log, "stopped", None, "stopped before training started", "stopped"
             )
         if spec.get("scheduler") in ("ssh", "slurm"):  # backend/runs/multinode
-            from backend.runs import multinode
-
-            code, finding = multinode.run(run_dir, spec, log)  # type: ignore[arg-type]
+            code, finding, why = multinode.run(run_dir, spec, log)  # type: ignore[arg-type]
             state, message, cause = final_state(run_dir, code, log)
-            if state == "failed" and finding:
-                message = finding
+            if finding and (state == "failed" or why == "stopped"):
+                message = finding  # the nodes' words (a stop: a scancel from outside)
+            if state == "failed" and why and cause in ("exit_code", "signal"):
+                cause = why  # the nodes' own cause (an unreachable node, a Slurm time limit)
             return _finish(run_dir, log, state, code, message, cause)
         code = run_attempts(  # resumes after a crash up to launch.max_restarts times
             run_dir,
@@ -282,6 +315,7 @@ def _finish(
         message=message,
         cause=cause,
     )
+    notify.run_ended(run_dir, state, message, cause)  # finished / failed, after the record
     return 0 if state == "finished" else 1
 
 

@@ -8,13 +8,7 @@
 # 4/8 rows per optimizer step, PSTEPS steps) while time is left.
 set -uo pipefail
 SHAPE=$1; shift
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if ls .whl/*.whl >/dev/null 2>&1 && [ ! -d /tmp/site/transformers ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
-fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRAINWIZ_HOME=/tmp/tw
-R=/tmp/perf-$SHAPE; mkdir -p $R; T0=$(date +%s); BUDGET=${BUDGET:-540}
-stamp() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $R/timeline.txt; }
+. "$(dirname "$0")/common.sh" /tmp/perf-$SHAPE 540
 STEPS=${STEPS:-40}
 ( while true; do echo "$(( $(date +%s) - T0 )) $(awk '/MemTotal/{t=$2}/MemAvailable/{a=$2}END{print t-a}' /proc/meminfo)" >> $R/hostmem.log; sleep 1; done ) > /dev/null 2>&1 &
 SAMPLER=$!; trap 'kill $SAMPLER 2>/dev/null' EXIT  # a live sampler would hold the pipe open
@@ -55,9 +49,9 @@ base
 MEM=$(awk '/MemTotal/{printf "%.0f", $2/1048576}' /proc/meminfo)
 stamp "tune (host RAM read: $MEM GiB; the H200 host has 128)"
 if [ -n "${PROBE:-}" ]; then  # measured: the top PROBE candidates, OOM falls back to the next
-  python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --probe --top $PROBE --steps ${PSTEPS_PROBE:-20} --write $R/tuned.yaml > $R/tune.txt 2>&1
+  python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --probe --top $PROBE --steps ${PSTEPS_PROBE:-20} --write $R/tuned.yaml --force > $R/tune.txt 2>&1
 else
-  python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --write $R/tuned.yaml > $R/tune.txt 2>&1
+  python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --write $R/tuned.yaml --force > $R/tune.txt 2>&1
 fi
 cat $R/tune.txt | head -12
 python3 -m tui.cli plan $R/tuned.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --json > $R/plan-tuned.json 2>&1

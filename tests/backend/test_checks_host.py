@@ -15,6 +15,7 @@ import pytest
 
 from backend.checks import CheckResult, run_checks
 from backend.checks.host import read_meminfo
+from backend.checks.sizing import planned_sizes
 from backend.preset.schema import Preset
 
 MiB = 1024**2
@@ -103,7 +104,7 @@ def test_disk_fails_and_blocks_only_the_model_step_when_the_download_cannot_fit(
     assert "save_total_limit" in result.fix
 
 
-def test_ram_matches_proc_meminfo_and_the_fastchat_load_formula(tmp_path: Path) -> None:
+def test_ram_matches_proc_meminfo_and_the_planners_host_peak(tmp_path: Path) -> None:
     result = one(None, "ram")
     mem = read_meminfo("/proc/meminfo")
     with open("/proc/meminfo", encoding="ascii") as handle:
@@ -117,8 +118,9 @@ def test_ram_matches_proc_meminfo_and_the_fastchat_load_formula(tmp_path: Path) 
         training={"fsdp": "full_shard auto_wrap offload"},
     )
     result = one(big, "ram")
-    p = 13 * 10**9
-    assert result.data["need"] == 4 * p * 8 + 16 * p
+    planned = planned_sizes(big)  # one estimator: the check says the planner's number
+    assert planned is not None and result.data["need"] == planned.host_ram_bytes
+    assert result.data["need"] > 4 * 13 * 10**9 * 8  # at least FastChat's fp32 load per rank
     expected = "fail" if mem["MemTotal"] < result.data["need"] else "ok"
     assert result.status in (expected, "warn")
     if result.status == "fail":
@@ -163,11 +165,15 @@ def test_memlock_is_the_real_rlimit_and_flags_a_seed_ulimit_above_it(tmp_path: P
 
 
 def test_master_port_taken_by_a_real_socket_then_freed(tmp_path: Path) -> None:
+    """Nodes started by hand must agree on the port, so a taken one fails and blocks the launch."""
     holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     holder.bind(("0.0.0.0", 0))
     holder.listen(1)
     port = holder.getsockname()[1]
-    preset = make_preset(tmp_path, launch={"master_port": port})
+    preset = make_preset(
+        tmp_path,
+        launch={"master_port": port, "nnodes": 2, "node_rank": 0},
+    )
     try:
         taken = one(preset, "master_port")
     finally:
@@ -178,6 +184,27 @@ def test_master_port_taken_by_a_real_socket_then_freed(tmp_path: Path) -> None:
     assert one(preset, "master_port").status == "ok"
     worker = make_preset(tmp_path, launch={"master_port": port, "nnodes": 2, "node_rank": 1})
     assert one(worker, "master_port").status == "skip"
+
+
+def test_a_taken_port_on_one_node_names_the_port_the_launch_uses(tmp_path: Path) -> None:
+    """One node on the host network: the launch takes the next free port itself, so the check
+    says which (the launch spec's own choice) and blocks nothing."""
+    from backend.runs.spec import build_spec
+
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("0.0.0.0", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    preset = make_preset(tmp_path, launch={"master_port": port})
+    try:
+        taken = one(preset, "master_port")
+        spec = build_spec(preset)
+    finally:
+        holder.close()
+    assert taken.status == "ok" and not taken.blocks
+    assert spec.master_port != port
+    assert taken.summary.endswith(f"the launch uses {spec.master_port}")
+    assert f"{port} is taken" in taken.summary and str(os.getpid()) in taken.summary
 
 
 def test_git_and_git_lfs_report_the_installed_versions(tmp_path: Path) -> None:
@@ -200,3 +227,27 @@ def test_git_lfs_without_hooks_is_caught(tmp_path: Path, monkeypatch: pytest.Mon
     assert result.status == "fail" and result.fix == "git lfs install"
     subprocess.run(["git", "lfs", "install"], check=True, capture_output=True)
     assert one(preset, "git_lfs").status == "ok"
+
+
+def test_lora_disk_and_ram_are_the_planners_adapter_numbers(tmp_path: Path) -> None:
+    """A LoRA checkpoint is its adapters + their Adam state, not 12 bytes × 7 B; the RAM is the
+    bf16 base the planner loads, not an fp32 copy per rank."""
+    from backend.planner import gpu_spec, plan_preset
+
+    lora = make_preset(
+        tmp_path,
+        model={"source": "hf", "repo": "lmsys/vicuna-7b-v1.5"},
+        launch={"runner": "host", "device": "cuda", "nproc_per_node": 1},
+        training={"method": "lora", "bf16": True, "save_strategy": "steps",
+                  "save_total_limit": 10},
+    )  # fmt: skip
+    planned = planned_sizes(lora)
+    assert planned is not None
+    plan = plan_preset(lora, gpu_spec("4090"))
+    assert planned.host_ram_bytes == plan.estimate.memory.host_ram_peak
+    disk = one(lora, "disk")
+    output = next(x for x in disk.data["locations"] if x["purpose"] == "output")
+    assert output["need"] == 11 * 12 * planned.trained_params
+    assert output["need"] < 2 * 2**30  # ~1 GiB of adapters, not 893 GiB of full checkpoints
+    ram = one(lora, "ram")
+    assert ram.data["need"] == planned.host_ram_bytes < 14 * 2**30

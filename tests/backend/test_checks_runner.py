@@ -178,7 +178,7 @@ def test_cli_json_and_exit_codes(tmp_path: Path) -> None:
     holder.listen(1)
     port = holder.getsockname()[1]
     text = load_preset("tiny-cpu").model_dump(mode="json", by_alias=True, exclude_unset=True)
-    text["launch"]["master_port"] = port
+    text["launch"].update(master_port=port, nnodes=2, node_rank=0)  # nodes started by hand
     preset_file = tmp_path / "p.json"
     import yaml
 

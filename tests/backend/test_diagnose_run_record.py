@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from backend.rundir import RunStatus, write_status
 from backend.runs.diagnose_run import diagnose_run
-from backend.runs.rundir import RunStatus, write_status
 
 REPO = Path(__file__).resolve().parents[2]
 BENIGN_LOG = "{'loss': 2.31, 'learning_rate': 2e-05, 'epoch': 0.1}\n" * 5

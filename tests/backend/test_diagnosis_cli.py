@@ -78,3 +78,42 @@ def test_human_output_lists_fixes_with_preset() -> None:
     assert proc.returncode == 1
     assert "ERROR   shm  line 3" in proc.stdout
     assert "fix 1:" in proc.stdout
+
+
+def test_diagnose_file_starts_without_the_launcher_planner_pydantic_or_textual(
+    tmp_path: Path,
+) -> None:
+    # Start-up is mostly imports: reading a log must not pull in the rest of trainwiz.
+    log = tmp_path / "x.log"
+    log.write_text(
+        "slurmstepd: error: *** JOB 5 ON n1 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***\n"
+    )
+    code = (
+        "import sys; from tui.cli import main; rc = main(['diagnose', sys.argv[1]]); "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'textual') or m == 'rich.console'"
+        " or m.startswith(('backend.runs', 'backend.planner', 'backend.preset', 'backend.images')));"
+        " print('HEAVY', heavy, rc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(log)], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert "slurm_time_limit" in proc.stdout, proc.stderr
+    assert proc.stdout.strip().endswith("HEAVY [] 1"), proc.stdout[-400:]
+
+
+def test_every_subcommand_is_still_listed_and_reachable() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    for name in ("check", "plan", "launch", "diagnose", "replay", "presets"):
+        assert name in proc.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "--lang", "en", "plan", "--help"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "usage: trainwiz plan" in proc.stdout

@@ -124,3 +124,65 @@ async def test_troubleshoot_names_the_node(tmp_path: Path) -> None:
         assert any("nccl  node0  line" in label for label in labels)
         shown = str(screen.query_one("#ts-explain", Static).render())
         assert shown.startswith("on node1 gpu-b, line ")
+
+
+def _slurm_run(tmp_path: Path, with_train_log: bool) -> Path:
+    """A Slurm run whose node 1 was killed by the time limit and whose node 0 timed out."""
+    run = tmp_path / "runs" / "20261201-130000-slurm"
+    (run / "nodes").mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps({"run_id": run.name, "state": "failed"}))
+    (run / "nodes" / "node0-gpu-a.log").write_bytes(NCCL.read_bytes())
+    (run / "nodes" / "node1-gpu-b.log").write_text(
+        "{'loss': 1.21, 'grad_norm': 0.8, 'learning_rate': 2e-05, 'epoch': 0.5}\n"
+        "slurmstepd: error: *** STEP 77.0 ON gpu-b CANCELLED AT 2026-12-01T13:00:00 DUE TO TIME"
+        " LIMIT ***\n"
+    )
+    if with_train_log:  # the watcher copied only the batch log's start before it stopped
+        (run / "train.log").write_text("Submitted batch job 77\n")
+    return run
+
+
+@pytest.mark.parametrize("with_train_log", [True, False], ids=["train-log", "no-train-log"])
+def test_a_run_reads_every_nodes_own_log_and_names_the_node(
+    tmp_path: Path, with_train_log: bool
+) -> None:
+    from backend.runs.diagnose_run import diagnose_run
+
+    run = _slurm_run(tmp_path, with_train_log)
+    findings = diagnose_run(run).diagnosis.findings
+    top = findings[0]
+    assert (top.category, top.node, top.nodes) == (
+        "slurm_time_limit",
+        "node1 gpu-b",
+        ["node1 gpu-b"],
+    )
+    assert top.text.startswith("nodes/node1-gpu-b.log line 2: ")
+    nccl = next(f for f in findings if f.category == "nccl")
+    assert nccl.node == "node0 gpu-a"
+    assert nccl.explanation.count("the root cause is on node1 gpu-b") == 1
+
+
+def test_a_node_log_already_copied_into_train_log_is_not_counted_twice(tmp_path: Path) -> None:
+    from backend.runs.diagnose_run import diagnose_run
+
+    run = _slurm_run(tmp_path, with_train_log=False)
+    two_node_log(run / "train.log", OOM)  # the watcher's tagged copy holds node 1's OOM
+    (run / "nodes" / "node1-gpu-b.log").write_bytes(OOM.read_bytes())
+    findings = diagnose_run(run).diagnosis.findings
+    oom = [f for f in findings if f.category == "cuda_oom"]
+    assert len(oom) == 1 and oom[0].nodes == ["node1 gpu-b"]
+    assert not oom[0].text.startswith("nodes/")  # train.log's line, as before
+
+
+def test_diagnose_cli_reads_a_node_only_run_and_exits_1(tmp_path: Path) -> None:
+    run = _slurm_run(tmp_path, with_train_log=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "diagnose", str(run), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr
+    top = json.loads(proc.stdout)["findings"][0]
+    assert (top["category"], top["node"]) == ("slurm_time_limit", "node1 gpu-b")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from backend.images.catalog import describe_ref, load_catalog
-from backend.images.compat import check_image, max_cuda_for_driver, suggest, version_tuple
+from backend.images.compat import check_image, suggest
+from backend.images.cuda_tables import max_cuda_for_driver, version_tuple
 from backend.images.host import Gpu, HostGpus
 from backend.preset.loader import load_preset
 from backend.preset.schema import Preset

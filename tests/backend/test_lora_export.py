@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from backend.runs.rundir import RunStatus, write_status
+from backend.rundir import RunStatus, write_status
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,6 +17,7 @@ from backend.diagnosis import diagnose_text
 from backend.planner.fallback import GPU_ENV, MAX_FALLBACKS, describe, fallback_chain
 from backend.planner.settings import settings_from_preset
 from backend.preset.loader import load_preset
+from backend.rundir import LAUNCH, METRICS, PRESET, create_run_dir, read_status
 from backend.runs.fallback import (
     FALLBACK,
     FIRST_STEPS,
@@ -26,7 +27,6 @@ from backend.runs.fallback import (
     final_record,
     next_after,
 )
-from backend.runs.rundir import LAUNCH, METRICS, PRESET, create_run_dir, read_status
 
 ROOT = Path(__file__).resolve().parents[2]
 # What torch 2.13 printed in a real run under RLIMIT_AS (tests/faults/test_oom_fallback.py).
@@ -214,7 +214,7 @@ def test_oom_without_candidates_is_the_cause(tmp_path: Path) -> None:
 
 
 def test_probe_uses_the_one_classifier_for_oom() -> None:
-    from backend.planner.probe import _out_of_memory
+    from backend.runs.probe import _out_of_memory
 
     assert _out_of_memory(f"step 1\n{CPU_ALLOC}\n")
     assert _out_of_memory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB")
@@ -222,26 +222,35 @@ def test_probe_uses_the_one_classifier_for_oom() -> None:
     assert not _out_of_memory("ValueError: bad value\n")
 
 
-def test_a_tuned_7b_falls_back_only_on_memory_knobs_with_real_savings() -> None:
-    """tune's pick for 7B on an H200 (packed, Liger, fused AdamW, 122 GiB: tight): the chain
-    never switches packing, kernels or optimizer, and each step saves >= the fit margin."""
+@pytest.mark.parametrize("model", ["3.37b", "6.74b"])
+def test_a_tuned_pick_falls_back_only_on_memory_knobs_with_real_savings(model: str) -> None:
+    """tune's pick on an H200 (packed, Liger, fused AdamW): the chain never switches packing,
+    kernels or optimizer, and each step saves >= the fit margin. At 6.74B the pick already
+    recomputes (some layers, or all) with one 8192-token row per step: the only fallback that
+    keeps the batch is recompute of every layer (a smaller row would change the tokens per
+    step)."""
     from backend.planner.fallback import chain_from_ranked, memory_knobs_only
     from backend.planner.gpu import gpu_spec
     from backend.planner.memory import FIT_MARGIN
-    from backend.planner.shape import shape_from_config
     from backend.planner.tune import tune
 
     base = load_preset(ROOT / "tests" / "fixtures" / "perf" / "7b-base.yaml")
-    shape = shape_from_config(
-        {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-         "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
-        source="vicuna-7b shape",
-    )  # fmt: skip
+    from backend.planner.perfrows import row_shape
+
+    shape = row_shape({"model": model})
     tuned = tune(base, gpu_spec("h200"), shape, host_ram=128 << 30).preset
     again = tune(tuned, gpu_spec("h200"), shape, host_ram=128 << 30)
     chain = chain_from_ranked(tuned, again.ranked, again.before)
-    assert len(chain) >= 2 and tuned.training.packing
     launched = settings_from_preset(tuned)
+    assert tuned.training.packing
+    if model == "6.74b":
+        # the pick recomputes (some layers or all) with one row per step; the one step left
+        # is recompute of every layer (a smaller row would change the tokens per step)
+        assert launched.checkpointing and launched.grad_accum == 1
+        assert all(settings_from_preset(c.preset).trainer_gc for c in chain[1:])
+        assert len(chain) == (1 if launched.trainer_gc else 2)
+    else:
+        assert len(chain) >= 2
     for prev, cand in itertools.pairwise(chain):
         assert cand.predicted_gpu_gib <= (1 - FIT_MARGIN) * prev.predicted_gpu_gib + 1e-3
         assert memory_knobs_only(launched, settings_from_preset(cand.preset))
@@ -251,3 +260,7 @@ def test_a_tuned_7b_falls_back_only_on_memory_knobs_with_real_savings() -> None:
     padded = launched.with_(packing=False, liger=False, optim="adamw_torch")
     assert not memory_knobs_only(launched, padded)
     assert memory_knobs_only(launched, launched.with_(micro_batch=2, trainer_gc=True))
+    assert memory_knobs_only(launched, launched.with_(recompute_layers=8))
+    assert not memory_knobs_only(
+        launched, launched.with_(compile_layers=not launched.compile_layers)
+    )

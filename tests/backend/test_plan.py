@@ -57,8 +57,9 @@ def test_seed_torchrun_is_reproduced_flag_for_flag() -> None:
     assert len(seed_flags) == 24  # the seed passes 24 training flags
     # same order as the seed too
     assert list(our_flags) == list(seed_flags)
-    # it runs inside the seed's container, in the FastChat clone
-    assert train.exec_prefix == ["docker", "exec", "-it", "-w", "/app/FastChat", "train-13b"]
+    # it runs inside the seed's container, in the FastChat clone; without -it: a printed plan
+    # run as a script has no terminal (the runner's SDK exec has none either)
+    assert train.exec_prefix == ["docker", "exec", "-w", "/app/FastChat", "train-13b"]
 
 
 def test_docker_sdk_kwargs_match_the_displayed_flags() -> None:
@@ -148,7 +149,9 @@ def test_display_quotes_every_env_value_and_hides_secrets() -> None:
 
 def test_git_lfs_clone_url_cannot_be_read_as_an_option() -> None:
     preset = load_preset("vicuna-13b-v1.3-8xa100")
-    assert build_plan(preset).step("model").argv[:3] == ["git", "clone", "--"]
+    step = build_plan(preset).step("model")
+    assert step.argv == ["trainwiz", "model", "fetch", preset.name]  # what a launch runs
+    assert "git clone -- https://huggingface.co/lmsys/vicuna-13b-v1.3 " in step.note  # by hand
 
 
 def test_fsdp_on_the_cpu_is_said_to_be_ddp() -> None:

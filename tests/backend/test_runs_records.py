@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 
 from backend.entry import ENTRY_DIR
-from backend.runs.rundir import (
+from backend.rundir import (
     RESERVE,
     STATUS,
     DiskFull,

@@ -10,18 +10,18 @@ import pytest
 from backend import paths
 from backend.errors import BadInput
 from backend.preset.loader import load_preset, parse_preset_text, preset_to_yaml
-from backend.runs.launch import launch
-from backend.runs.rundir import (
+from backend.rundir import (
     STATUS,
     RunStatus,
     create_run_dir,
-    find_run,
     list_run_dirs,
     new_run_id,
     read_status,
     update_status,
     write_status,
 )
+from backend.runs.control import find_run
+from backend.runs.launch import launch
 from tui.cli import main
 
 
@@ -111,9 +111,7 @@ def test_train_mem_entry_needs_a_fastchat_workdir(tmp_path: Path) -> None:
 def test_a_taken_master_port_is_replaced_on_a_single_node(tmp_path: Path) -> None:
     import socket
 
-    from backend.plan import build_plan
-    from backend.plan.resolve import resolve_preset
-    from backend.runs.launch import launch_spec
+    from backend.runs.spec import build_spec
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("", 0))
@@ -122,14 +120,12 @@ def test_a_taken_master_port_is_replaced_on_a_single_node(tmp_path: Path) -> Non
         preset = parse_preset_text(_tiny_preset_text())
         preset.launch.master_port = port
         run_dir = create_run_dir(preset.name, "host")
-        plan = build_plan(preset, run_dir=run_dir)
-        spec = launch_spec(resolve_preset(preset, run_dir), plan, run_dir, prepare=False)
+        spec = build_spec(preset, run_dir=run_dir, prepare="none").launch_json()
         ports = [a for a in spec["train"]["argv"] if a.startswith("--master_port=")]
         assert ports and ports[0] != f"--master_port={port}"
         assert f"master_port {port} is in use" in spec["notes"][0]
         preset.launch.nnodes = 2  # every node must agree: never changed behind the user's back
-        plan = build_plan(preset, run_dir=run_dir)
-        spec = launch_spec(resolve_preset(preset, run_dir), plan, run_dir, prepare=False)
+        spec = build_spec(preset, run_dir=run_dir, prepare="none").launch_json()
         assert f"--master_port={port}" in spec["train"]["argv"]
         assert spec["notes"] == []
 

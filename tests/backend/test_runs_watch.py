@@ -13,9 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from backend.runs.control import pid_alive, refresh, stop_run, wait_for
-from backend.runs.launch import start_watcher
-from backend.runs.rundir import (
+from backend.rundir import (
     LAUNCH,
     LOG,
     METRICS,
@@ -24,6 +22,8 @@ from backend.runs.rundir import (
     update_status,
     write_json,
 )
+from backend.runs.control import pid_alive, refresh, stop_run, wait_for
+from backend.runs.launch import start_watcher
 
 
 def _py(code: str) -> list[str]:

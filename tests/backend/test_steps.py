@@ -16,7 +16,7 @@ from tests.backend.hubserver import write_llama_dir
 from widgets.step_indicator import STEP_TITLES
 
 # backend.runs re-exports a function named launch, so take the module itself.
-launch_module = importlib.import_module("backend.runs.launch")
+spec_module = importlib.import_module("backend.runs.spec")  # decides what a launch runs first
 
 
 def _local(model_dir: Path):  # type: ignore[no-untyped-def]
@@ -63,7 +63,7 @@ def test_config_json_alone_is_not_a_ready_model_for_launch_replay_or_the_table(
     preset = _local(broken)
     found = model_ready(preset)
     assert not found.ready and str(broken) in found.reason
-    assert launch_module._model_present(preset) is False
+    assert spec_module.missing(preset, "model") is True
     assert replay.Replay(preset)._model_satisfied(broken) is False
     assert step("model").ready(preset, Machine()).state == "needs-action"
 
@@ -74,7 +74,7 @@ def test_a_valid_model_dir_is_ready_everywhere(tmp_path: Path) -> None:
     write_llama_dir(good)
     preset = _local(good)
     assert model_ready(preset).ready, model_ready(preset).reason
-    assert launch_module._model_present(preset) is True
+    assert spec_module.missing(preset, "model") is False
     assert replay.Replay(preset)._model_satisfied(good) is True
     assert step("model").ready(preset, Machine()).state == "ready"
 
@@ -84,4 +84,4 @@ def test_a_missing_tiny_model_needs_the_make_step(tmp_path: Path) -> None:
     model = preset.model.model_copy(update={"dir": str(tmp_path / "nothing")})
     preset = preset.model_copy(update={"model": model})
     assert not model_ready(preset).ready
-    assert launch_module._model_present(preset) is False
+    assert spec_module.missing(preset, "model") is True

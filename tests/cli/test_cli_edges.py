@@ -96,7 +96,7 @@ def test_summary_line_counts_real_tokens_and_skips_the_warmup_step(tmp_path: Pat
     # steps 2..4: (1002 + 1003 + 1004) tokens in 1.5 s
     assert summary.real_tokens_per_s == (1002 + 1003 + 1004) / 1.5
     assert summary.line() == (
-        f"4/4 steps, loss 5 → 2, 2,006 real tokens/s, model in {run / 'output'}"
+        f"4/4 steps, loss 5 → 2 (mean 3.5), 2,006 real tokens/s, model in {run / 'output'}"
     )
 
 

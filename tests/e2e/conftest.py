@@ -39,12 +39,14 @@ def start(home: Path, tmp_path: Path) -> Iterator[Callable[..., Pane]]:
         pytest.skip("tmux is not installed (system package 'tmux'; scripts/test.sh installs it)")
     panes: list[Pane] = []
 
-    def _start(*args: str, size: tuple[int, int] = (120, 40)) -> Pane:
+    def _start(
+        *args: str, size: tuple[int, int] = (120, 40), env: dict[str, str] | None = None
+    ) -> Pane:
         pane = Pane(
             [trainwiz_script(), *args],
             width=size[0],
             height=size[1],
-            env=trainwiz_env(home),
+            env=env or trainwiz_env(home),
             cwd=tmp_path,
         )
         panes.append(pane)

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.training, pytest.mark.slow]
 
 def finished_run(home: Path, tmp_path: Path) -> Path:
     done = subprocess.run(
-        [trainwiz_script(), "launch", str(_preset(tmp_path)), "--detach", "--json"],
+        [trainwiz_script(), "launch", str(_preset(tmp_path, max_steps=12)), "--detach", "--json"],
         env=trainwiz_env(home),
         capture_output=True,
         text=True,

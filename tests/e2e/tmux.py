@@ -94,12 +94,25 @@ class Pane:
             time.sleep(0.1)
 
     def wait_dead(self, timeout: float = 30.0) -> str:
+        """The exit status ("0"), "signal N", or "" when tmux never told. tmux marks the pane
+        dead when its terminal closes, a moment before it has reaped the process, and its
+        status variable may stay empty: its "Pane is dead (status N" line is read too."""
         deadline = time.monotonic() + timeout
         while not self.dead():
             if time.monotonic() > deadline:
                 raise AssertionError(f"trainwiz did not exit; the screen shows:\n{self.capture()}")
             time.sleep(0.1)
-        return self.exit_status()
+        told = time.monotonic() + 10
+        while True:
+            status = self.exit_status()
+            if status:
+                return status
+            said = re.search(r"Pane is dead \((status|signal) (\d+)", self.capture())
+            if said:
+                return said[2] if said[1] == "status" else f"signal {said[2]}"
+            if time.monotonic() > told:
+                return ""
+            time.sleep(0.1)
 
     # ---- typing --------------------------------------------------------------------------
     def send(self, *keys: str) -> None:

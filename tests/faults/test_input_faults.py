@@ -10,7 +10,7 @@ import yaml
 from backend import paths
 from backend.errors import BadInput
 from backend.model.placeholders import resolve_placeholders
-from backend.runs.rundir import create_run_dir, new_run_id
+from backend.rundir import create_run_dir, new_run_id
 from tests.faults.helpers import ROOT, cli
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from backend.rundir import LAUNCH, create_run_dir, update_status, write_json
 from backend.runs.launch import start_watcher
-from backend.runs.rundir import LAUNCH, create_run_dir, update_status, write_json
 from tests.faults.helpers import ROOT, assert_nothing_left, cli, runs_json
 
 SLEEPER = (
@@ -93,7 +93,7 @@ def test_a_launcher_that_died_before_the_watcher_leaves_a_failed_record() -> Non
     code = (
         "import os, signal\n"
         "from backend.runs.procs import start_time\n"
-        "from backend.runs.rundir import create_run_dir\n"
+        "from backend.rundir import create_run_dir\n"
         "d = create_run_dir('orphan', 'host', launcher_pid=os.getpid(),"
         " launcher_start=start_time(os.getpid()))\n"
         "print(d, flush=True)\n"

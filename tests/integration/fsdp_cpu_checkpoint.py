@@ -38,6 +38,7 @@ from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
 from backend.entry.checkpoints import write_marker
+from backend.entry.ending import finish
 
 
 def main() -> None:
@@ -94,8 +95,9 @@ def main() -> None:
         record = {"step": args.step, "world_size": world, "state_dict_type": "SHARDED_STATE_DICT"}
         write_marker(out, record)
     dist.barrier()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main()
+    # The entry's own ending (backend/entry/ending.py): the group destroyed, its gloo threads
+    # joined once main's frame (FSDP, its hooks, the optimizer) is gone, no interpreter teardown.
+    finish(main, torch, int(os.environ.get("RANK", "0")))

@@ -35,15 +35,15 @@ def test_a_start_failure_removes_the_created_container(
     preset.model.source = "local"
     preset.container.network = "host"
     launch_mod = importlib.import_module("backend.runs.launch")
-    original = launch_mod.launch_spec
+    original = launch_mod.build_spec  # the one function that decides the spec
 
     def spec_with_missing_command(*args, **kwargs):
         spec = original(*args, **kwargs)
-        spec["docker"]["image"] = BASE
-        spec["docker"]["command"] = ["/no/such/trainer"]
+        spec.docker["image"] = BASE
+        spec.docker["command"] = ["/no/such/trainer"]
         return spec
 
-    monkeypatch.setattr(launch_mod, "launch_spec", spec_with_missing_command)
+    monkeypatch.setattr(launch_mod, "build_spec", spec_with_missing_command)
     result = launch(preset, prepare=False)
     status = wait_for(result.run_dir, lambda s: s.final, 60)
     assert status.state == "failed"

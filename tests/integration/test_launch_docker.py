@@ -119,15 +119,15 @@ def test_image_mode_container_streams_and_stops(
         "    open(p, 'a').write(json.dumps({'kind': 'step', 'step': i}) + '\\n')\n"
         "    time.sleep(0.2)\n"
     )
-    original = launch_mod.launch_spec
+    original = launch_mod.build_spec  # the one function that decides the spec
 
     def spec_with_probe(*args, **kwargs):
         spec = original(*args, **kwargs)
-        spec["docker"]["image"] = BASE
-        spec["docker"]["command"] = ["python3", "-c", script]
+        spec.docker["image"] = BASE
+        spec.docker["command"] = ["python3", "-c", script]
         return spec
 
-    monkeypatch.setattr(launch_mod, "launch_spec", spec_with_probe)
+    monkeypatch.setattr(launch_mod, "build_spec", spec_with_probe)
     result = launch(preset, prepare=False)
     run_dir = result.run_dir
     status = wait_for(run_dir, lambda s: s.state == "running", 60)

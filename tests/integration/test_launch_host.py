@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from backend.monitor.metrics import MetricsFollower, StepRecord
+from tests.trainwiz_cli import cli
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
 
@@ -30,19 +31,6 @@ def home(tiny_model: Path) -> Path:
     home = Path(os.environ["TRAINWIZ_HOME"])
     shutil.copytree(tiny_model, home / "models" / "tiny-llama")
     return home
-
-
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc
 
 
 def runs_json() -> dict[str, dict]:

@@ -12,11 +12,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.trainwiz_cli import cli as trainwiz
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
 
@@ -41,18 +42,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def cli(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "TRAINWIZ_HOME": str(home)},
-    )
-    if check:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+    return trainwiz(*args, check=check, timeout=900, env={**os.environ, "TRAINWIZ_HOME": str(home)})
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -117,13 +118,15 @@ def test_the_plans_model_step_downloads_from_the_probed_hub(tmp_path: Path) -> N
         resolved = apply_mirrors(parse_preset_text(yaml.safe_dump(data)))
         step = build_plan(resolved).step("model")
         assert step.env == {"HF_ENDPOINT": hub.url}
-        assert step.argv[0] == "huggingface-cli"
-        # The exact step the plan prints, run with the real huggingface_hub CLI.
+        assert step.argv == ["trainwiz", "model", "fetch", resolved.name]  # what a launch runs
+        by_hand = shlex.split(step.note.split("by hand: ", 1)[1])
+        assert by_hand[0] == "huggingface-cli"
+        # The by-hand step the plan prints, run with the real huggingface_hub CLI.
         cli = Path(sys.executable).with_name("huggingface-cli")
         env = {**os.environ, **step.env, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0"}
         env.pop("HF_TOKEN", None)
         got = subprocess.run(
-            [str(cli), *step.argv[1:]], capture_output=True, text=True, timeout=120, env=env
+            [str(cli), *by_hand[1:]], capture_output=True, text=True, timeout=120, env=env
         )
         assert got.returncode == 0, got.stderr[-2000:]
         assert (tmp_path / "m" / "config.json").read_bytes() == files["config.json"]

@@ -5,6 +5,7 @@ endpoint, then both the fetch a launch runs and the plan's printed command downl
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +69,9 @@ def test_the_plans_modelscope_command_runs_as_printed(endpoints, tmp_path: Path)
     made, files = endpoints
     resolved = apply_mirrors(modelscope_preset(tmp_path, [made["error"].url, made["good"].url]))
     step = build_plan(resolved).step("model")
-    assert step.argv == [
+    assert step.argv == ["trainwiz", "model", "fetch", resolved.name]  # what a launch runs
+    by_hand = shlex.split(step.note.split("by hand: ", 1)[1])  # ModelScope's own CLI
+    assert by_hand == [
         "modelscope",
         "download",
         REPO,
@@ -81,7 +84,7 @@ def test_the_plans_modelscope_command_runs_as_printed(endpoints, tmp_path: Path)
     cli = Path(sys.executable).with_name("modelscope")
     env = {**os.environ, **step.env, "MODELSCOPE_CACHE": str(tmp_path / "cache")}
     done = subprocess.run(
-        [str(cli), *step.argv[1:]], capture_output=True, text=True, timeout=180, env=env
+        [str(cli), *by_hand[1:]], capture_output=True, text=True, timeout=180, env=env
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (tmp_path / "model" / "config.json").read_bytes() == files["config.json"]

@@ -105,7 +105,7 @@ def test_docker_nodes_each_run_one_quoted_docker_run(tmp_path: Path) -> None:
         tmp_path, runner="docker", scheduler="ssh", nnodes=2, nodes=["gpu-a", "gpu-b"]
     )
     data = yaml.safe_load(path.read_text())
-    data["launch"]["env"] = {"TW_PROBE": hostile}
+    data["launch"]["env"] = {"NCCL_TW_PROBE": hostile}
     data["container"] = {"gpus": None, "interactive": False, "tty": False, "remove": True}
     path.write_text(yaml.safe_dump(data))
     plan = json.loads(cli("plan", str(path), "--json").stdout)
@@ -117,7 +117,7 @@ def test_docker_nodes_each_run_one_quoted_docker_run(tmp_path: Path) -> None:
         assert run[:3] == ["cid=$(docker", "run", "-d"]
         assert "--rm" not in run  # the node's shell reads the exit code, then removes it
         assert {"--network=host", "--pid=host", f"--name=trainwiz-<run_id>-node{index}"} <= set(run)
-        assert f"trainwiz.node={index}" in run and f"TW_PROBE={hostile}" in run
+        assert f"trainwiz.node={index}" in run and f"NCCL_TW_PROBE={hostile}" in run
         assert "torchrun" in run and "--rdzv_backend=c10d" in run
     bad_node = refused(
         preset_file(tmp_path, runner="docker", scheduler="ssh", nnodes=2, nodes=["a", "b;reboot"])

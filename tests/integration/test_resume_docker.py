@@ -92,7 +92,8 @@ def test_sigkill_in_the_container_then_resume(docker_client, tmp_path: Path) -> 
             text=True,
             timeout=900,
         )
-        assert out.returncode == 0 and "finished" in out.stderr.splitlines()[-1], out.stderr
+        assert out.returncode == 0 and "finished: finished" in out.stderr, out.stderr
+        assert "steps, loss" in out.stderr.splitlines()[-1], out.stderr  # launch's summary line
         status = json.loads((run_dir / "status.json").read_text())
         assert status["state"] == "finished"
         second = status["container_id"]

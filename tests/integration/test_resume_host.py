@@ -128,7 +128,10 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> Non
     assert killed_at < 60
 
     out = cli("resume", broken.name)  # follows the log to the end
-    assert "finished" in out.stderr.splitlines()[-1], out.stderr
+    # Resume ends as launch does: the state line, then the summary line.
+    assert "finished: finished" in out.stderr and "steps, loss" in out.stderr.splitlines()[-1], (
+        out.stderr
+    )
     assert runs_json()[broken.name]["state"] == "finished"
 
     events = read_events(broken / "metrics.jsonl")
@@ -199,7 +202,9 @@ def test_resume_refuses_a_run_without_checkpoint(tmp_path: Path) -> None:
     before = (run_dir / "status.json").read_text()
     proc = cli("resume", run_dir.name, check=False)
     assert proc.returncode == 2
-    assert "no complete checkpoint" in proc.stderr
+    # A finished run is refused first as finished (the Monitor's reason); a failed one without
+    # a checkpoint for the lack of one (test_results_add_up, test_resume_records).
+    assert "the run finished: nothing to resume" in proc.stderr
     assert (run_dir / "status.json").read_text() == before  # nothing changed
 
 

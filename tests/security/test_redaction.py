@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from backend.preset.redacted import redact_preset
 from backend.preset.schema import Preset
-from backend.redact import REDACTED, redact_env, redact_preset, redact_text, redact_url
+from backend.redact import REDACTED, redact_env, redact_text, redact_url
 from tui.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,8 +27,15 @@ def _planned_for(app: TrainwizApp, gpu: str) -> Callable[[Pilot[Any]], Any]:
             await pilot.pause(0.05)
             if isinstance(app.screen, HyperparamsScreen) and not app.screen.workers:
                 break
-        app.screen.query_one("#hp-gpu", Select).value = gpu
-        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, HyperparamsScreen)
+        screen.query_one("#hp-gpu", Select).value = gpu
+        for _ in range(200):  # the side pane is computed off the UI thread: wait for it
+            await pilot.pause(0.05)
+            if screen.settled and not screen.workers:
+                break
+        assert screen.settled
+        await pilot.pause(0.1)
 
     return run_before
 

@@ -69,7 +69,7 @@ async def _open(pilot: Pilot[Any], app: TrainwizApp) -> HyperparamsScreen:
             break
     screen = app.screen
     assert isinstance(screen, HyperparamsScreen)
-    await pilot.pause(0.1)
+    await settle(pilot, screen)
     return screen
 
 
@@ -82,7 +82,16 @@ async def _type(pilot: Pilot[Any], screen: HyperparamsScreen, path: str, text: s
     editor = field(screen, path).editor
     assert isinstance(editor, Input)
     editor.value = text
-    await pilot.pause(0.05)
+    await settle(pilot, screen)
+
+
+async def settle(pilot: Pilot[Any], screen: HyperparamsScreen) -> None:
+    """Wait until the side pane (computed off the UI thread) shows the latest edit."""
+    for _ in range(200):
+        await pilot.pause(0.02)
+        if screen.settled:
+            return
+    raise AssertionError("the side pane never caught up with the edits")
 
 
 def text_of(screen: HyperparamsScreen, widget_id: str) -> str:
@@ -154,7 +163,7 @@ async def test_cross_field_messages(tmp_path: Path) -> None:
         select = field(screen, "eval_strategy").editor
         assert isinstance(select, Select)
         select.value = "steps"
-        await pilot.pause(0.1)
+        await settle(pilot, screen)
         assert "set eval_data_path" in field(screen, "eval_strategy").message
         # tiny-cpu's model has 512 positions: 1024 needs RoPE scaling.
         await _type(pilot, screen, "model_max_length", "1024")
@@ -163,7 +172,7 @@ async def test_cross_field_messages(tmp_path: Path) -> None:
         box = field(screen, "bf16").editor
         assert isinstance(box, Checkbox)
         box.value = True
-        await pilot.pause(0.1)
+        await settle(pilot, screen)
         assert "launch.device is cpu" in field(screen, "bf16").message
         assert "CPU" in text_of(screen, "#hp-memory")
 
@@ -183,7 +192,7 @@ async def test_sm80_and_gpu_count_checks(tmp_path: Path, monkeypatch: pytest.Mon
         assert field(screen, "launch.nproc_per_node").message == ""
         gpu = screen.query_one("#hp-gpu", Select)
         gpu.value = "v100"
-        await pilot.pause(0.1)
+        await settle(pilot, screen)
         assert "needs compute capability 8.0+" in field(screen, "bf16").message
         assert "sm70" in field(screen, "tf32").message
 
@@ -196,7 +205,7 @@ async def test_tune_rewrites_the_form_and_save_writes_it(
     async with app.run_test(size=(160, 50)) as pilot:
         screen = await _open(pilot, app)
         screen.query_one("#hp-gpu", Select).value = "a100"
-        await pilot.pause(0.1)
+        await settle(pilot, screen)
         assert "CPU offload" in text_of(screen, "#hp-memory")
         await pilot.press("f5")
         await pilot.pause(0.2)
@@ -228,7 +237,7 @@ async def test_tune_on_a_24g_gpu_switches_a_7b_full_fine_tune_to_lora_and_lists_
     async with app.run_test(size=(160, 50)) as pilot:
         screen = await _open(pilot, app)
         screen.query_one("#hp-gpu", Select).value = "a10"
-        await pilot.pause(0.1)
+        await settle(pilot, screen)
         await pilot.press("f5")
         await pilot.pause(0.2)
         assert app.preset.training.method == "lora" and not app.preset.training.fsdp

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from backend.preset import load_preset
+from backend.rundir import list_run_dirs
 from backend.runs import read_status, stop_run
-from backend.runs.rundir import list_run_dirs
+from backend.runs.spec import plan_spec
 from screens.dialogs import ConfirmDialog
 from screens.launch import LaunchScreen
 from tui.app import TrainwizApp
@@ -39,7 +40,11 @@ async def test_plan_is_shown_command_by_command() -> None:
         screen = await _planned(app, pilot)
         shown = _text(screen, "#launch-plan-text")
         assert [s.id for s in screen.plan.steps] == ["model", "environment", "train"]
-        assert "torchrun --nproc_per_node=1 --master_port=29511" in shown
+        # The screen shows the launch's own argv: its torchrun and the port it would take now.
+        spec = plan_spec(app.preset)
+        words = "".join(shown.split())  # the pane wraps long lines
+        launch = f"{spec.torchrun} --nproc_per_node=1 --master_port={spec.master_port}"
+        assert "".join(launch.split()) in words
         assert "entry/train_entry.py" in shown
         assert "Not launched" in _text(screen, "#launch-status")
 
@@ -162,3 +167,21 @@ async def test_confirmation_names_dangerous_container_options() -> None:
         text = str(screen.confirm_dialog().body)
     assert "WARNING container.privileged" in text
     assert "WARNING container.volumes" in text
+
+
+async def test_after_run_all_the_launch_step_names_the_run(tmp_path: Path) -> None:
+    """Run all launches through the same pipeline: the Launch step must not then say "Not
+    launched" (the session's run is the App's, whichever way it was started)."""
+    app = _app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _planned(app, pilot)
+        assert "Not launched" in _text(app.screen, "#launch-status")
+        run = tmp_path / "runs" / "20261201-000000-tiny-cpu"
+        app.last_launched = run  # what Run all's finish records, beside current_run
+        app.current_run = run
+        app.goto_step("hyperparams")
+        await pilot.pause(0.2)
+        app.goto_step("launch")
+        await pilot.pause(0.2)
+        status = _text(app.screen, "#launch-status")
+        assert "Not launched" not in status and f"Launched run {run.name}" in status

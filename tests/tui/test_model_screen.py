@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input, Select, Static
+from textual.widgets import Input, ProgressBar, Select, Static
 
 from backend.preset import load_preset
 from screens.model import ModelScreen
@@ -47,6 +47,8 @@ async def test_tiny_model_validated_and_data_checked_on_arrival(tiny_home: Path)
         assert "parameters 166,208" in text_of(screen, "#model-report")
         assert "200 records" in text_of(screen, "#data-report")
         assert "truncated at 256: 0 (0.0%)" in text_of(screen, "#data-report")
+        # nothing was fetched: no bar pulses as if a download ran
+        assert not screen.query_one("#model-progress", ProgressBar).display
 
 
 async def test_download_from_hub_with_progress(
@@ -80,6 +82,8 @@ async def test_download_from_hub_with_progress(
             assert app.preset.model.source == "hf" and app.preset.model.repo == "acme/m"
             assert progressed and progressed[-1].progress.bytes == progressed[-1].progress.total
             assert "Downloaded" in text_of(screen, "#model-status")
+            bar = screen.query_one("#model-progress", ProgressBar)
+            assert bar.display and bar.percentage == 1.0
             assert (tmp_path / "dst" / "model-00001-of-00002.safetensors").is_file()
     finally:
         hub.stop()

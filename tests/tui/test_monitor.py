@@ -133,7 +133,9 @@ async def test_monitor_shows_the_recorded_h200_run(tmp_path: Path) -> None:
         assert meter.state == "finished"
         shown = str(meter.render())
         assert "step 10/10" in shown and "100%" in shown and "tok/s n/a (log only)" in shown
-        assert "smp/s 22.12" in shown and "ETA 0s" in shown and "ran 4s" in shown
+        assert "smp/s 22.12" in shown and "wall time 4s" in shown
+        assert "ETA" not in shown  # a finished run has a final summary, no ETA
+        assert "Final summary" in shown and "loss 10.8372 → 5.2617" in shown
         # Loss chart: ten recorded points, last loss and learning rate in the caption.
         chart = screen.query_one(LossChart)
         assert chart.view is not None and chart.view.points == 10

@@ -90,7 +90,10 @@ async def test_meter_shows_token_rates_and_mfu_from_metrics(tmp_path: Path) -> N
         # the data's own tokens first (issue 16), the padded figures second
         assert shown.index("real tok/s 32,176") < shown.index("padded tok/s 64,352")
         assert "smp/s 31.42" in shown and "step 0.255s" in shown
-        assert "padded MFU 28.9%" in shown and "ETA 0s" in shown
+        assert "padded MFU 28.9%" in shown and "ETA" not in shown  # over: a summary instead
+        assert s.real_tokens_done and s.elapsed_s
+        assert f"overall real tok/s {s.real_tokens_done / s.elapsed_s:,.0f}" in shown
+        assert "loss 10.8372 → 5.2617" in shown and "wall time 4s" in shown
         chart = app.screen.query_one(LossChart)
         assert chart.view is not None and chart.view.summary.source == "metrics"
         assert chart.view.loss[1][-1] == 5.2617 and chart.view.points == 10

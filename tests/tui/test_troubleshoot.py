@@ -11,7 +11,9 @@ import pytest
 from textual.widgets import OptionList, Static, TextArea
 
 from backend.preset import Preset, load_preset
-from screens.troubleshoot import FixReviewDialog, TroubleshootScreen, list_runs
+from backend.runs.diagnose_run import diagnosable_runs
+from screens.fix_review import FixReviewDialog
+from screens.troubleshoot import TroubleshootScreen
 from tui.app import TrainwizApp
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -38,7 +40,7 @@ def _static_text(screen: TroubleshootScreen, selector: str) -> str:
 
 def test_list_runs_reads_state() -> None:
     _make_run()
-    runs = list_runs()
+    runs = diagnosable_runs()
     assert [(r.run_id, r.state, r.preset is not None) for r in runs] == [(RUN_ID, "failed", True)]
 
 

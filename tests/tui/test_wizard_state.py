@@ -232,8 +232,7 @@ def test_only_this_users_env_image_is_suggested() -> None:
     from backend.images.catalog import ImageInfo
     from backend.images.compat import Compatibility
     from backend.images.host import HostGpus
-    from backend.images.survey import ImageRow, ImagesSurvey
-    from screens.image import own_suggestion
+    from backend.images.survey import ImageRow, ImagesSurvey, own_suggestion
 
     def row(ref: str) -> ImageRow:
         return ImageRow(ImageInfo(ref=ref, local=True), Compatibility(ref, "compatible"))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import textwrap
 from typing import Any
-
-from pydantic import BaseModel
 
 from backend.i18n import _
 
@@ -57,7 +56,7 @@ def print_json(payload: Any) -> None:
 
 
 def to_jsonable(obj: Any) -> Any:
-    import dataclasses
+    from pydantic import BaseModel  # here, not at import: `diagnose FILE` starts without it
 
     if isinstance(obj, BaseModel):
         return obj.model_dump(mode="json")

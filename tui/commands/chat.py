@@ -13,6 +13,7 @@ import sys
 from backend.i18n import _
 from backend.results.chat import ChatSession
 from backend.runs import find_run
+from tui.commands._args import bounded_int
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -20,13 +21,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser("chat", help=_("talk to a run's model (FastChat's template)"))
     parser.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
     parser.add_argument(
-        "--checkpoint", type=int, metavar="N", help=_("checkpoint-N, not the final")
+        "--checkpoint",
+        type=bounded_int(0, 10**9),
+        metavar="N",
+        help=_("checkpoint-N, not the final"),
     )
     parser.add_argument(
         "--prompt", action="append", metavar="TEXT", help=_("ask this and exit (repeatable)")
     )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--max-new-tokens", type=bounded_int(1, 65536), default=128)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 

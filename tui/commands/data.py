@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from backend.data.check import DataReport
+from backend.data.check import DataReport, check_data
+from backend.errors import BadInput
 from backend.i18n import _
+from backend.model.placeholders import resolve_placeholders
+from tui.commands._args import bounded_int
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -20,7 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--model", metavar="DIR", help=_("model dir whose tokenizer measures lengths")
     )
     check.add_argument(
-        "--max-length", type=int, default=512, help=_("model_max_length (default 512, FastChat's)")
+        "--max-length",
+        type=bounded_int(8, 1048576),
+        default=512,
+        help=_("model_max_length (default 512, FastChat's)"),
     )
     check.add_argument("--python", help=_("training python for the tokenizer (default: this one)"))
     add_json_flag(check)
@@ -28,10 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from backend.data.check import check_data
-    from backend.errors import BadInput
-    from backend.model.placeholders import resolve_placeholders
-
     if args.max_length < 8:
         raise BadInput(_("--max-length must be at least 8"))
     path = resolve_placeholders(args.file, None)

@@ -11,14 +11,17 @@ import argparse
 import builtins
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backend.diagnosis import Diagnosis, diagnose_file
 from backend.errors import BadInput
 from backend.i18n import N_, _
-from backend.paths import runs_dir
-from backend.runs.rundir import RunStatus
+from backend.paths import LOG, NODES, PRESET, STATUS, runs_dir  # not rundir: no pydantic for a log
 from backend.termsafe import terminal_safe
 from tui.commands._common import add_json_flag, fill_cells, pad_cells, print_json, to_jsonable
+
+if TYPE_CHECKING:  # backend.runs pulls in the launcher: only a run needs it, and imports it then
+    from backend.rundir import RunStatus
 
 # Severity words as shown to people (JSON keeps the English keys).
 _SEVERITY = {"error": N_("ERROR"), "warning": N_("WARNING"), "info": N_("INFO")}
@@ -49,9 +52,10 @@ def resolve_log(target: str) -> tuple[Path, Path | None]:
     if path.is_file():
         return path, None
     run_dir = path if path.is_dir() else runs_dir() / target
-    log = run_dir / "train.log"
-    if log.is_file():
-        preset = run_dir / "preset.yaml"
+    log = run_dir / LOG
+    node_logs = (run_dir / STATUS).is_file() and any((run_dir / NODES).glob("node*-*.log"))
+    if log.is_file() or node_logs:  # a Slurm run's nodes/ logs are read even without train.log
+        preset = run_dir / PRESET
         return log, preset if preset.is_file() else None
     raise BadInput(
         _(
@@ -120,8 +124,10 @@ def _fill(text: str, width: int = 96) -> str:
 
 def _run_line(status: RunStatus) -> str:
     """The record's verdict first: what the run itself says about how it ended."""
+    from backend.runs.summary import shown_message  # deferred: `diagnose FILE` skips run records
+
     cause = _(", cause {cause}").format(cause=status.cause) if status.cause else ""
-    message = f": {status.message}" if status.message else ""
+    message = f": {shown_message(status.message)}" if status.message else ""
     return _("run {run}: {state}{cause}{message}").format(
         run=status.run_id, state=status.state, cause=cause, message=message
     )
@@ -132,12 +138,16 @@ def run(args: argparse.Namespace) -> int:
     preset = None
     preset_source = args.preset or run_preset
     if preset_source:
-        from backend.preset.loader import load_preset
+        from backend.preset.loader import (  # deferred: `diagnose FILE` skips pydantic, YAML
+            load_preset,
+        )
 
         preset = load_preset(preset_source)
     status = None
-    if (log.parent / "status.json").is_file():
-        from backend.runs.diagnose_run import diagnose_run
+    if (log.parent / STATUS).is_file():
+        from backend.runs.diagnose_run import (  # deferred: `diagnose FILE` skips run records
+            diagnose_run,
+        )
 
         result = diagnose_run(log.parent, preset=preset)
         diagnosis, status = result.diagnosis, result.status

@@ -11,9 +11,12 @@ import argparse
 import sys
 
 from backend.i18n import _
+from backend.images.build import build_env_image, env_image_tag, plan_for
+from backend.images.dockerfile import render_dockerfile
 from backend.images.events import BuildStep, LogLine
+from backend.images.venv import build_host_env
 from backend.preset.loader import load_preset
-from tui.commands._common import add_json_flag, print_json
+from tui.commands._common import add_json_flag, print_json, to_jsonable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,13 +53,11 @@ def _stream(quiet: bool) -> object:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from backend.mirrors import apply_mirrors
+    from backend.mirrors import apply_mirrors  # deferred: http/ssl mirrors, only for a build
 
     preset = apply_mirrors(load_preset(args.preset))  # mirrors: the probed index and image
     show = _stream(args.quiet)
     if preset.launch.runner == "host":
-        from backend.images.venv import build_host_env
-
         venv = build_host_env(preset, progress=show)  # type: ignore[arg-type]
         if args.json:
             print_json({"runner": "host", **_dict(venv)})
@@ -73,7 +74,6 @@ def run_build(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 0 if venv.ok else 1
-    from backend.images.build import build_env_image
 
     result = build_env_image(preset, progress=show, force=args.force)  # type: ignore[arg-type]
     if args.json:
@@ -101,23 +101,16 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def _dict(obj: object) -> dict[str, object]:
-    from tui.commands._common import to_jsonable
-
     data = to_jsonable(obj)
     assert isinstance(data, dict)
     return data
 
 
 def run_tag(args: argparse.Namespace) -> int:
-    from backend.images.build import env_image_tag
-
     print(env_image_tag(load_preset(args.preset)))
     return 0
 
 
 def run_dockerfile(args: argparse.Namespace) -> int:
-    from backend.images.build import plan_for
-    from backend.images.dockerfile import render_dockerfile
-
     print(render_dockerfile(plan_for(load_preset(args.preset))), end="")
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from backend.i18n import _
 from backend.results.export import export_run
 from backend.runs import find_run
+from tui.commands._args import bounded_int
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -20,7 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
     parser.add_argument("--to", required=True, metavar="DIR", help=_("a new (or empty) folder"))
     parser.add_argument(
-        "--checkpoint", type=int, metavar="N", help=_("checkpoint-N, not the final")
+        "--checkpoint",
+        type=bounded_int(0, 10**9),
+        metavar="N",
+        help=_("checkpoint-N, not the final"),
     )
     parser.add_argument(
         "--merge", action="store_true", help=_("LoRA/QLoRA run: fold the adapter into its base")

@@ -13,8 +13,10 @@ import sys
 from backend.i18n import _
 from backend.images.events import LayerProgress, LogLine
 from backend.images.host import detect_host_gpus
+from backend.images.pull import pull_image
 from backend.images.survey import ImagesSurvey, host_override, survey_images
 from backend.preset.loader import load_preset
+from tui.commands._args import version_text
 from tui.commands._common import add_json_flag, print_json, to_jsonable
 
 _STYLE = {"compatible": "green", "warning": "yellow", "incompatible": "red"}
@@ -28,10 +30,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description=_("Judge every catalog and local image against the driver, GPUs and preset."),
     )
     parser.add_argument("--preset", metavar="NAME|PATH", help=_("judge for this preset"))
-    parser.add_argument("--driver", help=_("what-if NVIDIA driver version, e.g. 535.54.03"))
-    parser.add_argument("--cuda", help=_("what-if driver CUDA version, e.g. 12.2"))
     parser.add_argument(
-        "--gpu", action="append", metavar="CC", help=_("what-if compute capability, e.g. 9.0")
+        "--driver",
+        type=version_text(_("a driver version like 535.54.03")),
+        help=_("what-if NVIDIA driver version, e.g. 535.54.03"),
+    )
+    parser.add_argument(
+        "--cuda",
+        type=version_text(_("a CUDA version like 12.2")),
+        help=_("what-if driver CUDA version, e.g. 12.2"),
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        metavar="CC",
+        type=version_text(_("a compute capability like 9.0"), r"\d{1,2}(\.\d)?"),
+        help=_("what-if compute capability, e.g. 9.0"),
     )
     parser.add_argument("--no-local", action="store_true", help=_("skip the Docker daemon"))
     parser.add_argument("--all", action="store_true", help=_("also list incompatible images"))
@@ -134,8 +148,6 @@ def _print(survey: ImagesSurvey, show_all: bool, preset_label: str) -> None:
 
 
 def run_pull(args: argparse.Namespace) -> int:
-    from backend.images.pull import pull_image
-
     def show(event: object) -> None:
         if isinstance(event, LayerProgress):
             size = f" {event.current}/{event.total}" if event.total else ""

@@ -15,7 +15,7 @@ from backend.i18n import _
 from backend.plan.commands import check_version
 from backend.preset import load_preset
 from backend.runs import follow_log, launch, refresh
-from backend.runs.summary import ProgressLine, RunSummary, summarize_run
+from backend.runs.summary import ProgressLine, RunSummary, shown_message, summarize_run
 from tui.commands._common import add_json_flag, print_json, to_jsonable
 from tui.commands._risks import confirm_risks
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     confirm_risks(preset, args.yes)
     result = launch(preset, prepare=not args.no_prepare, transformers_version=args.transformers)
     for note in result.notes:
-        print(f"trainwiz: {note}", file=sys.stderr)
+        print(_("trainwiz: {line}").format(line=note), file=sys.stderr)
     if args.detach:
         if args.json:
             print_json(
@@ -93,15 +93,22 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    status = refresh(result.run_dir)
+    return report_end(result.run_dir, args.json)
+
+
+def report_end(run_dir: Path, as_json: bool) -> int:
+    """How a followed run ended, the same for `launch` and `resume`: the state line, the
+    summary line (steps, loss, real tokens/s, model), on failure the likely cause; the exit
+    code is 0 only for a finished run."""
+    status = refresh(run_dir)
     failed = status.state != "finished"
-    summary = summarize_run(result.run_dir, with_diagnosis=failed)
-    if args.json:
+    summary = summarize_run(run_dir, with_diagnosis=failed)
+    if as_json:
         print_json({**status.model_dump(), "summary": to_jsonable(summary)})
     else:
         print(
             _("trainwiz: run {run_id} {state}: {message}").format(
-                run_id=status.run_id, state=status.state, message=status.message
+                run_id=status.run_id, state=status.state, message=shown_message(status.message)
             ),
             file=sys.stderr,
         )
@@ -122,12 +129,14 @@ def run(args: argparse.Namespace) -> int:
 PROGRESS_EVERY = 30.0  # seconds between the follower's progress lines
 
 
-def follow_with_progress(run_dir: Path, every: float = PROGRESS_EVERY) -> None:
+def follow_with_progress(
+    run_dir: Path, every: float = PROGRESS_EVERY, *, from_start: bool = True
+) -> None:
     """Print the log as it grows and, every ``every`` seconds of it, a progress line with the
     ETA on stderr (real tokens left / recent real tokens/s); the last one when the run ends."""
     progress = ProgressLine(run_dir)
     shown, due = None, time.monotonic() + every
-    for text in follow_log(run_dir):
+    for text in follow_log(run_dir, from_start=from_start):
         sys.stdout.write(text)
         sys.stdout.flush()
         if time.monotonic() >= due:
@@ -135,10 +144,10 @@ def follow_with_progress(run_dir: Path, every: float = PROGRESS_EVERY) -> None:
             line = progress.line()
             if line and line != shown:
                 shown = line
-                print(f"\ntrainwiz: {line}", file=sys.stderr, flush=True)
+                print("\n" + _("trainwiz: {line}").format(line=line), file=sys.stderr, flush=True)
     line = progress.line()
     if line and line != shown:
-        print(f"trainwiz: {line}", file=sys.stderr, flush=True)
+        print(_("trainwiz: {line}").format(line=line), file=sys.stderr, flush=True)
 
 
 def _print_failure_hint(run_id: str, summary: RunSummary) -> None:

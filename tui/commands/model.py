@@ -10,8 +10,9 @@ from pathlib import Path
 from backend.errors import BadInput
 from backend.i18n import _
 from backend.model.hub import FetchProgress
-from backend.model.validate import ModelReport
-from backend.preset.schema import ModelSource
+from backend.model.validate import ModelReport, validate_model_dir
+from backend.preset.loader import SHIPPED_DIR, load_preset
+from backend.preset.schema import ModelSource, TinyModelSpec
 from backend.termsafe import terminal_safe
 from backend.tokens import allow_hosts
 from backend.units import clock, human
@@ -49,20 +50,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "make-tiny", help=_("create the tiny random Llama of a preset (or at DIR)")
     )
     tiny.add_argument("target", metavar="PRESET|DIR", nargs="?", default="tiny-cpu")
-    tiny.add_argument("--force", action="store_true", help=_("remake even if a valid one exists"))
+    tiny.add_argument(
+        "--force",
+        action="store_true",
+        help=_("remake even if a valid one exists; delete other files in the folder"),
+    )
     add_json_flag(tiny)
     tiny.set_defaults(func=run_make_tiny)
 
 
 def _source_for(args: argparse.Namespace) -> ModelSource:
     """A preset's model section, or an ad-hoc Hub source for ``owner/name``."""
-    from backend.model.fetch import default_dir
-    from backend.preset.loader import load_preset
+    from backend.model.fetch import default_dir  # deferred: `--help` skips the model clients
 
     target: str = args.target
     looks_like_file = target.endswith((".yaml", ".yml")) or Path(target).is_file()
     if looks_like_file or "/" not in target:
-        from backend.mirrors import apply_mirrors
+        from backend.mirrors import apply_mirrors  # deferred: http/ssl mirrors, only to download
 
         source = apply_mirrors(load_preset(target)).model  # mirrors: the probed endpoint
     else:
@@ -88,7 +92,7 @@ def _print_progress(p: FetchProgress) -> None:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
-    from backend.model.fetch import ensure_model
+    from backend.model.fetch import ensure_model  # deferred: `--help` skips the model clients
 
     allow_hosts(args.token_host)
     source = _source_for(args)
@@ -176,8 +180,6 @@ def _print_report(r: ModelReport) -> None:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from backend.model.validate import validate_model_dir
-
     report = validate_model_dir(args.dir)
     if args.json:
         print_json({**report.model_dump(mode="json"), "ok": report.ok})
@@ -187,10 +189,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 
 def run_make_tiny(args: argparse.Namespace) -> int:
-    from backend.model.fetch import model_dir
-    from backend.model.tiny import make_tiny
-    from backend.preset.loader import SHIPPED_DIR, load_preset
-    from backend.preset.schema import TinyModelSpec
+    from backend.model.fetch import model_dir  # deferred: `--help` skips the model clients
+    from backend.model.tiny import make_tiny  # deferred: `--help` skips the tiny-model maker
 
     target: str = args.target
     is_preset = target.endswith((".yaml", ".yml")) or (SHIPPED_DIR / f"{target}.yaml").is_file()

@@ -9,13 +9,15 @@ from typing import Any
 
 from backend.i18n import _
 from backend.mirrors import apply_mirrors, plan_lines
-from backend.plan import build_plan
 from backend.plan.commands import comment
+from backend.plan.outputs import check_output_dir
 from backend.planner.hostram import host_ram_for
 from backend.planner.report import planner_report
 from backend.preset import load_preset
 from backend.preset.safety import container_risks
 from backend.redact import preset_secrets, redact_text
+from backend.runs.spec import plan_spec
+from tui.commands._args import bounded_float
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -59,14 +61,28 @@ def add_real_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host-ram",
         metavar="GIB",
-        type=float,
+        type=bounded_float(1, 65536),
         help=_("host RAM to plan within (default: this machine's when planning for its GPU)"),
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    preset = apply_mirrors(load_preset(args.preset))  # mirrors: auto/cn probe first
-    plan = build_plan(preset, transformers_version=args.transformers, preset_ref=args.preset)
+    preset = load_preset(args.preset)
+    check_output_dir(preset)  # where the weights would go: refused before anything else
+    if preset.mirrors.profile == "custom" and preset.mirrors.resolved is None:
+        # The preset's own hosts: a plan is a look, it sends them no request (launch probes).
+        print(
+            _(
+                "trainwiz: mirrors: custom: not probed by plan (no request goes to the preset's "
+                "hosts); launch probes them and records its choice in mirrors.json"
+            ),
+            file=sys.stderr,
+        )
+    else:
+        preset = apply_mirrors(preset)  # mirrors: auto/cn probe first
+    # The launch's own decisions (port, torchrun, image) for this machine, made the same way.
+    spec = plan_spec(preset, transformers_version=args.transformers, preset_ref=args.preset)
+    plan = spec.plan
     risks = container_risks(preset)
     lines, estimate = planner_report(
         preset,
@@ -84,6 +100,10 @@ def run(args: argparse.Namespace) -> int:
         print_json(
             {
                 **plan.to_dict(),
+                "master_port": spec.master_port,
+                "torchrun": spec.torchrun,
+                "image": spec.image,
+                "notes": spec.notes,
                 **estimate,
                 "risks": [asdict(r) for r in risks],
                 "mirrors": preset.mirrors.resolved,
@@ -97,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             script = "\n".join([head, *warnings, rest])
         print(script, end="")
         secrets = preset_secrets(preset)
-        notes = [*plan_lines(preset), *lines]
+        notes = [*spec.notes, *plan_lines(preset), *lines]
         print("\n" + "\n".join(comment(redact_text(line, secrets)) for line in notes))
     return 0
 

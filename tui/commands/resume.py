@@ -8,9 +8,10 @@ import argparse
 import sys
 
 from backend.i18n import _
-from backend.runs import find_run, follow_log, refresh
+from backend.runs import find_run
 from backend.runs.resume import resume
 from tui.commands._common import add_json_flag, print_json
+from tui.commands.launch import follow_with_progress, report_end
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,33 +34,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
     record = resume(run_dir)
-    what = f"run {run_dir.name}: attempt {record['attempt']} from step {record['resumed_from']}"
+    what = _("run {name}: attempt {attempt} from step {step}").format(
+        name=run_dir.name, attempt=record["attempt"], step=record["resumed_from"]
+    )
     if args.detach:
         if args.json:
             print_json({"run_id": run_dir.name, "run_dir": str(run_dir), **record})
         else:
             print(what)
         return 0
-    print(f"trainwiz: {what}", file=sys.stderr)
+    print(_("trainwiz: {line}").format(line=what), file=sys.stderr)
     try:
-        for text in follow_log(run_dir, from_start=False):
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        follow_with_progress(run_dir, from_start=False)
     except KeyboardInterrupt:
         print(
-            _("\ntrainwiz: stopped following; the run continues (trainwiz stop {name})").format(
-                name=run_dir.name
-            )
-        )
-        return 130
-    status = refresh(run_dir)
-    if args.json:
-        print_json(status.model_dump())
-    else:
-        print(
-            _("trainwiz: run {run_id} {state}: {message}").format(
-                run_id=status.run_id, state=status.state, message=status.message
+            _("\ntrainwiz: stopped following; the run continues (trainwiz stop {run_id})").format(
+                run_id=run_dir.name
             ),
             file=sys.stderr,
         )
-    return 0 if status.state == "finished" else 1
+        return 130
+    return report_end(run_dir, args.json)

@@ -8,9 +8,17 @@ import sys
 import time
 from pathlib import Path
 
+from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _
+from backend.monitor.world import world_fields
+from backend.paths import runs_dir
+from backend.preset import load_preset
+from backend.rundir import RunDir
 from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
+from backend.runs.procs import deleted_runs, end_processes
+from backend.runs.summary import shown_message
 from tui.commands._common import add_json_flag, print_json
+from tui.commands.compare import register_compare
 
 _REF_HELP = N_("run id, unique prefix, 'last', a run dir or a Slurm job id")
 
@@ -19,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     runs = subparsers.add_parser("runs", help=_("list runs with their state"))
     add_json_flag(runs)
     runs.set_defaults(func=run_list)
+
+    register_compare(runs)  # `trainwiz runs compare A B [C…]`
 
     attach = subparsers.add_parser(
         "attach", help=_("open the wizard's monitor on a live or finished run")
@@ -71,11 +81,14 @@ def _age(seconds: float | None) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from backend.paths import runs_dir
-    from backend.results.summary import brief
+    from backend.results.summary import brief  # deferred: results, only when listing
 
     statuses = list_runs()
-    extra = {s.run_id: brief(runs_dir() / s.run_id) for s in statuses}
+    _note_deleted()
+    extra = {
+        s.run_id: {**brief(runs_dir() / s.run_id), **world_fields(runs_dir() / s.run_id)}
+        for s in statuses
+    }
     if args.json:
         print_json([{**s.model_dump(), **extra[s.run_id]} for s in statuses])
         return 0
@@ -89,9 +102,10 @@ def run_list(args: argparse.Namespace) -> int:
         best, ckpt = extra[s.run_id]["best_eval_loss"], extra[s.run_id]["last_checkpoint"]
         evals = f"{best:.4f}" if best is not None else "-"
         ckpts = f"ckpt {ckpt}" if ckpt is not None else "-"
+        world = extra[s.run_id]["world_note"]  # the trainer's world size is not the plan's
         print(
             f"{s.run_id:<{width}}  {s.state:<9} {s.runner:<7} {_age(s.started_at):<12} "
-            f"{evals:<7} {ckpts:<10} {s.message}"
+            f"{evals:<7} {ckpts:<10} {s.message}" + (f" ({world})" if world else "")
         )
     return 0
 
@@ -99,12 +113,9 @@ def run_list(args: argparse.Namespace) -> int:
 def attach_preset(run_dir: Path) -> tuple[str | None, list[str]]:
     """The run's preset for the wizard (None when it is unusable) and lines to tell the user;
     the run's record is refreshed first, so a stuck or corrupt one is resolved before."""
-    from backend.errors import TrainwizError
-    from backend.preset import load_preset
-
     status = refresh(run_dir)
-    notes = [f"run {status.run_id} {status.state}: {status.message}"]
-    preset: str | None = str(run_dir / "preset.yaml")
+    notes = [f"run {status.run_id} {status.state}: {shown_message(status.message)}"]
+    preset: str | None = str(RunDir(run_dir).preset_file)
     try:
         load_preset(str(preset))
     except (TrainwizError, OSError, ValueError) as exc:
@@ -123,23 +134,60 @@ def run_attach(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**refresh(run_dir).model_dump(), "run_dir": str(run_dir)})
         return 0
-    from tui.app import run_wizard
+    from tui.app import run_wizard  # deferred: Textual, only for `runs attach`
 
     preset, notes = attach_preset(run_dir)
     for line in notes:
-        print(f"trainwiz: {line}", file=sys.stderr)
+        print(_("trainwiz: {line}").format(line=line), file=sys.stderr)
     return run_wizard(preset=preset, attach=run_dir)
 
 
+def _stop_deleted(ref: str, timeout: float) -> int | None:
+    """`stop ID` for a run whose directory was deleted while processes of it live on: end
+    them (found by their environment marker). None when there is no such run."""
+    orphans = deleted_runs(runs_dir())
+    matches = [run_id for run_id in orphans if run_id == ref or run_id.startswith(ref)]
+    if len(matches) != 1:
+        return None
+    ended, left = end_processes(runs_dir() / matches[0], timeout)
+    print(
+        _("{run_id}: its directory was deleted; {ended} process(es) ended, {left} left").format(
+            run_id=matches[0], ended=ended, left=len(left)
+        )
+    )
+    return 0 if not left else 1
+
+
+def _note_deleted() -> None:
+    for run_id, procs in sorted(deleted_runs(runs_dir()).items()):
+        print(
+            _(
+                "trainwiz: run {run_id}: directory deleted, {count} process(es) still running "
+                "(trainwiz stop {run_id})"
+            ).format(run_id=run_id, count=len(procs)),
+            file=sys.stderr,
+        )
+
+
 def run_stop(args: argparse.Namespace) -> int:
-    run_dir = find_run(args.run)
+    try:
+        run_dir = find_run(args.run)
+    except BadInput:
+        code = _stop_deleted(args.run, args.timeout) if args.run.strip() else None
+        if code is None:
+            raise
+        return code
+    from backend.results.serve_run import stop_serving  # deferred: serve helpers, only to stop
+
+    if stop_serving(run_dir) and not args.json:  # `trainwiz serve RUN --detach`
+        print(_("{run_id}: stopped serving its model").format(run_id=run_dir.name))
     status = stop_run(run_dir, timeout=args.timeout)
     extra = status.model_extra or {}
     ended, left = extra.get("ended_processes", 0), extra.get("left_processes", [])
     if args.json:
         print_json(status.model_dump())
     else:
-        print(f"{status.run_id}: {status.state} ({status.message})")
+        print(f"{status.run_id}: {status.state} ({shown_message(status.message)})")
         if left:
             pids = ", ".join(str(p) for p in left)
             print(
@@ -160,7 +208,7 @@ def run_logs(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
     try:
         if args.follow:
-            from tui.commands.launch import follow_with_progress
+            from tui.commands.launch import follow_with_progress  # deferred: only with --follow
 
             follow_with_progress(run_dir)  # the log, and a progress line with the ETA
         else:
@@ -173,7 +221,7 @@ def run_logs(args: argparse.Namespace) -> int:
         status = refresh(run_dir)
         print(
             _("trainwiz: run {run_id} {state}: {message}").format(
-                run_id=status.run_id, state=status.state, message=status.message
+                run_id=status.run_id, state=status.state, message=shown_message(status.message)
             ),
             file=sys.stderr,
         )

@@ -10,8 +10,18 @@ from pathlib import Path
 
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.planner import gpu as planner_gpu
+from backend.planner.hostram import host_ram_for
+from backend.planner.method_search import is_full_fsdp, search_methods
+from backend.planner.realdata import default_dist, dist_from_report
+from backend.planner.report import resolve_inputs, tune_lines
+from backend.planner.rowsearch import batch_line
+from backend.planner.tune import COMPILE_BUDGET_S, tune
 from backend.preset import load_preset
+from backend.preset.loader import preset_to_yaml
+from tui.commands._args import bounded_float, bounded_int
 from tui.commands._common import add_json_flag, print_json
+from tui.commands.plan import add_real_data_flags
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,8 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "Search batch, recompute, offload, packing, Liger and fused AdamW for the "
             "most real (non-pad) tokens/s predicted to fit the GPU and the host's RAM, and the "
             "training methods (LoRA, QLoRA, DeepSpeed ZeRO): one of them when no full fine-tune "
-            "fits, listed beside the answer otherwise; with "
-            "--probe, run the top candidates a few steps each here and keep the measured fastest."
+            "fits, listed beside the answer otherwise. On a machine with the preset's GPU the top "
+            "candidates run a few steps each here and the measured fastest wins (--no-probe: "
+            "predict only); each measurement is recorded for the next prediction."
         ),
     )
     parser.add_argument("preset", metavar="PRESET", help=_("a shipped preset name or a YAML path"))
@@ -37,15 +48,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument("--config", metavar="PATH", help=_("the model's config.json (its shape)"))
     parser.add_argument("--free-batch", action="store_true", help=_("may change the global batch"))
-    parser.add_argument("--probe", action="store_true", help=_("measure the top candidates here"))
-    parser.add_argument("--top", type=int, default=3, help=_("candidates to probe (default 3)"))
-    parser.add_argument("--steps", type=int, default=12, help=_("steps per probe (default 12)"))
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help=_("measure the top candidates here even where the GPU differs (e.g. a CPU preset)"),
+    )
+    parser.add_argument(
+        "--no-probe", action="store_true", help=_("predict only, even on the preset's GPU")
+    )
+    parser.add_argument(
+        "--compile-budget",
+        type=bounded_float(0, 86400),
+        default=None,
+        metavar="S",
+        help=_("seconds of compile allowed before the first step (default 240)"),
+    )
+    parser.add_argument(
+        "--top", type=bounded_int(1, 64), default=3, help=_("candidates to probe (default 3)")
+    )
+    parser.add_argument(
+        "--steps", type=bounded_int(1, 100000), default=12, help=_("steps per probe (default 12)")
+    )
     parser.add_argument(
         "--write",
         metavar="PATH",
         help=_("write the tuned preset here (default: PRESET-tuned.yaml)"),
     )
-    from tui.commands.plan import add_real_data_flags
+    parser.add_argument(
+        "--force", action="store_true", help=_("overwrite the --write file if it exists")
+    )
 
     add_real_data_flags(parser)
     add_json_flag(parser)
@@ -53,13 +84,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.planner.hostram import host_ram_for
-    from backend.planner.realdata import default_dist, dist_from_report
-    from backend.planner.report import resolve_inputs, tune_lines
-    from backend.planner.tune import tune
-    from backend.preset.loader import preset_to_yaml
-
     preset = load_preset(args.preset)
+    target = Path(args.write) if args.write else _default_target(args.preset)
+    if (target.exists() or target.is_symlink()) and not args.force:
+        raise BadInput(  # before any work: never a user's file replaced without being asked
+            _("{target} exists: pass --force to overwrite it, or --write another path").format(
+                target=target
+            )
+        )
     planned = preset
     if preset.launch.device == "cpu" and args.probe and args.gpu:
         # a CPU preset has no GPU plan: rank for the named GPU, measure on this CPU
@@ -70,26 +102,47 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(_("tune: {why}").format(why=why))
     if args.top < 1 or args.steps < 2:
         raise BadInput(_("--top must be >= 1 and --steps >= 2"))
+    if args.probe and args.no_probe:
+        raise BadInput(_("--probe and --no-probe: choose one"))
+
+    budget = COMPILE_BUDGET_S if args.compile_budget is None else args.compile_budget
+    if budget <= 0:
+        raise BadInput(_("--compile-budget must be > 0 seconds"))
     dist = dist_from_report(args.lengths) if args.lengths else default_dist()
     host_ram = host_ram_for(args.host_ram, args.gpu)
-    result = tune(preset, gpu, shape, free_batch=args.free_batch, dist=dist, host_ram=host_ram)
+    result = tune(preset, gpu, shape, free_batch=args.free_batch, dist=dist, host_ram=host_ram,
+                  compile_budget_s=budget)  # fmt: skip
     before_yaml = preset_to_yaml(preset)
     lines = tune_lines(result, before_yaml, preset_to_yaml(result.preset))
     winner_preset = result.preset
     probe_rows = []
     winner = None
-    if args.probe:
-        from backend.planner.method_search import is_full_fsdp, search_methods
-        from backend.planner.probe import probe, probe_methods
+    do_probe, why_not = probe_decision(args, preset, gpu)
+    if not do_probe:
+        lines.append(why_not)
+    if do_probe:
+        from backend.runs.probe import (  # deferred: the launcher, only when probing
+            probe,
+            probe_methods,
+        )
 
-        say = lambda msg: print(f"trainwiz: {msg}", file=sys.stderr, flush=True)  # noqa: E731
+        say = lambda msg: print(_("trainwiz: {line}").format(line=msg), file=sys.stderr, flush=True)  # noqa: E731
         if is_full_fsdp(result.preset):
-            measured = probe(preset, result, top=args.top, steps=args.steps, progress=say)
+            where = "cpu" if preset.launch.device == "cpu" else gpu.name
+            measured = probe(preset, result, top=args.top, steps=args.steps, progress=say,
+                             compile_budget_s=budget, learn=(where, shape, dist))  # fmt: skip
         else:  # tune's answer (or the preset) is LoRA/QLoRA/ZeRO: probe the methods' ranking
-            ranked, _notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram)
+            from backend.planner.learned import (  # deferred: calibration rows, only when tuning
+                load_rows,
+            )
+
+            where = "cpu" if preset.launch.device == "cpu" else gpu.name
+            ranked, _notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram,
+                                            calibration=load_rows(where))  # fmt: skip
             if is_full_fsdp(preset):
                 ranked = [c for c in ranked if c.changes]
-            measured = probe_methods(preset, ranked, top=args.top, steps=args.steps, progress=say)
+            measured = probe_methods(preset, ranked, top=args.top, steps=args.steps, progress=say,
+                                     learn=(where, shape, dist))  # fmt: skip
         lines.append(_("probe (measured here; real tokens/s = median after the warm-up steps):"))
         for r in measured.rows:
             probe_rows.append({k: v for k, v in vars(r).items() if k != "preset"})
@@ -105,13 +158,19 @@ def run(args: argparse.Namespace) -> int:
             lines.append(
                 "  "
                 + _(
-                    "{label}: predicted {predicted}, measured {measured} real tokens/s; peak "
-                    "{peak} GiB (pred {predicted_peak}); startup {startup} s; {state} (run {run})"
+                    "{label}: predicted {predicted}, measured {measured} real tokens/s ({err}); "
+                    "peak {peak} GiB (pred {predicted_peak}); startup {startup} s (not in the "
+                    "rate); {state} (run {run})"
                 ).format(
                     label=r.label,
                     predicted=f"{r.predicted_real_tokens_per_s:,.0f}",
                     measured=got,
-                    peak=r.measured_peak_gib,
+                    err=(
+                        f"{r.predicted_real_tokens_per_s / r.measured_real_tokens_per_s - 1:+.1%}"
+                        if r.measured_real_tokens_per_s
+                        else "-"
+                    ),
+                    peak=f"{r.measured_peak_gib:.1f}" if r.measured_peak_gib else "-",
                     predicted_peak=r.predicted_peak_gib,
                     startup=f"{r.startup_s or 0:.0f}",
                     state=r.state,
@@ -123,7 +182,11 @@ def run(args: argparse.Namespace) -> int:
             winner_preset = measured.winner.preset
             winner = measured.winner.label
             lines.append(f"winner (measured): {measured.winner.label}")
-    target = Path(args.write) if args.write else _default_target(args.preset)
+            picked = [e for e in result.probe_pool if e.settings.label() == winner]
+            if picked:
+                lines.append(batch_line(result.before, picked[0], dist))
+        else:
+            lines.append(_("no candidate measured: the predicted pick is written"))
     after_yaml = preset_to_yaml(winner_preset)
     target.write_text(after_yaml, encoding="utf-8")
     diff = list(
@@ -140,14 +203,48 @@ def run(args: argparse.Namespace) -> int:
                 "probe": probe_rows,
                 "winner": winner,
                 "methods": methods,
+                "probed": do_probe,
+                "predicted_only": "" if do_probe else why_not,
+                "batch": result.batch,
+                "dropped": [{"label": e.settings.label(), "why": why} for e, why in result.dropped],
             }
         )
     else:
-        print("\n".join(lines if not args.probe else [*lines, *diff]))
+        print("\n".join(lines if not do_probe else [*lines, *diff]))
         print(
             _("trainwiz: tuned preset written to {target}").format(target=target), file=sys.stderr
         )
     return 0
+
+
+def probe_decision(args: argparse.Namespace, preset: object, gpu: object) -> tuple[bool, str]:
+    """Measure by default where the preset's GPU is here; otherwise predict and say why."""
+    from backend.planner.learned import kind_key  # deferred: calibration rows, only when tuning
+
+    if args.no_probe:
+        return False, _("predicted only (--no-probe)")
+    if args.probe:
+        return True, ""
+    launch = preset.launch  # type: ignore[attr-defined]
+    name = gpu.name  # type: ignore[attr-defined]
+    if launch.device != "cuda":
+        return False, _("predicted only: the preset trains on the CPU (--probe measures it here)")
+    local = planner_gpu.detect_local()  # via the module: a stand-in detector reaches it
+    if local is None:
+        return False, _("predicted only: no GPU on this machine (a probe needs a {gpu})").format(
+            gpu=name
+        )
+    if kind_key(local.name) != kind_key(name):
+        return False, _("predicted only: this machine has {local}, the plan is for {gpu}").format(
+            local=local.name, gpu=name
+        )
+    world = launch.nproc_per_node * launch.nnodes
+    if launch.nnodes > 1 or launch.nproc_per_node > local.count:
+        return False, _(
+            "predicted only: {world} GPUs needed, {count} here (multi-GPU runs are predicted, "
+            "not measured)"
+        ).format(world=world, count=local.count)
+    return True, ""
 
 
 def _default_target(ref: str) -> Path:

@@ -10,6 +10,7 @@ missing. From that the watcher writes a finding that names the node that never j
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -18,6 +19,12 @@ from typing import IO, Any
 JOINED = "Rendezvous complete for workers"
 RDZV_TIMEOUT = "RendezvousTimeoutError"
 PID_MARK = "TRAINWIZ_NODE_PID="
+# What OpenSSH says when it never got a session on the node (its exit code is then 255).
+UNREACHABLE = re.compile(
+    r"ssh: connect to host \S+ port \d+: .+|Connection to \S+ port \d+ timed out"
+    r"|ssh: Could not resolve hostname .+|Connection timed out during banner exchange"
+    r"|Connection closed by \S+ port \d+|kex_exchange_identification: .+"
+)
 # torchrun's own flags that a single-node plan may carry and the rendezvous replaces.
 _SINGLE_NODE_FLAGS = ("--nnodes", "--node_rank", "--master_addr", "--master_port", "--standalone")
 
@@ -65,6 +72,8 @@ class NodeState:
     rdzv_timeout: bool = False
     exit_code: int | None = None
     last_line: str = ""
+    unreachable: str = ""  # ssh's own words when it never reached the node
+    ended_at: float | None = None  # when its agent (or ssh) ended: the first one is the cause
     sampler: dict[str, Any] = field(default_factory=dict)  # its GPU sampler (samplers.py)
 
 
@@ -92,6 +101,8 @@ class NodeLog:
             self.changed.set()
         if RDZV_TIMEOUT in text:
             node.rdzv_timeout = True
+        if node.pid is None and not node.unreachable and UNREACHABLE.search(text):
+            node.unreachable = UNREACHABLE.search(text).group(0).strip()  # type: ignore[union-attr]
         if text.strip():
             node.last_line = text.strip()[-300:]
         with self._lock:
@@ -113,12 +124,40 @@ class NodeLog:
         return [asdict(n) for n in self.nodes]
 
 
+def unreachable_fix(node: NodeState) -> str:
+    if "resolve hostname" in node.unreachable:
+        return "check the node's name in launch.nodes"
+    return (
+        "check that the node is up and that its sshd port (launch.ssh.port or host:port) "
+        "is open to this machine; 'trainwiz check --preset' tries every node"
+    )
+
+
+def cause(nodes: list[NodeState]) -> str | None:
+    """The run record's cause for a failed multi-node run (None: the usual exit-code one)."""
+    if any(n.unreachable for n in nodes):
+        return "node_unreachable"
+    if any(n.rdzv_timeout for n in nodes):
+        return "rendezvous_timeout"
+    return None
+
+
 def finding(nodes: list[NodeState], join_timeout: int) -> str:
     """Why a multi-node run failed, naming the node(s) to look at first.
 
-    In a rendezvous timeout every waiting agent reports the timeout; the nodes that did not
-    (never started, or started and said nothing) are the ones that never joined.
+    A node ssh never reached is named first (the others were stopped because of it). In a
+    rendezvous timeout every waiting agent reports the timeout; the nodes that did not (never
+    started, or started and said nothing) are the ones that never joined. Otherwise the node
+    whose agent ended first with an error is the one that failed; the rest were stopped.
     """
+    unreachable = [n for n in nodes if n.unreachable]
+    if unreachable:
+        first = unreachable[0]
+        more = f" (and {len(unreachable) - 1} more)" if len(unreachable) > 1 else ""
+        return (
+            f"node_unreachable: node {first.index} ({first.host}) cannot be reached over ssh"
+            f"{more}: {first.unreachable}; {unreachable_fix(first)}"
+        )
     if any(n.rdzv_timeout for n in nodes):
         missing = [n for n in nodes if not n.rdzv_timeout and not n.joined]
         if missing:
@@ -130,7 +169,7 @@ def finding(nodes: list[NodeState], join_timeout: int) -> str:
         )
     failed = [n for n in nodes if n.exit_code not in (0, None)]
     if failed:
-        first = min(failed, key=lambda n: (n.pid is None, n.index))
+        first = min(failed, key=lambda n: (n.ended_at or float("inf"), n.pid is None, n.index))
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         return (
             f"node {first.index} ({first.host}) exited with code {first.exit_code}{more}: "

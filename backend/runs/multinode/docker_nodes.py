@@ -22,13 +22,19 @@ import subprocess
 from pathlib import Path
 from typing import IO, Any
 
+from backend import subproc
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.images import env_image_tag
+from backend.plan.docker_args import container_options
+from backend.plan.ssh_argv import ssh_base
 from backend.preset.schema import Preset
+from backend.redact import split_secret_env
+from backend.rundir import update_status
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN
+from backend.runs.multinode import ssh
 from backend.runs.multinode.agents import PID_MARK, NodeLog
-from backend.runs.multinode.ssh import ssh_base
-from backend.runs.rundir import update_status
+from backend.runs.multinode.ssh import stdin_reads
 
 LABEL_NODE = "trainwiz.node"
 CONTAINER_MARK = "TRAINWIZ_NODE_CONTAINER="
@@ -55,7 +61,6 @@ def node_image(preset: Preset) -> str:
                 "multi-node docker run needs mode: image (one built image on every node)"
             )
         )
-    from backend.images import env_image_tag
 
     return str(env_image_tag(preset))
 
@@ -72,8 +77,6 @@ def docker_argv(
 
     Detached (``-d``), never ``--rm``: the node's shell reads the exit code before removing it.
     """
-    from backend.plan.docker_args import container_options
-
     network = preset.container.network
     if network not in (None, "host"):
         raise BadInput(
@@ -108,12 +111,29 @@ def _kept_flags(flags: list[str]) -> list[str]:
     return kept
 
 
-def remote_command(run_argv: list[str], name: str) -> str:
+def hide_secret_flags(run_argv: list[str]) -> tuple[list[str], list[str]]:
+    """``-e KEY=SECRET`` becomes ``-e KEY`` (docker takes the value from its own environment,
+    which the node's shell reads from stdin); returns (argv, the secret names)."""
+    out: list[str] = []
+    names: list[str] = []
+    for index, word in enumerate(run_argv):
+        if index and run_argv[index - 1] == "-e" and "=" in word:
+            key, _sep, value = word.partition("=")
+            if split_secret_env({key: value})[1]:
+                names.append(key)
+                word = key
+        out.append(word)
+    return out, names
+
+
+def remote_command(run_argv: list[str], name: str, secret_names: list[str] | None = None) -> str:
     """The node's shell: its pid, the container, its log until it ends, its code, its removal."""
     quoted = shlex.quote(name)
+    reads = stdin_reads(secret_names or []).removesuffix(" && ")
     return (
         f"echo {PID_MARK}$$; "
-        f"cid=$({shlex.join(run_argv)}) || exit 125; "
+        + (f"{reads} || exit 125; " if reads else "")
+        + f"cid=$({shlex.join(run_argv)}) || exit 125; "
         f"echo {CONTAINER_MARK}$cid; "
         f"docker logs -f {quoted} 2>&1; "
         f"code=$(docker wait {quoted}); "
@@ -132,7 +152,9 @@ def node_specs(
     for index, node in enumerate(preset.launch.nodes):
         base = ssh_base(preset.launch.ssh, node)
         name = container_name(run_id, index)
-        run_argv = docker_argv(preset, run_dir, image, agent, env, index)
+        run_argv, secret_names = hide_secret_flags(
+            docker_argv(preset, run_dir, image, agent, env, index)
+        )
         quoted = shlex.quote(name)
         out.append(
             {
@@ -141,7 +163,8 @@ def node_specs(
                 "ssh": base,
                 "image": image,
                 "container": name,
-                "argv": [*base, remote_command(run_argv, name)],
+                "argv": [*base, remote_command(run_argv, name, secret_names)],
+                "stdin_env": secret_names,
                 "signal": {
                     "TERM": f"docker kill --signal=TERM {quoted} >/dev/null 2>&1 || true",
                     "KILL": f"docker rm -f {quoted} >/dev/null 2>&1 || true",
@@ -153,17 +176,13 @@ def node_specs(
 
 def _ssh(node: dict[str, Any], argv: list[str], timeout: float = 120) -> tuple[int, str, str]:
     """One quoted command on a node: (exit code, stdout, stderr)."""
-    try:
-        proc = subprocess.run(
-            [*node["ssh"], shlex.join(argv)],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
+    done = subproc.probe([*node["ssh"], shlex.join(argv)], timeout)
+    if isinstance(done.error, OSError):
+        raise done.error  # no ssh client: raised, as it always was
+    if done.timed_out:
         return 124, "", f"no answer within {timeout:.0f} s"
-    return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+    assert done.code is not None
+    return done.code, done.stdout.strip(), done.stderr.strip()
 
 
 def _inspect(node: dict[str, Any], image: str) -> tuple[str | None, list[str], str]:
@@ -188,24 +207,21 @@ def _where(node: dict[str, Any]) -> str:
 
 def _ship(source: dict[str, Any], node: dict[str, Any], image: str, log: NodeLog) -> str:
     """``docker save`` on node 0 piped into ``docker load`` on the node: streamed, no file."""
-    save = subprocess.Popen(
+    save = subproc.spawn(
         [*source["ssh"], shlex.join(["docker", "save", image])],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        text=False,
     )
     assert save.stdout is not None
-    load = subprocess.run(
-        [*node["ssh"], shlex.join(["docker", "load"])],
-        stdin=save.stdout,
-        capture_output=True,
-        text=True,
-    )
+    load = subproc.probe([*node["ssh"], shlex.join(["docker", "load"])], None, stdin=save.stdout)
+    if isinstance(load.error, OSError):
+        subproc.stop_group(save, 5.0)
+        raise load.error  # no ssh client: raised, as it always was
     save.stdout.close()
     saved = save.wait()
     err = (save.stderr.read().decode(errors="replace") if save.stderr else "").strip()
-    if saved != 0 or load.returncode != 0:
-        why = err or load.stderr.strip() or f"exit codes {saved}/{load.returncode}"
+    if saved != 0 or load.code != 0:
+        why = err or load.stderr.strip() or f"exit codes {saved}/{load.code}"
         return why.splitlines()[-1]
     log.note(f"{_where(node)}: {load.stdout.strip()}")
     return ""
@@ -244,17 +260,15 @@ def ensure_images(nodes: list[dict[str, Any]], log: NodeLog) -> str:
     return ""
 
 
-def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
+def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str, str | None]:
     """Check (and ship) the image on every node, then start and follow the agents over ssh."""
-    from backend.runs.multinode import ssh
-
     nodes: list[dict[str, Any]] = spec["nodes"]
     update_status(
         run_dir, step="images", message=f"checking image {nodes[0]['image']} on every node"
     )
     finding = ensure_images(nodes, NodeLog(log, []))
     if finding:
-        return 2, finding
+        return 2, finding, None
     return ssh.run(run_dir, spec, log)
 
 

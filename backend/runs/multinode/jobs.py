@@ -15,7 +15,8 @@ from pathlib import Path
 
 from backend.errors import BadInput
 from backend.i18n import _
-from backend.runs.rundir import STATUS, CorruptRun, list_run_dirs, read_status
+from backend.rundir import STATUS, CorruptRun, list_run_dirs, read_status
+from backend.runs.multinode.slurm import _query
 
 COMMENT = "trainwiz-run="
 _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?")
@@ -41,7 +42,6 @@ def local_run(job_id: str) -> Path | None:
 
 def job_fields(job_id: str) -> dict[str, str]:
     """``scontrol -o show job`` as a dict ({} when Slurm does not know the job or is absent)."""
-    from backend.runs.multinode.slurm import _query
 
     shown = _query(["scontrol", "-o", "show", "job", job_id])
     return (

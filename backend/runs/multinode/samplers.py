@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from backend import subproc
 from backend.entry import ENTRY_DIR
 from backend.entry.gpusampler import describe
 from backend.monitor.nodegpu import GPU_FILE, NODES_DIR, NodeGpuFile
+from backend.rundir import STATUS
 from backend.runs.multinode.agents import NodeLog, NodeState
 
 MODULE = "gpusampler.py"
@@ -59,7 +62,7 @@ def sampler_argv(
 ) -> list[str]:
     base = Path(run_dir)
     argv = [python, str(base / "entry" / MODULE), f"--node={node}"]
-    argv += [f"--out-dir={base / NODES_DIR}", f"--status={base / 'status.json'}"]
+    argv += [f"--out-dir={base / NODES_DIR}", f"--status={base / STATUS}"]
     argv += [f"--interval={INTERVAL:g}", f"--marker={marker}"]
     return argv + [f"--{key.replace('_', '-')}={value}" for key, value in extra.items()]
 
@@ -171,13 +174,7 @@ class SshSamplers:
         for spec, state in zip(self.specs, self.states):
             if not spec.get("sampler"):
                 continue  # a launch.json from before the samplers
-            proc = subprocess.Popen(
-                spec["sampler"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            proc = subproc.spawn(spec["sampler"], text=False)
             self.procs.append(proc)
             state.sampler = {"state": "waiting", "client": "running"}
             thread = threading.Thread(target=self._read, args=(proc, state), daemon=True)
@@ -200,26 +197,17 @@ class SshSamplers:
     def stop(self, timeout: float = 10.0) -> None:
         """TERM on each node (its end line says why), then end the local ssh clients."""
         calls = [
-            subprocess.Popen(
-                [*spec["ssh"], f"kill -TERM {int(state.sampler['ssh_pid'])} 2>/dev/null || true"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            [*spec["ssh"], f"kill -TERM {int(state.sampler['ssh_pid'])} 2>/dev/null || true"]
             for spec, state in zip(self.specs, self.states)
             if state.sampler.get("ssh_pid") and state.sampler.get("client") != "exited"
         ]
-        for call in calls:
-            try:
-                call.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                call.kill()
+        subproc.run_all(calls, 30.0)
         deadline = time.monotonic() + timeout
         for proc in self.procs:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
+                subproc.signal_group(proc, signal.SIGKILL)
                 proc.wait()
         for thread in self.threads:
             thread.join(timeout=5)
@@ -230,9 +218,6 @@ def signal_samplers(nodes: list[dict[str, Any]], records: list[dict[str, Any]]) 
     for spec, record in zip(nodes, records):
         pid = (record.get("sampler") or {}).get("ssh_pid")
         if pid and spec.get("ssh"):
-            subprocess.run(
-                [*spec["ssh"], f"kill -TERM {int(pid)} 2>/dev/null || true"],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=60,
-            )
+            done = subproc.probe([*spec["ssh"], f"kill -TERM {int(pid)} 2>/dev/null || true"], 60)
+            if done.error is not None:
+                raise done.error  # no ssh client or no answer: raised, as it always was

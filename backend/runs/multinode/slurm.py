@@ -4,7 +4,7 @@ The script asks for N nodes with one task each; ``srun`` starts one torchrun age
 torchrun's c10d rendezvous runs on the first node of the allocation (``scontrol show hostnames``).
 Every value in the script comes from a validated preset field and is written with
 ``shlex.quote``; the only unquoted words are Slurm's own variables. Each node writes its own
-log (srun ``--output=.../node%n-%N.log``, the run directory being on the cluster's shared file
+log (srun ``--output=.../node%t-%N.log``, one per task, the run directory being on the cluster's shared file
 system, as Slurm homes are); the watcher copies those into ``train.log`` with the node named.
 The job id, state and node list go into status.json, so a run started from one login can be
 followed and stopped (``scancel``) from another (``squeue``, then ``scontrol``/``sacct``).
@@ -12,23 +12,26 @@ followed and stopped (``scancel``) from another (``squeue``, then ``scontrol``/`
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
-import subprocess
 import time
 from pathlib import Path
 from typing import IO, Any
 
+from backend import subproc
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.plan.slurm_argv import sbatch_options
 from backend.preset.schema import Preset
-from backend.runs.multinode import samplers
-from backend.runs.multinode.agents import NodeLog, NodeState, finding
-from backend.runs.rundir import STOP_REQUEST, RunStatus, update_status
+from backend.redact import read_secret_env, split_secret_env
+from backend.rundir import NODES, STOP_REQUEST, RunDir, RunStatus, update_status
+from backend.runs.multinode import samplers, slurm_states
+from backend.runs.multinode.agents import NodeLog, NodeState, cause, finding
 
 SCRIPT = "job.sbatch"
-NODE_LOGS = "nodes"
-ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING")
+NODE_LOGS = NODES
+ACTIVE = slurm_states.ACTIVE
 _HEAD = "--rdzv_endpoint=$head"  # the one word built from a Slurm variable (see _word)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -37,23 +40,6 @@ def _word(arg: str) -> str:
     if arg.startswith(_HEAD):
         return f'--rdzv_endpoint="$head"{shlex.quote(arg[len(_HEAD) :])}'
     return shlex.quote(arg)
-
-
-def sbatch_options(preset: Preset) -> list[str]:
-    slurm = preset.launch.slurm
-    options = [f"--nodes={preset.launch.nnodes}", "--ntasks-per-node=1"]
-    for flag, value in (
-        ("partition", slurm.partition),
-        ("account", slurm.account),
-        ("qos", slurm.qos),
-        ("time", slurm.time_limit),
-        ("gpus-per-node", slurm.gpus_per_node),
-        ("cpus-per-task", slurm.cpus_per_task),
-        ("mem", slurm.mem),
-    ):
-        if value is not None:
-            options.append(f"--{flag}={value}")
-    return [*options, *slurm.extra_options]
 
 
 def sbatch_script(
@@ -71,15 +57,21 @@ def sbatch_script(
     lines += [f"#SBATCH {option}" for option in sbatch_options(preset)]
     lines += ["set -euo pipefail"]
     lines += [f"module load {shlex.quote(module)}" for module in preset.launch.slurm.modules]
-    lines += [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
+    public, secret = split_secret_env(env)
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in public.items()]
+    lines += [
+        f"# {name}: from sbatch's environment (trainwiz passes it; never written here)"
+        for name in secret
+    ]
     lines += [
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         f"cd {shlex.quote(cwd)}",
         f"mkdir -p {shlex.quote(str(Path(run_dir) / NODE_LOGS))}",
         *samplers.slurm_lines(agent[0], run_dir, env, preset.launch.nnodes),
     ]
-    srun = ["srun", f"--nodes={preset.launch.nnodes}", "--ntasks-per-node=1"]
-    srun += ["--kill-on-bad-exit=1", f"--output={Path(run_dir) / NODE_LOGS}/node%n-%N.log"]
+    tasks = preset.launch.slurm.ntasks_per_node  # one agent per task; %t: the task's number
+    srun = ["srun", f"--nodes={preset.launch.nnodes}", f"--ntasks-per-node={tasks}"]
+    srun += ["--kill-on-bad-exit=1", f"--output={Path(run_dir) / NODE_LOGS}/node%t-%N.log"]
     words = [shlex.quote(w) for w in srun] + [_word(w) for w in agent]
     command = words[0]
     for word in words[1:]:  # one option (with its value) per line, as people write them
@@ -107,43 +99,9 @@ def sbatch_argv(run_dir: Path | str, run_id: str, cwd: str) -> list[str]:
     ]
 
 
-def _query(argv: list[str]) -> str:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout.strip() if proc.returncode == 0 else ""
-
-
-def job_info(job_id: str) -> dict[str, str]:
-    """``{"state", "nodes", "exit"}`` from squeue (live), else scontrol, else sacct."""
-    live = _query(["squeue", "-h", "-j", job_id, "-o", "%T|%N"])
-    if live:
-        state, _, nodes = live.splitlines()[0].partition("|")
-        return {"state": state, "nodes": nodes, "exit": ""}
-    shown = _query(["scontrol", "-o", "show", "job", job_id])
-    if shown:
-        fields = dict(re.findall(r"(\w+)=(\S*)", shown))
-        state = fields.get("JobState", "UNKNOWN")
-        return {
-            "state": state,
-            "nodes": fields.get("NodeList", ""),
-            "exit": fields.get("ExitCode", ""),
-        }
-    acct = _query(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,NodeList,ExitCode"])
-    if acct:
-        state, nodes, code = [*acct.splitlines()[0].split("|"), "", "", ""][:3]
-        return {"state": state.split()[0], "nodes": nodes, "exit": code}
-    return {"state": "UNKNOWN", "nodes": "", "exit": ""}
-
-
-def _exit_code(info: dict[str, str]) -> int:
-    code, _, sig = info["exit"].partition(":")
-    if code.isdigit() and int(code):
-        return int(code)
-    if sig.isdigit() and int(sig):
-        return 128 + int(sig)
-    return 0 if info["state"] == "COMPLETED" else 1
+_query = slurm_states.query  # attach by job id (jobs.py) reads Slurm through it too
+job_info = slurm_states.job_info
+_exit_code = slurm_states.exit_code
 
 
 class _Tail:
@@ -179,7 +137,7 @@ class _Follower:
     def poll(self, final: bool = False) -> None:
         for line in self.batch.lines(final):
             self.nlog.tagged(f"slurm {self.job_id}", line)
-        for path in sorted((self.run_dir / NODE_LOGS).glob("node*-*.log")):
+        for path in RunDir(self.run_dir).node_logs():
             if path not in self.tails:
                 match = re.fullmatch(r"node(\d+)-(.+)\.log", path.name)
                 if not match:
@@ -192,14 +150,17 @@ class _Follower:
                 self.nlog.line(node, line)
 
 
-def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
+def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str, str | None]:
     """Submit the job, follow it to its end; ``stop`` (a stop marker) becomes ``scancel``."""
     nlog = NodeLog(log, [])
     nlog.note(f"sbatch: {shlex.join(spec['sbatch'])}")
-    proc = subprocess.run(spec["sbatch"], capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
+    secrets = read_secret_env(run_dir)  # sbatch exports its environment to the job
+    proc = subproc.probe(spec["sbatch"], 120, env={**os.environ, **secrets} if secrets else None)
+    if proc.error is not None:
+        raise proc.error  # no sbatch, or no answer: the watcher records it, as it always did
+    if proc.code != 0:
         nlog.note(f"sbatch refused the job: {proc.stderr.strip()}")
-        return proc.returncode or 1, f"sbatch refused the job: {proc.stderr.strip()}"
+        return 1, f"sbatch refused the job: {proc.stderr.strip()}", "slurm_refused"
     job_id = proc.stdout.strip().split(";")[0]
     update_status(
         run_dir,
@@ -215,12 +176,7 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
     while True:
         info = job_info(job_id)
         if info != last:
-            running = info["state"] == "RUNNING"
-            changes: dict[str, Any] = {"slurm_state": info["state"], "slurm_nodes": info["nodes"]}
-            if running:
-                changes.update(state="running", message=f"slurm job {job_id} on {info['nodes']}")
-            update_status(run_dir, **changes)
-            nlog.note(f"slurm job {job_id}: {info['state']} {info['nodes']}".rstrip())
+            _record_live(run_dir, nlog, job_id, info, spec)
             last = info
         follower.poll()
         if samplers.refresh(run_dir, nlog.nodes) or nlog.changed.is_set():
@@ -229,28 +185,69 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
         if (run_dir / STOP_REQUEST).exists() and not cancelled:
             cancelled = True
             nlog.note(f"stop requested: scancel {job_id}")
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=60)
+            _scancel(job_id)
         if info["state"] not in ACTIVE and info["state"] != "UNKNOWN":
             break
         time.sleep(1.0)
     time.sleep(0.5)
     follower.poll(final=True)
-    code = _exit_code(info)
+    info = slurm_states.final_info(job_id) if info.get("source") == "squeue" else info
+    nlog.note(f"slurm job {job_id} ended: {info['state']} (from {info.get('source')})")
     for node in nlog.nodes:  # the job's end is every node's end
         node.state = "exited"
     samplers.finish(run_dir, nlog.nodes)
-    update_status(run_dir, nodes=nlog.records())
-    if code == 0:
-        return 0, ""
+    update_status(run_dir, nodes=nlog.records(), slurm_state=info["state"])
+    return _ended(run_dir, nlog, job_id, info, spec)
+
+
+def _record_live(
+    run_dir: Path, nlog: NodeLog, job_id: str, info: dict[str, str], spec: dict[str, Any]
+) -> None:
+    changes: dict[str, Any] = {"slurm_state": info["state"], "slurm_nodes": info["nodes"]}
+    if info["state"] == "RUNNING":
+        changes.update(state="running", message=f"slurm job {job_id} on {info['nodes']}")
+    elif info["state"] == "PENDING":
+        words = slurm_states.pending_words(
+            info.get("reason", ""), int(spec.get("nnodes", 1)), spec.get("partition")
+        )
+        changes.update(
+            slurm_reason=info.get("reason", ""), message=f"slurm job {job_id} pending: {words}"
+        )
+    update_status(run_dir, **changes)
+    nlog.note(f"slurm job {job_id}: {info['state']} {info['nodes']}".rstrip())
+
+
+def _ended(
+    run_dir: Path, nlog: NodeLog, job_id: str, info: dict[str, str], spec: dict[str, Any]
+) -> tuple[int, str, str | None]:
+    kind, message, why = slurm_states.ending(info, job_id, spec.get("time_limit"))
+    if kind == "finished":
+        return 0, "", None
+    if kind == "stopped":
+        if (run_dir / STOP_REQUEST).exists():  # trainwiz's own stop: "stopped on request"
+            return 1, "", "stopped"
+        message += ", not by trainwiz: recorded as stopped"  # the user's own scancel
+        nlog.note(message)
+        (run_dir / STOP_REQUEST).touch()
+        return 1, message, "stopped"
+    code = slurm_states.exit_code(info)
+    if kind == "failed":
+        return code, message, why
     nodes = sorted(nlog.nodes, key=lambda n: n.index)
-    why = finding(nodes, int(spec.get("join_timeout", 0))) if nodes else "no node started"
-    return code, f"slurm job {job_id} {info['state']}: {why}"
+    found = finding(nodes, int(spec.get("join_timeout", 0))) if nodes else "no node started"
+    return code, f"{message}: {found}", cause(nodes)
 
 
 def cancel(status: RunStatus) -> None:
     job_id = (status.model_extra or {}).get("slurm_job_id")
     if job_id:
-        subprocess.run(["scancel", str(job_id)], capture_output=True, timeout=60)
+        _scancel(str(job_id))
+
+
+def _scancel(job_id: str) -> None:
+    done = subproc.probe(["scancel", job_id], 60)  # its answer is not needed: the state says
+    if done.error is not None:
+        raise done.error  # no scancel, or no answer: raised, as it always was
 
 
 def refresh_job(run_dir: Path, status: RunStatus) -> RunStatus:
@@ -261,14 +258,17 @@ def refresh_job(run_dir: Path, status: RunStatus) -> RunStatus:
         if info["state"] != (status.model_extra or {}).get("slurm_state"):
             return update_status(run_dir, slurm_state=info["state"], slurm_nodes=info["nodes"])
         return status
-    code = _exit_code(info)
-    stopped = (run_dir / STOP_REQUEST).exists() or info["state"].startswith("CANCELLED")
-    state = "stopped" if stopped else ("finished" if code == 0 else "failed")
+    kind, message, why = slurm_states.ending(info, job_id, None)
+    code = slurm_states.exit_code(info)
+    stopped = (run_dir / STOP_REQUEST).exists() or kind == "stopped"
+    state = "stopped" if stopped else ("finished" if kind == "finished" else "failed")
     return update_status(
         run_dir,
         state=state,
         exit_code=code,
         ended_at=time.time(),
         slurm_state=info["state"],
-        message=f"slurm job {job_id} {info['state']} (read from Slurm: the watcher is not here)",
+        cause="stopped" if stopped else (why or ("exit_code" if code else None)),
+        message=(f"slurm job {job_id} {info['state']}" if kind == "finished" else message)
+        + " (read from Slurm: the watcher is not here)",
     )

@@ -18,38 +18,42 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from backend.preset.schema import Preset, SshConfig
+from backend import subproc
+from backend.plan.ssh_argv import ssh_base
+from backend.preset.schema import Preset
+from backend.redact import read_secret_env, split_secret_env
+from backend.rundir import STOP_REQUEST, update_status
 from backend.runs.multinode import samplers
-from backend.runs.multinode.agents import PID_MARK, NodeLog, NodeState, finding
-from backend.runs.rundir import STOP_REQUEST, update_status
+from backend.runs.multinode.agents import PID_MARK, NodeLog, NodeState, cause, finding
+
+SIGNAL_TIMEOUT_S = 30.0  # a node that does not take a signal within this is left to the KILL
 
 
-def split_node(node: str, default_port: int) -> tuple[str | None, str, int]:
-    """``[user@]host[:port]`` (validated by the schema) -> (user, host, port)."""
-    user, _, rest = node.rpartition("@")
-    host, _, port = rest.partition(":")
-    return (user or None, host, int(port) if port else default_port)
-
-
-def ssh_base(config: SshConfig, node: str) -> list[str]:
-    """``ssh`` with the options every trainwiz call uses, up to and including the host."""
-    user, host, port = split_node(node, config.port)
-    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={config.connect_timeout}"]
-    argv += ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4", "-p", str(port)]
-    if config.identity_file:
-        argv += ["-i", str(Path(config.identity_file).expanduser()), "-o", "IdentitiesOnly=yes"]
-    if config.known_hosts_file:
-        argv += ["-o", f"UserKnownHostsFile={Path(config.known_hosts_file).expanduser()}"]
-    if user or config.user:
-        argv += ["-l", str(user or config.user)]
-    return [*argv, "--", host]
+def stdin_reads(names: list[str]) -> str:
+    """Shell text that reads each secret variable, one line each, from ssh's stdin (the
+    watcher writes the values there): a secret never is a word of any command line."""
+    return "".join(f"IFS= read -r {name} && export {name} && " for name in names)
 
 
 def remote_command(argv: list[str], env: dict[str, str], cwd: str) -> str:
-    """What the node's shell runs: its pid, then the agent in ``cwd`` with ``env``."""
-    assignments = [f"{key}={value}" for key, value in env.items()]
+    """What the node's shell runs: its pid, then the agent in ``cwd`` with ``env``; secret
+    values (``backend.redact.split_secret_env``) come on stdin, not in the text."""
+    public, secret = split_secret_env(env)
+    assignments = [f"{key}={value}" for key, value in public.items()]
     agent = shlex.join(["env", *assignments, *argv])
-    return f"echo {PID_MARK}$$; cd {shlex.quote(cwd)} && exec {agent} 2>&1"
+    reads = stdin_reads(list(secret))
+    return f"echo {PID_MARK}$$; {reads}cd {shlex.quote(cwd)} && exec {agent} 2>&1"
+
+
+def send_secrets(proc: subprocess.Popen[bytes], names: list[str], values: dict[str, str]) -> None:
+    """Write the node's secret values on its ssh's stdin (the order of ``stdin_reads``)."""
+    if proc.stdin is None:
+        return
+    try:
+        proc.stdin.write(b"".join(values.get(n, "").encode() + b"\n" for n in names))
+        proc.stdin.close()
+    except OSError:
+        pass  # the node went away: its reader sees ssh's exit
 
 
 def node_specs(
@@ -66,6 +70,7 @@ def node_specs(
                 "host": node,
                 "ssh": base,
                 "argv": [*base, remote_command(agent, env, cwd)],
+                "stdin_env": list(split_secret_env(env)[1]),
                 "sampler": samplers.ssh_argv(base, agent[0], env, index, node),
             }
         )
@@ -76,24 +81,14 @@ def signal_nodes(nodes: list[dict[str, Any]], states: list[NodeState], sig: str)
     """``kill -SIG -- -PID`` on every node whose agent told its pid (in parallel); a node spec
     with its own ``signal`` commands (a container: docker_nodes) is signalled with those."""
     calls = [
-        subprocess.Popen(
-            [
-                *spec["ssh"],
-                spec.get("signal", {}).get(sig)
-                or f"kill -{sig} -- -{state.pid} 2>/dev/null || true",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        [
+            *spec["ssh"],
+            spec.get("signal", {}).get(sig) or f"kill -{sig} -- -{state.pid} 2>/dev/null || true",
+        ]
         for spec, state in zip(nodes, states)
         if state.pid and state.state != "exited"
     ]
-    for call in calls:
-        try:
-            call.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            call.kill()
+    subproc.run_all(calls, SIGNAL_TIMEOUT_S)
 
 
 def _reader(proc: subprocess.Popen[bytes], node: NodeState, nlog: NodeLog) -> None:
@@ -101,11 +96,12 @@ def _reader(proc: subprocess.Popen[bytes], node: NodeState, nlog: NodeLog) -> No
     for raw in iter(proc.stdout.readline, b""):
         nlog.line(node, raw.decode("utf-8", errors="replace"))
     node.exit_code = proc.wait()
+    node.ended_at = time.monotonic()
     node.state = "exited"
     nlog.changed.set()
 
 
-def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
+def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str, str | None]:
     """Start every node's agent, follow them, stop them all when one fails or a stop comes."""
     specs: list[dict[str, Any]] = spec["nodes"]
     states = [NodeState(index=s["index"], host=s["host"]) for s in specs]
@@ -118,7 +114,7 @@ def run(run_dir: Path, spec: dict[str, Any], log: IO[bytes]) -> tuple[int, str]:
     except BaseException:
         signal_nodes(specs, states, "TERM")  # whatever broke here, nothing stays running there
         for proc in procs:
-            proc.kill()
+            subproc.signal_group(proc, signal.SIGKILL)
         raise
     finally:
         gpus.stop()
@@ -134,18 +130,17 @@ def _follow(
     nlog: NodeLog,
     procs: list[subprocess.Popen[bytes]],
     gpus: samplers.SshSamplers,
-) -> tuple[int, str]:
+) -> tuple[int, str, str | None]:
     threads = []
     for node_spec, state in zip(specs, states):
         nlog.note(f"node {state.index} ({state.host}): {shlex.join(node_spec['argv'])}")
-        proc = subprocess.Popen(  # its own session: a ^C or SIGHUP here never reaches it
-            node_spec["argv"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        names = list(node_spec.get("stdin_env") or [])
+        proc = subproc.spawn(  # its own session: a ^C or SIGHUP here never reaches it
+            node_spec["argv"], stdin=subprocess.PIPE if names else subprocess.DEVNULL, text=False
         )
         procs.append(proc)
+        if names:
+            send_secrets(proc, names, read_secret_env(run_dir))
         thread = threading.Thread(target=_reader, args=(proc, state, nlog), daemon=True)
         thread.start()
         threads.append(thread)
@@ -174,16 +169,21 @@ def _follow(
             ending_since = time.monotonic()
             signal_nodes(specs, states, "TERM")
             for proc, state in zip(procs, states):
-                if state.pid is None:  # never started there: end our ssh client
-                    proc.send_signal(signal.SIGTERM)
+                if state.pid is None:  # never started there: end our ssh client (and its proxy)
+                    subproc.signal_group(proc, signal.SIGTERM)
         elif ending_since is not None and not killed and time.monotonic() - ending_since > timeout:
             killed = True
             signal_nodes(specs, states, "KILL")
             for proc in procs:
-                proc.kill()
+                subproc.signal_group(proc, signal.SIGKILL)
     for thread in threads:
         thread.join(timeout=5)
     update_status(run_dir, nodes=nlog.records())
     codes = [s.exit_code or 0 for s in states]
     code = next((c for c in codes if c != 0), 0)
-    return code, finding(states, int(spec.get("join_timeout", 0))) if code else ""
+    if not code:
+        return 0, "", None
+    named = cause(states)
+    if named == "node_unreachable":
+        code = 1  # ssh's 255 is not the training's exit code
+    return code, finding(states, int(spec.get("join_timeout", 0))), named

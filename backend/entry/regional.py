@@ -1,0 +1,128 @@
+"""Per-layer options for the entry: regional torch.compile and selective activation recompute.
+
+Both act on the decoder layers, the repeated block that holds almost all of a Llama's work:
+
+- ``--compile_layers True`` compiles each decoder layer module (``Module.compile()``). The layers
+  share one code object, so inductor compiles one graph and reuses it for every layer: a cold
+  start of a few tens of seconds instead of the whole model's minutes (``--torch_compile``), and
+  the state dict keeps its names (no ``_orig_mod.`` prefix), so saving and resuming are unchanged.
+- ``--recompute_layers N`` checkpoints N of the L decoder layers, spread evenly (the rest keep
+  their activations): the memory of full recompute where it is needed, a fraction of its extra
+  forward pass. It is the entry's own wrapper (torch.utils.checkpoint, non-reentrant), so it
+  works the same on every transformers version the entry supports; with N >= L it is full
+  recompute.
+
+Each is gated on what the installed stack can do and turned off with a log line otherwise,
+like kernels.py's switches; what stays on joins the metrics' start line.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+
+def log(*args: Any) -> None:
+    if int(os.environ.get("RANK", "0")) == 0:
+        print("[trainwiz-entry] layers:", *args, flush=True)
+
+
+def _truthy(text: str | None) -> bool:
+    return text is not None and text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def pop_options(argv: list[str], pop_option: Any) -> tuple[bool, int | None]:
+    """(compile_layers, recompute_layers) from argv; both are the entry's, not HF's."""
+    compile_layers = _truthy(pop_option(argv, "compile_layers"))
+    raw = pop_option(argv, "recompute_layers")
+    if raw is None:
+        return compile_layers, None
+    try:
+        count = int(raw)
+    except ValueError:
+        raise SystemExit(
+            f"--recompute_layers must be a whole number of layers, not {raw!r}"
+        ) from None
+    if count < 1:
+        raise SystemExit(f"--recompute_layers must be at least 1, not {count}")
+    return compile_layers, count
+
+
+def decoder_layers(model: Any, torch: Any) -> list[Any]:
+    """The model's decoder layers: the modules whose class the model names as not to be split
+    (``_no_split_modules``: LlamaDecoderLayer, ...), else the longest ModuleList. Works through
+    PEFT's wrappers, which keep the inner model's modules."""
+    names: set[str] = set()
+    for module in model.modules():
+        names.update(getattr(module, "_no_split_modules", None) or ())
+    layers = [m for m in model.modules() if type(m).__name__ in names]
+    if layers:
+        return layers
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    return list(max(lists, key=len)) if lists else []
+
+
+def chosen(n_layers: int, count: int) -> list[int]:
+    """Indexes of ``count`` of ``n_layers`` layers, spread evenly (all when count >= n)."""
+    count = min(count, n_layers)
+    return [i for i in range(n_layers) if (i * count) // n_layers != ((i + 1) * count) // n_layers]
+
+
+def _checkpointed(forward: Any, checkpoint: Any) -> Any:
+    @functools.wraps(forward)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        # A KV cache would grow again in the recompute (as HF's own checkpointing, drop it:
+        # training has no use for one; the entry sets use_cache False anyway).
+        for name in ("past_key_values", "past_key_value"):
+            if kwargs.get(name) is not None:
+                kwargs[name] = None
+        if "use_cache" in kwargs:
+            kwargs["use_cache"] = False
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+    return run
+
+
+def apply(
+    model: Any,
+    torch: Any,
+    *,
+    compile_layers: bool,
+    recompute_layers: int | None,
+    gradient_checkpointing: bool,
+) -> dict[str, Any]:
+    """Wrap the chosen layers' forward in a checkpoint, then compile every layer (in that
+    order, so the compiled graph holds the checkpoint region). Returns what is on."""
+    active: dict[str, Any] = {}
+    if not compile_layers and recompute_layers is None:
+        return active
+    layers = decoder_layers(model, torch)
+    if not layers:
+        log("no decoder layers found: compile_layers and recompute_layers are off")
+        return active
+    if recompute_layers is not None:
+        if gradient_checkpointing:
+            log("recompute_layers: gradient_checkpointing already recomputes every layer: off")
+        else:
+            from torch.utils.checkpoint import checkpoint
+
+            picked = chosen(len(layers), recompute_layers)
+            for i in picked:
+                layers[i].forward = _checkpointed(layers[i].forward, checkpoint)
+            active["recompute_layers"] = len(picked)
+            log(f"recompute: {len(picked)} of {len(layers)} decoder layers checkpointed")
+    if compile_layers:
+        if not hasattr(torch.nn.Module, "compile"):
+            log("compile_layers: this torch has no Module.compile (needs torch >= 2.2): off")
+        else:
+            # One graph for all layers; a generous cache so a second shape (the last, shorter
+            # batch) recompiles instead of falling back to eager for the rest of the run.
+            dynamo = torch._dynamo.config
+            name = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"
+            setattr(dynamo, name, max(getattr(dynamo, name, 8), 64))
+            for layer in layers:
+                layer.compile()
+            active["compile_layers"] = len(layers)
+            log(f"compile: {len(layers)} decoder layers compiled (regional torch.compile)")
+    return active

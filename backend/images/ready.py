@@ -1,0 +1,74 @@
+"""Whether a preset's training environment exists here, and which binaries it trains with.
+
+The one answer for the launch (its spec and preflight), the step table, replay and the
+screens: the host runner's torchrun (the preset's venv, else the one beside this Python, else
+PATH), the docker runner's image (the environment image of ``mode: image``, else the base).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from backend.errors import BadInput
+from backend.i18n import _
+from backend.preset.schema import Preset
+
+
+def training_bin(preset: Preset, name: str = "torchrun") -> Path:
+    """The host training environment's ``name`` (torchrun): the preset's venv, else ours."""
+    venv = preset.environment.venv
+    if venv:
+        candidate = Path(venv).expanduser() / "bin" / name
+        if candidate.is_file():
+            return candidate
+        raise BadInput(
+            _(
+                "environment.venv: {candidate} does not exist: build the environment ('trainwiz "
+                "env build {name}') or point venv at one with torch and fschat"
+            ).format(candidate=candidate, name=preset.name)
+        )
+    own = Path(sys.executable).parent / name
+    if own.is_file():
+        return own
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise BadInput(
+        _(
+            "environment.venv is empty and no {name} was found: build the training "
+            "environment ('trainwiz env build {name2}') or set environment.venv to a venv "
+            "with torch"
+        ).format(name=name, name2=preset.name)
+    )
+
+
+def image_for(preset: Preset) -> str:
+    """The image the run's container starts from: the environment image (``mode: image``,
+    tagged by a hash of its inputs) or the preset's base image (``in_container``)."""
+    if preset.environment.mode == "image":
+        from backend.images.build import env_image_tag  # deferred: the image planner is large
+
+        return env_image_tag(preset)
+    return preset.environment.image
+
+
+def image_exists(image: str) -> bool:
+    from backend.images.docker_client import docker_client  # deferred: imports the docker SDK
+
+    try:
+        docker_client().images.get(image)
+    except Exception:
+        return False
+    return True
+
+
+def environment_ready(preset: Preset) -> bool:
+    if preset.launch.runner == "host":
+        try:
+            training_bin(preset)
+        except BadInput:
+            return False
+        return True
+    return image_exists(image_for(preset))

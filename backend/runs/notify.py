@@ -1,0 +1,294 @@
+"""Tell the preset's webhooks how a run is doing: finished, failed (with the likely cause and
+its first fix), loss NaN, stalled (no training step for ``notify.stalled_minutes``).
+
+The run's watcher sends them (``watch_in_background`` while it trains, ``run_ended`` when it
+records the end), so a message arrives with the wizard closed and the SSH session gone. A
+delivery that fails is one line in the run's ``notify.log`` and train.log; it never fails or
+slows the run (each send has a short timeout, in the watcher's own thread for the live events).
+
+Security: https only, certificates always verified (a private endpoint's CA is trusted through
+``notify.ca_file`` or ``TRAINWIZ_NOTIFY_CA``, never by turning verification off); URLs, tokens
+and signing secrets are read from the environment at send time and never written anywhere: the
+log names the webhook by kind and variable ("slack via $SLACK_URL").
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import math
+import os
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.monitor.metrics import MetricsFollower, StepRecord
+from backend.preset.loader import load_preset
+from backend.preset.schema_notify import check_https
+from backend.rundir import LOG, RunDir
+from backend.runs.diagnose_run import diagnose_run
+
+CA_ENV = "TRAINWIZ_NOTIFY_CA"
+NOTIFY_LOG = "notify.log"
+SENT = "notify.json"  # events already sent once (loss_nan, stalled), so a restart repeats none
+TIMEOUT_S = 10.0
+POLL_S = 15.0
+
+
+@dataclass(frozen=True)
+class Message:
+    event: str
+    run_id: str
+    title: str
+    text: str
+    fields: dict[str, Any]
+
+
+def _hook_name(hook: Any) -> str:
+    source = f"${hook.url_env}" if hook.url_env else "url"
+    return f"{hook.kind} via {source}"
+
+
+def _sign(secret: str, stamp: str) -> str:
+    """Feishu and DingTalk: base64(HMAC-SHA256) over "timestamp\\nsecret"; Feishu keys the HMAC
+    with that string and signs nothing, DingTalk keys it with the secret and signs the string."""
+    line = f"{stamp}\n{secret}".encode()
+    return base64.b64encode(hmac.new(line, b"", hashlib.sha256).digest()).decode()
+
+
+def _dingtalk_sign(secret: str, stamp: str) -> str:
+    line = f"{stamp}\n{secret}".encode()
+    digest = hmac.new(secret.encode(), line, hashlib.sha256).digest()
+    return urllib.parse.quote_plus(base64.b64encode(digest).decode())
+
+
+def request_for(
+    hook: Any, message: Message, env: dict[str, str]
+) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """(url, JSON body, headers) for one webhook; ValueError when its variables are unset or
+    the URL is not https (said without the URL)."""
+    url = hook.url or env.get(hook.url_env or "", "")
+    if not url:
+        raise ValueError(f"${hook.url_env} is not set in the watcher's environment")
+    try:
+        check_https(url, f"${hook.url_env}" if hook.url_env else "url")
+    except ValueError as exc:
+        raise ValueError(
+            str(exc).split(":", 1)[0] + ": not an https URL without userinfo"
+        ) from None
+    secret = env.get(hook.secret_env, "") if hook.secret_env else ""
+    if hook.secret_env and not secret:
+        raise ValueError(f"${hook.secret_env} is not set in the watcher's environment")
+    text = f"{message.title}\n{message.text}".strip()
+    headers = {"Content-Type": "application/json"}
+    body: dict[str, Any]
+    if hook.kind == "slack":
+        body = {"text": text}
+    elif hook.kind == "feishu":
+        body = {"msg_type": "text", "content": {"text": text}}
+        if secret:
+            stamp = str(int(time.time()))
+            body.update(timestamp=stamp, sign=_sign(secret, stamp))
+    elif hook.kind == "dingtalk":
+        body = {"msgtype": "text", "text": {"content": text}}
+        if secret:
+            stamp = str(int(time.time() * 1000))
+            joiner = "&" if "?" in url else "?"
+            url += f"{joiner}timestamp={stamp}&sign={_dingtalk_sign(secret, stamp)}"
+    else:
+        body = {"event": message.event, "run_id": message.run_id, "title": message.title,
+                "text": message.text, **message.fields}  # fmt: skip
+        token = env.get(hook.token_env, "") if hook.token_env else ""
+        if hook.token_env and not token:
+            raise ValueError(f"${hook.token_env} is not set in the watcher's environment")
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+    return url, body, headers
+
+
+def _context(ca_file: str | None, env: dict[str, str]) -> ssl.SSLContext:
+    """Verified TLS; the system's CAs, or the CA bundle the preset or environment names."""
+    bundle = ca_file or env.get(CA_ENV) or None
+    return ssl.create_default_context(cafile=bundle)
+
+
+def deliver(hook: Any, message: Message, *, ca_file: str | None = None,
+            env: dict[str, str] | None = None, timeout: float = TIMEOUT_S) -> tuple[bool, str]:  # fmt: skip
+    """POST one message; (delivered?, what happened) and never an exception."""
+    env = dict(os.environ) if env is None else env
+    try:
+        url, body, headers = request_for(hook, message, env)
+        data = json.dumps(body, ensure_ascii=False).encode()
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        with urllib.request.urlopen(request, timeout=timeout, context=_context(ca_file, env)) as r:
+            return True, f"HTTP {r.status}"
+    except urllib.error.HTTPError as exc:
+        return False, f"HTTP {exc.code}"
+    except urllib.error.URLError as exc:
+        return False, f"{type(exc.reason).__name__}: {exc.reason}".split(" for url")[0]
+    except (OSError, ValueError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+
+
+def _log(run_dir: Path, line: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    for name in (NOTIFY_LOG, LOG):
+        try:
+            with open(run_dir / name, "a", encoding="utf-8") as handle:
+                handle.write(f"[trainwiz {stamp}] notify: {line}\n")
+        except OSError:
+            pass
+
+
+def _settings(run_dir: Path) -> Any:
+    try:
+        return load_preset(RunDir(run_dir).preset_file).notify
+    except Exception:
+        return None
+
+
+def send(
+    run_dir: Path, message: Message, settings: Any | None = None
+) -> list[tuple[str, bool, str]]:
+    """Send ``message`` to every webhook that wants its event; log each outcome."""
+    settings = settings if settings is not None else _settings(run_dir)
+    results = []
+    for hook in getattr(settings, "webhooks", None) or []:
+        if message.event not in hook.events:
+            continue
+        ok, detail = deliver(hook, message, ca_file=settings.ca_file)
+        name = _hook_name(hook)
+        _log(
+            run_dir,
+            f"{message.event} -> {name}: {'delivered' if ok else 'NOT delivered'} ({detail})",
+        )
+        results.append((name, ok, detail))
+    return results
+
+
+def _once(run_dir: Path, key: str) -> bool:
+    """True the first time ``key`` is claimed for this run (notify.json keeps the claims)."""
+    path = run_dir / SENT
+    try:
+        sent = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        sent = []
+    if key in sent:
+        return False
+    try:
+        path.write_text(json.dumps([*sent, key]), encoding="utf-8")
+    except OSError:
+        pass
+    return True
+
+
+def failure_text(run_dir: Path, message: str) -> tuple[str, dict[str, Any]]:
+    """The failure, the diagnosis' top cause and its first fix (what ``trainwiz diagnose`` says)."""
+    try:
+        # Deferred: the classifier's signature tables load only when a run failed and has a
+        # webhook to tell (the watcher of every other run never needs them).
+        top = diagnose_run(run_dir).diagnosis.top
+    except Exception:
+        top = None
+    if top is None:
+        return message, {"message": message}
+    fix = top.fixes[0].title if top.fixes else None
+    text = f"{message}\ncause: {top.category}: {top.title}" + (f"\nfix: {fix}" if fix else "")
+    return text, {"message": message, "cause": top.category, "cause_title": top.title, "fix": fix}
+
+
+def run_ended(run_dir: Path, state: str, message: str, cause: str | None) -> None:
+    """The watcher's end of run: ``finished`` or ``failed`` (a stop is the user's own doing).
+    Called after the final record is written; whatever goes wrong here is logged, not raised."""
+    try:
+        _run_ended(run_dir, state, message, cause)
+    except Exception as exc:
+        _log(run_dir, f"end of run not sent: {type(exc).__name__}: {exc}")
+
+
+def _run_ended(run_dir: Path, state: str, message: str, cause: str | None) -> None:
+    settings = _settings(run_dir)
+    if not getattr(settings, "webhooks", None) or state not in ("finished", "failed"):
+        return
+    run_id = run_dir.name
+    fields: dict[str, Any]
+    if state == "finished":
+        text, fields = message, {"message": message}
+    else:
+        text, fields = failure_text(run_dir, message)
+    fields = {"state": state, "cause_recorded": cause, **fields}
+    send(run_dir, Message(state, run_id, f"trainwiz: run {run_id} {state}", text, fields), settings)
+
+
+@dataclass
+class LiveWatch:
+    """Reads the run's new metrics lines: a non-finite loss sends ``loss_nan`` once; no new
+    step for ``stalled_minutes`` sends ``stalled`` (once per stall; a new step re-arms it)."""
+
+    run_dir: Path
+    settings: Any
+    started: float
+
+    def __post_init__(self) -> None:
+        self.follower = MetricsFollower(RunDir(self.run_dir).metrics)
+        self.last_step_at = self.started
+        self.last_step = 0
+        self.stall_sent = False
+
+    def check(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        if not self._training():  # an environment build or model load is no stall
+            self.last_step_at = now
+            return
+        for event in self.follower.poll():
+            if not isinstance(event, StepRecord):
+                continue
+            self.last_step, self.last_step_at, self.stall_sent = event.step, now, False
+            nan = event.loss is not None and not math.isfinite(event.loss)
+            if nan and _once(self.run_dir, "loss_nan"):
+                text = f"loss is {event.loss} at step {event.step}"
+                self._send("loss_nan", f"trainwiz: run {self.run_dir.name}: loss NaN", text,
+                           {"step": event.step})  # fmt: skip
+        idle = now - self.last_step_at
+        if not self.stall_sent and idle >= self.settings.stalled_minutes * 60:
+            self.stall_sent = True
+            text = f"no training step for {idle / 60:.1f} min (last step {self.last_step})"
+            self._send("stalled", f"trainwiz: run {self.run_dir.name} stalled", text,
+                       {"last_step": self.last_step, "idle_s": round(idle)})  # fmt: skip
+
+    def _training(self) -> bool:
+        status = RunDir(self.run_dir).status_dict()
+        return status is not None and status.get("state") == "running"
+
+    def _send(self, event: str, title: str, text: str, fields: dict[str, Any]) -> None:
+        send(self.run_dir, Message(event, self.run_dir.name, title, text, fields), self.settings)
+
+
+def watch_in_background(run_dir: Path, poll_s: float | None = None) -> threading.Event | None:
+    """Start the live events' thread (daemon: it ends with the watcher); set the returned
+    event to stop it. None when the preset has no webhook for loss_nan or stalled."""
+    settings = _settings(run_dir)
+    hooks = getattr(settings, "webhooks", None) or []
+    if not any({"loss_nan", "stalled"} & set(h.events) for h in hooks):
+        return None
+    done = threading.Event()
+    live = LiveWatch(run_dir, settings, time.time())
+    every = poll_s or min(POLL_S, settings.stalled_minutes * 60 / 4)
+
+    def loop() -> None:
+        while not done.wait(every):
+            try:
+                live.check()
+            except Exception as exc:  # a notifier bug must not touch the run
+                _log(run_dir, f"live check failed: {type(exc).__name__}: {exc}")
+
+    threading.Thread(target=loop, name="trainwiz-notify", daemon=True).start()
+    return done

@@ -1,0 +1,142 @@
+"""Acceptance on a third corpus (tests/fixtures/logcorpus3): the new paths' failures.
+
+DeepSpeed config errors, PEFT target modules, Slurm time limits and refusals, multi-node
+networking (rendezvous, name resolution, ssh, NCCL transport), version mismatches, chat templates
+and the wordings users paste for the older categories. Every file is an excerpt from a public
+issue thread (SOURCES.tsv gives the URL), none from a thread the other corpora use. Each row has
+a ``split``: signatures were written while looking at the ``train`` half only; the ``holdout``
+half measures them on logs they were not written from (its rate is reported separately in
+docs/diagnosis.md). ``python -m tests.backend.test_diagnosis_corpus3`` prints the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from backend.diagnosis import classify_line, diagnose_file
+
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "logcorpus3"
+TARGET = 0.90  # right top category on each half
+# Known misses (reported in docs/diagnosis.md), never a wrong category: bare loss tensors
+# printed by a hand-written loop (a NaN tensor alone is no loss), and zsh's interactive job
+# report "[1]  PID killed  cmd" (its only literal, "killed", would key the prefilter on 'k').
+KNOWN_MISSES = {
+    "loss_nan/chatglm-lora-32-tensor-nan-loop.log",
+    "host_oom/baichuan2-138-zsh-job-killed.log",
+}
+
+
+def _rows() -> list[dict[str, str]]:
+    with (CORPUS / "SOURCES.tsv").open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+FAILURES = [(r["file"], r["label"], r["split"]) for r in _rows() if r["label"] != "benign"]
+BENIGN = [r["file"] for r in _rows() if r["label"] == "benign"]
+
+
+def top_category(name: str) -> str | None:
+    """The top finding's category when it is an error (what makes diagnose exit 1), else None."""
+    top = diagnose_file(CORPUS / name).top
+    return top.category if top is not None and top.severity == "error" else None
+
+
+def test_sources_list_every_file_once_with_url_split_and_its_folder_as_label() -> None:
+    rows = _rows()
+    assert len({r["file"] for r in rows}) == len(rows)
+    assert {r["file"] for r in rows} == {str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*.log")}
+    for row in rows:
+        assert row["url"].startswith("https://github.com/"), row
+        assert row["file"].split("/")[0] == row["label"], row
+        assert row["split"] in ("train", "holdout") and row["note"], row
+
+
+def test_corpus_is_large_enough_and_both_halves_cover_the_new_categories() -> None:
+    assert len(FAILURES) >= 80 and len(BENIGN) >= 15
+    for split in ("train", "holdout"):
+        labels = Counter(label for _, label, s in FAILURES if s == split)
+        for category in (
+            "deepspeed_config",
+            "peft_target_modules",
+            "slurm_time_limit",
+            "slurm_error",
+            "hostname_resolution",
+            "version_mismatch",
+            "chat_template",
+            "node_unreachable",
+        ):
+            assert labels[category] >= 2, (split, labels)
+
+
+@pytest.mark.parametrize(
+    ("name", "label"), [(n, lab) for n, lab, _ in FAILURES if n not in KNOWN_MISSES]
+)
+def test_failure_log_top_category_is_its_root_cause(name: str, label: str) -> None:
+    diagnosis = diagnose_file(CORPUS / name)
+    top = diagnosis.top
+    assert top is not None, f"{name}: nothing found"
+    assert top.category == label, f"{name}: top is {top.category}, want {label}"
+    assert top.severity == "error" and top.line >= 1 and top.explanation and top.fixes
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_MISSES))
+def test_a_known_miss_names_no_wrong_category(name: str) -> None:
+    label = name.split("/")[0]
+    assert all(
+        f.category == label or f.severity != "error" for f in diagnose_file(CORPUS / name).findings
+    )
+
+
+@pytest.mark.parametrize("split", ["train", "holdout"])
+def test_rate_of_right_top_categories_meets_the_target_on_each_half(split: str) -> None:
+    names = [(n, lab) for n, lab, s in FAILURES if s == split]
+    right = sum(top_category(n) == lab for n, lab in names)
+    assert right / len(names) >= TARGET, (split, right, len(names))
+
+
+@pytest.mark.parametrize("name", BENIGN)
+def test_benign_log_raises_nothing_at_error_level(name: str) -> None:
+    diagnosis = diagnose_file(CORPUS / name)
+    assert not diagnosis.has_error, [(f.category, f.text) for f in diagnosis.findings]
+    for line in (CORPUS / name).read_text(encoding="utf-8").splitlines():
+        flag = classify_line(line)
+        assert flag is None or flag.severity != "error", (line, flag)
+
+
+def score() -> dict[str, dict[str, list[int]]]:
+    """Per split and label: [right, total]; plus benign error-level false alarms."""
+    table: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for name, label, split in FAILURES:
+        table[split][label][0] += top_category(name) == label
+        table[split][label][1] += 1
+    for row in _rows():
+        if row["label"] == "benign":
+            table[row["split"]]["benign (no error)"][0] += not diagnose_file(
+                CORPUS / row["file"]
+            ).has_error
+            table[row["split"]]["benign (no error)"][1] += 1
+    return table
+
+
+if __name__ == "__main__":
+    table = score()
+    labels = sorted({lab for split in table.values() for lab in split})
+    print(f"{'label':24} {'train':>8} {'holdout':>8}")
+    totals = {s: [0, 0] for s in ("train", "holdout")}
+    for label in labels:
+        cells = []
+        for split in ("train", "holdout"):
+            right, total = table[split].get(label, [0, 0])
+            cells.append(f"{right}/{total}")
+            if not label.startswith("benign"):
+                totals[split][0] += right
+                totals[split][1] += total
+        print(f"{label:24} {cells[0]:>8} {cells[1]:>8}")
+    for split, (right, total) in totals.items():
+        print(f"failures {split}: {right}/{total} ({100 * right / max(total, 1):.0f} %)")
+    sys.exit(0)

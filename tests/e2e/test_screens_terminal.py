@@ -1,0 +1,84 @@
+"""Small things a user meets in a real terminal: keymap errors, checkbox states, blocked
+reasons at 80x24, and the Monitor on a finished run (a summary, never an ETA)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from backend.monitor import HfLogParser, StepRecord
+from tests.e2e.conftest import SIZES
+from tests.e2e.test_form_is_preset import field_text, focus_field, to_hyperparams
+from tests.tui.test_monitor import LOG_2G, make_run
+from tests.tui.test_monitor_metrics import write_metrics
+
+CHECKS = re.compile(r"\d+ ok\b")
+
+
+def toasts(screen: str) -> str:
+    """The notifications' text run together (a long path wraps inside the toast at 80x24)."""
+    parts = [line.rsplit("▌", 1)[1] for line in screen.splitlines() if "▌" in line]
+    return "".join(part.strip().rstrip("│╯").strip() for part in parts)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_bad_keymap_line_is_named_and_the_rest_applies(start, home: Path, size) -> None:  # type: ignore[no-untyped-def]
+    (home / "keymap.yaml").write_text(
+        "# my keys\napp.previous_step: [f8\napp.next_step: f9\n", encoding="utf-8"
+    )
+    pane = start("--preset", "tiny-cpu", size=size)
+    pane.wait_for(lambda s: "keymap.yaml:2:" in toasts(s), timeout=60)  # that line, not the next
+    pane.wait_for(CHECKS, timeout=60)
+    pane.send("F9")  # line 3 still applies
+    pane.wait_for("Training data")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_checkbox_states_read_differently(start, size) -> None:  # type: ignore[no-untyped-def]
+    pane = start("--preset", "tiny-cpu", size=size)
+    to_hyperparams(pane)
+    focus_field(pane, "packing")
+    before = field_text(pane.capture(), "packing")
+    assert before is not None and before.endswith(("on", "off")), pane.last
+    pane.send("Space")
+    after = "off" if before.endswith("on") else "on"
+    pane.wait_for(lambda s: (field_text(s, "packing") or "").endswith(after))
+    assert before != field_text(pane.last, "packing")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_blocked_steps_reason_and_fix_are_shown_in_full(start, size) -> None:  # type: ignore[no-untyped-def]
+    pane = start("--preset", "vicuna-13b-v1.3-8xa100", size=size)
+    pane.wait_for(CHECKS, timeout=60)
+    pane.wait_for("Disabled here", timeout=90)
+    for _ in range(4):
+        pane.send("C-n")
+    screen = pane.wait_for("Runs go to", timeout=30)  # the Launch step
+    banner = screen.split("Runs go to")[0]
+    assert "is disabled on this machine" in banner, screen
+    # the reasons, the whole fix and the closing sentence: nothing cut (wrapped lines joined)
+    pane.wait_for(
+        lambda s: "You can still look and plan." in " ".join(s.split("Runs go to")[0].split())
+    )
+    banner = " ".join(pane.last.split("Runs go to")[0].split())
+    assert "ram: needs" in banner and "sudo apt-get install -y cuda-drivers" in banner, banner
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_finished_run_shows_a_final_summary_and_no_eta(start, home: Path, size) -> None:  # type: ignore[no-untyped-def]
+    run = make_run(home)
+    recorded = [e for e in HfLogParser().parse_file(LOG_2G) if isinstance(e, StepRecord)]
+    from tests.tui.test_monitor_metrics import step_line
+
+    steps = [step_line(r.step, 10, r.loss, r.learning_rate, r.grad_norm) for r in recorded]  # type: ignore[arg-type]
+    write_metrics(run, steps)
+    real = sum(s["tokens_nonpad"] for s in steps)
+    pane = start("attach", run.name, size=size)
+    screen = pane.wait_for("Final summary", timeout=60)
+    losses = [s["loss"] for s in steps]
+    pane.wait_for(f"loss {losses[0]:.4f} → {losses[-1]:.4f}")
+    screen = pane.wait_for("wall time 4s")  # the end line's train_runtime, 3.6169 s
+    assert f"overall real tok/s {real / 3.6169:,.0f}" in screen, screen
+    assert "ETA" not in screen

@@ -1,0 +1,50 @@
+"""A garbled status.json is reported, and rebuilt (the garbled copy kept) once nothing of the
+run is running; while processes of the run live it is reported, never rewritten under them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from backend.rundir import create_run_dir
+from tests.faults.helpers import cli, runs_json
+
+GARBLE = {
+    "truncated": b'{"run_id": "x", "state": "runn',
+    "binary": b"\x00\xff\xfe garbage",
+    "list": b"[]",
+    "wrong_types": b'{"run_id": 5, "preset": [], "runner": "host", "state": "running"}',
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GARBLE))
+def test_a_garbled_record_is_rebuilt_and_kept(kind: str) -> None:
+    run_dir = create_run_dir("p", "host")
+    (run_dir / "status.json").write_bytes(GARBLE[kind])
+    record = runs_json()[run_dir.name]
+    assert record["state"] == "failed" and "[rebuilt:" in record["message"]
+    assert (run_dir / "status.json.corrupt").read_bytes() == GARBLE[kind]
+    json.loads((run_dir / "status.json").read_text())  # valid from now on
+    again = cli("logs", run_dir.name)
+    assert again.returncode == 0 and "Traceback" not in again.stderr
+
+
+def test_while_the_run_runs_it_is_reported_not_rewritten() -> None:
+    run_dir = create_run_dir("p", "host")
+    (run_dir / "status.json").write_bytes(GARBLE["truncated"])
+    env = {**os.environ, "TRAINWIZ_RUN_DIR": str(run_dir.resolve())}
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        time.sleep(0.3)
+        record = runs_json()[run_dir.name]
+        assert record["state"] == "running" and "not a valid status" in record["message"]
+        assert (run_dir / "status.json").read_bytes() == GARBLE["truncated"]
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,196 @@
+"""`trainwiz serve` on CPU through FastChat's real stack (controller, model_worker, OpenAI API
+server): a tiny finished run and a LoRA run are served, a real HTTP POST /v1/chat/completions
+is answered, and after `trainwiz stop` / ctrl+c no process of the serve is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from backend.results.serve import serve_processes
+from tests.backend.test_results_add_up import trained_lora_run
+from tests.integration.test_launch_host import ROOT, cli, home, wait_state  # noqa: F401
+from tests.integration.test_resume_host import free_port
+
+pytestmark = [pytest.mark.training, pytest.mark.slow]
+
+
+def finished_run(tmp_path: Path) -> Path:
+    data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
+    data["training"]["max_steps"] = 2
+    data["launch"]["master_port"] = free_port()
+    preset = tmp_path / "serve.yaml"
+    preset.write_text(yaml.safe_dump(data))
+    started = json.loads(cli("launch", str(preset), "--detach", "--json").stdout)
+    assert wait_state(started["run_id"], ("finished", "failed"))["state"] == "finished"
+    return Path(started["run_dir"])
+
+
+def ask(port: int, model: str, key: str | None = None) -> dict:
+    body = {"model": model, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8}
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json",
+                 **({"Authorization": f"Bearer {key}"} if key else {})},
+        method="POST",
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        return dict(json.loads(answer.read()))
+
+
+def cmdlines() -> list[bytes]:
+    out = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            out.append((entry / "cmdline").read_bytes())
+        except OSError:
+            pass
+    return out
+
+
+def nothing_left(run_dir: Path, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while serve_processes(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert serve_processes(run_dir) == []
+    assert not (run_dir / "serve" / "serve.json").exists()
+
+
+@pytest.mark.usefixtures("home")
+def test_detached_serve_answers_and_stop_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = finished_run(tmp_path)
+    port = free_port()
+    monkeypatch.setenv("TW_SERVE_KEY", "k-3x4mple-secret")
+    proc = cli("serve", run_dir.name, "--detach", "--port", str(port), "--device", "cpu",
+               "--api-key-env", "TW_SERVE_KEY")  # fmt: skip
+    base, curl = proc.stdout.strip().splitlines()
+    assert base == f"http://127.0.0.1:{port}/v1"
+    assert curl.startswith(f"curl {base}/chat/completions ") and run_dir.name in curl
+    assert "$API_KEY" in curl and "k-3x4mple-secret" not in proc.stdout + proc.stderr
+    assert not any(b"k-3x4mple-secret" in c for c in cmdlines())  # never on a command line
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        ask(port, run_dir.name)
+    assert refused.value.code == 401
+    answer = ask(port, run_dir.name, "k-3x4mple-secret")
+    assert answer["model"] == run_dir.name
+    assert isinstance(answer["choices"][0]["message"]["content"], str)
+    assert answer["usage"]["completion_tokens"] >= 1
+    workers = [c for c in cmdlines() if b"fastchat.serve.model_worker" in c]
+    assert any(b"--model-names\0" + run_dir.name.encode() in c for c in workers)
+    assert len(serve_processes(run_dir)) >= 3  # controller, worker, API server (+ supervisor)
+    stopped = cli("stop", run_dir.name)
+    assert "stopped serving" in stopped.stdout
+    nothing_left(run_dir)
+    with socket.socket() as sock:  # nothing listens there any more (TIME_WAIT aside)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+
+
+def test_foreground_serve_of_a_lora_run_stops_on_ctrl_c(tmp_path: Path, tiny_model: Path) -> None:
+    run_dir = trained_lora_run(tmp_path, tiny_model)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "serve", str(run_dir), "--port", str(port),
+         "--device", "cpu"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        base = server.stdout.readline().strip()  # printed once the model answers
+        assert base == f"http://127.0.0.1:{port}/v1", server.stderr.read() if server.stderr else ""
+        answer = ask(port, run_dir.name)
+        assert isinstance(answer["choices"][0]["message"]["content"], str)
+        adapter = run_dir / "serve" / f"adapter-{(tmp_path / 'out').name}" / "adapter_config.json"
+        assert json.loads(adapter.read_text())["base_model_name_or_path"] == str(tiny_model)
+        server.send_signal(signal.SIGINT)  # ctrl+c
+        assert server.wait(60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+    nothing_left(run_dir)
+
+
+def test_refusals_before_anything_starts(tmp_path: Path) -> None:
+    from backend.results.serve import plan_serve
+    from tests.backend.test_results_add_up import make_run
+
+    run_dir = make_run(tmp_path, "finished", checkpoint=None)
+    no_model = cli("serve", str(run_dir), "--port", str(free_port()), check=False)
+    assert no_model.returncode == 2 and "no saved model" in no_model.stderr
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        taken = cli("serve", str(run_dir), "--port", str(sock.getsockname()[1]), check=False)
+    assert taken.returncode == 2 and "in use" in taken.stderr
+    assert serve_processes(run_dir) == []
+    os.environ.pop("TW_NOT_SET", None)
+    unset = cli("serve", str(run_dir), "--api-key-env", "TW_NOT_SET", check=False)
+    assert unset.returncode == 2 and "TW_NOT_SET" in unset.stderr
+    with pytest.raises(Exception, match="no saved model"):
+        plan_serve(run_dir, host="0.0.0.0", port=free_port())
+
+
+@pytest.mark.usefixtures("home")
+def test_serve_a_sharded_fsdp_checkpoint(tmp_path: Path) -> None:
+    """A real FSDP SHARDED_STATE_DICT checkpoint (written as test_results_sharded writes it) is
+    consolidated once into RUN/serve/ and served; the checkpoint itself is left untouched."""
+    import shutil
+
+    from tests.integration.test_results_sharded import WRITER, listing
+
+    run_dir = finished_run(tmp_path)
+    out, checkpoint = run_dir / "output", run_dir / "output" / "checkpoint-3"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    runner = str(torchrun) if torchrun.is_file() else shutil.which("torchrun")
+    assert runner, "torchrun (the train extra) is needed to write the sharded checkpoint"
+    argv = [runner, "--nproc_per_node=2", f"--master_port={free_port()}", str(WRITER),
+            "--model", str(out), "--checkpoint", str(checkpoint),
+            "--reference", str(tmp_path / "reference"), "--step", "3"]  # fmt: skip
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    made = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert made.returncode == 0, made.stderr[-3000:]
+    before = listing(checkpoint)
+    port = free_port()
+    cli("serve", run_dir.name, "--checkpoint", "3", "--detach", "--port", str(port),
+        "--device", "cpu")  # fmt: skip
+    try:
+        answer = ask(port, run_dir.name)
+        assert isinstance(answer["choices"][0]["message"]["content"], str)
+        workers = [c for c in cmdlines() if b"fastchat.serve.model_worker" in c]
+        served = str(run_dir / "serve" / "consolidated-checkpoint-3").encode()
+        assert any(served + b"\0" in c for c in workers), workers
+        assert (run_dir / "serve" / "consolidated-checkpoint-3" / "config.json").is_file()
+    finally:
+        cli("stop", run_dir.name)
+    nothing_left(run_dir)
+    assert listing(checkpoint) == before
+
+
+def test_another_host_warns_and_names_the_missing_key(
+    tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from backend.results.serve import plan_serve
+
+    run_dir = trained_lora_run(tmp_path, tiny_model)
+    plan = plan_serve(run_dir, host="0.0.0.0", port=free_port(), device="cpu")
+    (warning,) = plan.warnings
+    assert "0.0.0.0" in warning and "other machines" in warning and "--api-key-env" in warning
+    assert plan.engine == "model_worker" and plan.model_name == run_dir.name
+    monkeypatch.setenv("TW_KEY", "x")
+    keyed = plan_serve(run_dir, host="0.0.0.0", port=free_port(), api_key_env="TW_KEY")
+    assert "--api-key-env" not in keyed.warnings[0] and "$API_KEY" in keyed.curl()
+    assert plan_serve(run_dir, port=free_port(), device="cpu").warnings == []

@@ -1,0 +1,29 @@
+"""Exported files all get the mode of a new file under the user's umask (0644 usually), even
+when the run wrote them 0600 (the watcher's umask 077 keeps a run private; an export is for
+sharing)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from tests.backend.test_lora_export import export, make_run
+
+
+def test_an_adapter_export_is_0644_under_umask_022(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, {"method": "lora"}, adapter_base=str(tmp_path / "m"))
+    out = tmp_path / "out"
+    for path in out.iterdir():
+        os.chmod(path, 0o600)  # as the watcher wrote them
+    (out / "tokenizer.model").write_bytes(b"\0")
+    os.chmod(out / "tokenizer.model", 0o600)
+    old = os.umask(0o022)
+    try:
+        done = export(tmp_path, run_dir.name, "--to", str(tmp_path / "shared"))
+    finally:
+        os.umask(old)
+    assert done.returncode == 0, done.stderr
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "shared").iterdir()}
+    assert modes and set(modes.values()) == {0o644}, modes
+    assert stat.S_IMODE((tmp_path / "shared").stat().st_mode) == 0o755

@@ -1,0 +1,64 @@
+"""Argument types with bounds: a number the CLI takes is finite and within a stated range.
+
+argparse turns the ``ArgumentTypeError`` into its usual ``error:`` line and exit 2, before any
+work starts (``--host-ram nan``, ``--top 10**9``, ``chat --max-new-tokens -1`` fail at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable
+
+from backend.i18n import _
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"[+-]?\d{1,12}", text.strip()):
+            raise argparse.ArgumentTypeError(
+                _("'{text}' is not a whole number").format(text=text[:40])
+            )
+        value = int(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                _("{value} is out of range: use {low} to {high}").format(
+                    value=value, low=low, high=high
+                )
+            )
+        return value
+
+    return parse
+
+
+def bounded_float(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                _("'{text}' is not a number").format(text=text[:40])
+            ) from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                _("{text} is out of range: use a finite number from {low:g} to {high:g}").format(
+                    text=text[:40], low=low, high=high
+                )
+            )
+        return value
+
+    return parse
+
+
+def version_text(what: str, pattern: str = r"\d{1,4}(\.\d{1,4}){0,3}") -> Callable[[str], str]:
+    """A dotted version (``535.54.03``, ``12.2``, ``9.0``)."""
+
+    def parse(text: str) -> str:
+        if not re.fullmatch(pattern, text):
+            raise argparse.ArgumentTypeError(
+                _("'{text}' is not {what}").format(text=text[:40], what=what)
+            )
+        return text
+
+    return parse

@@ -1,0 +1,88 @@
+"""CLI: `trainwiz runs compare A B [C…] [--json]`: runs side by side (backend.results.compare)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from backend.i18n import _
+from backend.runs import find_run
+from backend.runs.summary import duration
+from tui.commands._common import add_json_flag, pad_cells, print_json
+
+
+def register_compare(runs: argparse.ArgumentParser) -> None:
+    """`compare` under `runs` (``trainwiz runs`` alone still lists the runs)."""
+    sub = runs.add_subparsers(dest="runs_command", metavar="compare")
+    parser = sub.add_parser(
+        "compare",
+        help=_("compare runs: loss, eval loss, real tok/s, wall time, GPU-hours, preset changes"),
+    )
+    parser.add_argument(
+        "runs", nargs="+", metavar="RUN", help=_("two or more runs (id, prefix, 'last', dir)")
+    )
+    add_json_flag(parser)
+    parser.set_defaults(func=run_compare)
+
+
+def _num(value: float | None, spec: str = ".4f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _value(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from backend.results.compare import compare_runs  # deferred: `--help` skips the compare code
+
+    found = compare_runs([find_run(ref) for ref in args.runs])
+    if args.json:
+        print_json(found)
+        return 0
+    rows: list[tuple[str, list[str]]] = [
+        (_("state"), [r.state for r in found.runs]),
+        (
+            _("steps"),
+            [f"{r.steps}/{r.max_steps}" if r.max_steps else str(r.steps) for r in found.runs],
+        ),
+        (_("final loss"), [_num(r.final_loss) for r in found.runs]),
+        (
+            _("min loss"),
+            [
+                f"{_num(r.min_loss)} @{r.min_loss_step}" if r.min_loss is not None else "-"
+                for r in found.runs
+            ],
+        ),
+        (_("mean loss"), [_num(r.mean_loss) for r in found.runs]),
+        (_("final eval loss"), [_num(r.final_eval_loss) for r in found.runs]),
+        (_("min eval loss"), [_num(r.min_eval_loss) for r in found.runs]),
+        (_("real tok/s"), [_num(r.real_tokens_per_s, ",.0f") for r in found.runs]),
+        (_("wall time"), [duration(r.wall_s) for r in found.runs]),
+        (
+            _("GPU-hours"),
+            [
+                _num(r.gpu_hours, ".2f") + (f" ({r.gpus} GPU)" if r.gpus else " (CPU)")
+                for r in found.runs
+            ],
+        ),
+    ]
+    for path, values in found.differences.items():
+        rows.append((path, [_value(v) for v in values]))
+    label_w = max(len(label) for label, _v in rows)
+    widths = [
+        max(len(r.run_id), *(len(values[i]) for _l, values in rows))
+        for i, r in enumerate(found.runs)
+    ]
+    print(pad_cells("", label_w) + "  " + "  ".join(
+        pad_cells(r.run_id, w) for r, w in zip(found.runs, widths, strict=True)
+    ))  # fmt: skip
+    figures = len(rows) - len(found.differences)
+    for number, (label, values) in enumerate(rows):
+        if number == figures:
+            print(_("preset fields that differ:"))
+        cells = "  ".join(pad_cells(v, w) for v, w in zip(values, widths, strict=True))
+        print(pad_cells(label, label_w) + "  " + cells)
+    if not found.differences:
+        print(_("the presets are the same"))
+    return 0
