@@ -46,7 +46,7 @@ from backend.planner.hostram import read_meminfo
 from backend.planner.method_search import method_lines
 from backend.preset import Preset
 from backend.preset.schema import map_container_path
-from screens.base import StepScreen
+from screens.base import StepScreen, freeze_long_lived
 from screens.hp_side import command_text, derived_text, memory_text, shape_of
 from widgets.form_field import FormField, FormScroll
 
@@ -105,6 +105,12 @@ class HyperparamsScreen(StepScreen):
     HyperparamsScreen.-narrow FormField > .ff-editor { margin: 1 0 0 0; }
     """
     NARROW = 110  # below this many columns a field's label goes above its editor
+    # Rows built with the step; the rest are mounted a few at a time after the first frame.
+    # Composing, styling and laying out all ~50 rows took 0.7-0.9 s of UI-thread time at load
+    # 2-3 with the old step still on screen; the first rows fill the view at 120x40.
+    FIRST_ROWS = 12
+    ROWS_PER_FRAME = 8
+    FIRST_FRAME_S = 0.15
 
     @dataclass
     class GpuFound(Message):
@@ -139,6 +145,7 @@ class HyperparamsScreen(StepScreen):
         self._side_seq = 0
         self._applied_seq = -1
         self._side_timer: Timer | None = None
+        self._rows_built = 0
 
     # ---- layout --------------------------------------------------------------------------
     def compose_body(self) -> ComposeResult:
@@ -147,7 +154,10 @@ class HyperparamsScreen(StepScreen):
             self.gpu = gpu_spec(plan_gpu)  # `trainwiz --gpu NAME`: plan for that GPU
         with Horizontal(id="hp-main"):
             with FormScroll(id="hp-form"):
-                yield from self._form_rows()
+                self._rows_built = 0
+                yield from self._form_rows(self.FIRST_ROWS)
+                if self.is_mounted:  # composed again: the rest follows as on the first visit
+                    self.call_after_refresh(self._build_more_rows)
             with FormScroll(id="hp-side"):
                 yield Select(self._gpu_options(), value=self._gpu_choice(), id="hp-gpu",
                              allow_blank=False, prompt=_("Plan for GPU"))  # fmt: skip
@@ -162,12 +172,16 @@ class HyperparamsScreen(StepScreen):
                     yield Button(_("Tune (F5)"), id="hp-tune", variant="primary")
                     yield Button(_("Save as preset (F6)"), id="hp-save")
 
-    def _form_rows(self) -> Iterator[Widget]:
-        group = ""
-        for info in self.fields.values():
-            if info.group != group:
-                group = info.group
-                yield Static(_(group), classes="section-title")
+    def _form_rows(self, count: int) -> Iterator[Widget]:
+        """The next ``count`` rows not built yet (with their group's heading), showing the
+        preset's values as they are now: a row built late shows every edit made before it."""
+        infos = list(self.fields.values())
+        start, stop = self._rows_built, min(self._rows_built + count, len(infos))
+        self._rows_built = stop
+        for index in range(start, stop):
+            info = infos[index]
+            if index == 0 or infos[index - 1].group != info.group:
+                yield Static(_(info.group), classes="section-title")
             value = current_value(self.preset, info.path)
             shown: str | bool = bool(value) if info.kind == "bool" else display_value(value)
             yield FormField(
@@ -207,7 +221,34 @@ class HyperparamsScreen(StepScreen):
         self.set_class(self.size.width < self.NARROW, "-narrow")
         self.detect_gpu()
         self._count_data()
-        self.refresh_all()
+        # After the first frame: Textual holds a new screen's first paint back for 50 ms (its
+        # switch masks the transition), and a batch mounted before would be painted with it.
+        self.set_timer(self.FIRST_FRAME_S, self._build_more_rows)
+
+    @property
+    def built(self) -> bool:
+        """Every row is mounted (a few are built with the step, the rest after its frame)."""
+        return self._rows_built == len(self.fields)
+
+    def _build_more_rows(self) -> None:
+        """Mount the next few rows, then again after they are drawn; keys typed meanwhile are
+        handled between two batches (no row is ever rebuilt, so nothing typed is lost)."""
+        if not self.is_mounted or not self.query("#hp-form"):
+            return
+        if self.built:
+            self.refresh_all()  # the messages and the side pane need every row
+            self.call_after_refresh(freeze_long_lived)
+            return
+        self.query_one("#hp-form", FormScroll).mount(*self._form_rows(self.ROWS_PER_FRAME))
+        self.call_after_refresh(self._build_more_rows)
+
+    def _row(self, path: str) -> FormField:
+        """A field's row, built now if it is not yet (the palette's "Edit field" may name a
+        row still waiting for its batch)."""
+        found = self.query(f"#{field_id(path)}")
+        if not found:
+            self.query_one("#hp-form", FormScroll).mount(*self._form_rows(len(self.fields)))
+        return self.query_one(f"#{field_id(path)}", FormField)
 
     def preset_changed(self) -> None:
         self.invalid.clear()
@@ -404,7 +445,7 @@ class HyperparamsScreen(StepScreen):
 
     def focus_field(self, path: str) -> None:
         """Focus one field's editor and scroll it into view (the palette's "Edit field")."""
-        row = self.query_one(f"#{field_id(path)}", FormField)
+        row = self._row(path)
         # At once, not in a later callback (``Widget.focus``): the keys typed right after a
         # refusal or "Edit field" are handled next, and they must land in this field. The
         # whole row is scrolled into view (its note says what is wrong), then centred.
@@ -464,7 +505,7 @@ class HyperparamsScreen(StepScreen):
                 value = current_value(result.preset, path)
                 info = self.fields[path]
                 shown = bool(value) if info.kind == "bool" else display_value(value)
-                self.query_one(f"#{field_id(path)}", FormField).set_value(shown)
+                self._row(path).set_value(shown)
         lines = [
             _("Tune: {count} change(s), x{speedup} predicted").format(
                 count=len(result.changes), speedup=f"{result.speedup:.1f}"

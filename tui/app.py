@@ -12,7 +12,6 @@ Where things live:
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -30,46 +29,14 @@ from backend.checks.model import CheckResult
 from backend.i18n import N_, _, current_language, set_language
 from backend.preset import Preset, load_preset
 from backend.steps import STEP_IDS, STEPS, Machine, blocked_steps
-from screens.pending import PendingStepScreen
 from tui.app_runs import RunsMixin, leave_now
 from tui.keymap import NEXT_KEYS, PREVIOUS_KEYS, load_user_keymap
+from tui.step_screens import build_ahead_later, import_step_modules_in_background, step_factory
 from tui.typeahead import PaletteTypeAhead
 from widgets.footer import TranslatedFooter
 from widgets.step_indicator import StepIndicator
 
 DEFAULT_PRESET = "tiny-cpu"
-
-# step id -> "module:Class"; each module lives in screens/ and subclasses screens.base.StepScreen.
-STEP_SCREENS: dict[str, str] = {
-    "checks": "screens.checks:ChecksScreen",
-    "model": "screens.model:ModelScreen",
-    "image": "screens.image:ImageScreen",
-    "hyperparams": "screens.hyperparams:HyperparamsScreen",
-    "launch": "screens.launch:LaunchScreen",
-    "monitor": "screens.monitor:MonitorScreen",
-}
-
-
-def _load_class(spec: str) -> type[Screen[None]] | None:
-    module_name, _, class_name = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return None
-        raise
-    found = getattr(module, class_name, None)
-    return found if isinstance(found, type) else None
-
-
-def _step_factory(step_id: str) -> Callable[[], Screen[None]]:
-    def make() -> Screen[None]:
-        cls = _load_class(STEP_SCREENS[step_id])
-        if cls is None:
-            return PendingStepScreen(step_id)
-        return cls()
-
-    return make
 
 
 class StepCommands(Provider):
@@ -154,7 +121,7 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin):
         self.last_launched: Path | None = None  # the run this session started (Launch, Run all)
         self.sub_title = _("preset: {name}").format(name=preset.name)
         for step_id in STEP_IDS:
-            self.add_mode(step_id, _step_factory(step_id))
+            self.add_mode(step_id, step_factory(self, step_id))
 
     def get_key_display(self, binding: Binding) -> str:
         """``alt→`` rather than ``alt+→``: the footer keeps room for every important binding."""
@@ -170,6 +137,8 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin):
         for problem in problems:
             self.notify(problem, title="Keymap", severity="error", timeout=30)
         self.switch_mode(self.start_step)
+        import_step_modules_in_background()
+        build_ahead_later(self, self.start_step)
         if self.current_run is None:
             self.with_runs(self._show_live_run_on_start)
 
@@ -206,6 +175,7 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin):
             self._focus_problem(here)
             return False
         self.switch_mode(step_id)
+        build_ahead_later(self, step_id)
         return True
 
     # ---- the form guards every action that uses the preset -----------------------------

@@ -11,7 +11,8 @@ import pytest
 from backend.checks.model import CheckResult
 from backend.preset import list_shipped, load_preset
 from backend.steps import STEP_IDS
-from tui.app import STEP_SCREENS, TrainwizApp
+from tui.app import TrainwizApp
+from tui.step_screens import STEP_SCREENS
 
 
 @pytest.fixture(autouse=True)
