@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# GPU proof for issue 4 (system checks): run `trainwiz check --json` on the H200 machine and keep
-# the output. The device machine has no Docker and no network, so docker/registry/hf checks fail
-# there by design; what this proves is the NVML part: real driver, CUDA version, GPUs, compute
-# capability, memory in use and its processes. Needs only pydantic, pyyaml, nvidia-ml-py, psutil,
-# rich (present in the device's python3) plus the repo on PYTHONPATH: no trainwiz install.
+# GPU proof of the system checks (docs/gpu-proof.md): run `trainwiz check --json` on the H200
+# machine and keep the output. The device machine has no Docker and no network, so
+# docker/registry/hf checks fail there by design; what this proves is the NVML part: real driver,
+# CUDA version, GPUs, compute capability, memory in use and its processes. Needs only pydantic,
+# pyyaml, nvidia-ml-py, psutil, rich (present in the device's python3) plus the repo on
+# PYTHONPATH: no trainwiz install.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out}"

@@ -513,7 +513,7 @@ class HyperparamsScreen(StepScreen):
         ]
         lines += [f"- {c.path}: {c.old!r} -> {c.new!r}: {c.reason}" for c in result.changes]
         lines += result.notes
-        lines += method_lines(result)  # LoRA/QLoRA/ZeRO beside the answer (issue 21)
+        lines += method_lines(result)  # LoRA/QLoRA/ZeRO beside the answer (docs/lora.md)
         self.tune_text = "\n".join(lines)
         self.refresh_all()
 

@@ -32,7 +32,7 @@ def render_summary(
             head.append("\n" + note, style="yellow")
         return head
     out = head
-    if s.method:  # LoRA/QLoRA: only the adapters train (issue 21)
+    if s.method:  # LoRA/QLoRA: only the adapters train (docs/lora.md)
         out.append("\n" + s.method, style="magenta")
     bar_w = max(5, min(20, width - 18))
     if s.max_steps:
@@ -50,9 +50,9 @@ def render_summary(
     if s.tokens_per_s is None and s.source == "log":
         out.append(_("\ntok/s n/a (log only)"), style="dim")
     else:
-        # The headline is what the data really has (issue 16); padded figures come second.
+        # The headline is what the data really has (docs/monitor.md); padded figures come second.
         out.append(_("\nreal tok/s {num}").format(num=_num(s.tokens_nonpad_per_s)), style="bold")
-        if s.mfu_nonpad is not None:  # entries since issue 16: MFU on the data's own tokens
+        if s.mfu_nonpad is not None:  # newer entries: MFU on the data's own tokens
             out.append(
                 _("\nreal-token MFU {mfu_nonpad:.1%}").format(mfu_nonpad=s.mfu_nonpad), style="bold"
             )
@@ -66,7 +66,7 @@ def render_summary(
             out.append("\n" + note, style="yellow")
         return out
     out.append(_("\nETA {dur}").format(dur=duration(s.eta_s)))
-    if s.eta_basis == "steps":  # the run's entry predates the real-token count (issue 16)
+    if s.eta_basis == "steps":  # the run's entry predates the real-token count (docs/monitor.md)
         out.append(" " + _("(step-based)"), style="dim")
     out.append(_("  ran {dur}").format(dur=duration(s.elapsed_s)))
     if s.eta_basis == "real tokens" and s.real_tokens_left is not None:

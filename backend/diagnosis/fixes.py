@@ -220,7 +220,7 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
         return _save_oom_fixes(preset) + _oom_fixes(preset, match)[-1:]
     if category in ("flash_attn_build", "flash_attn_runtime"):
         return flash_fixes(preset, match, category == "flash_attn_runtime")
-    methods = method_fixes(category, preset, every)  # bitsandbytes, DeepSpeed ops (issue 21)
+    methods = method_fixes(category, preset, every)  # bitsandbytes, DeepSpeed ops (docs/lora.md)
     if methods is not None:
         return methods
     cluster = cluster_fixes(category, preset, every, groups)  # Slurm, nodes, DeepSpeed config…

@@ -1,4 +1,4 @@
-"""Fixes for the LoRA/QLoRA/ZeRO stacks (issue 21): bitsandbytes' CUDA setup, DeepSpeed's op
+"""Fixes for the LoRA/QLoRA/ZeRO stacks (docs/lora.md): bitsandbytes' CUDA setup, DeepSpeed's op
 builds. Same conventions as fixes.py: cheapest first, concrete preset changes only when a preset
 is given, advice (no changes) where the fix lies outside the preset."""
 

@@ -1,5 +1,5 @@
-"""Signatures of the LoRA/QLoRA/ZeRO stacks (issue 21): bitsandbytes' CUDA setup and DeepSpeed's
-just-in-time op builds.
+"""Signatures of the LoRA/QLoRA/ZeRO stacks (docs/lora.md): bitsandbytes' CUDA setup and
+DeepSpeed's just-in-time op builds.
 
 Written from what the components print (bitsandbytes' ``CUDA SETUP:`` lines and its
 RuntimeError, torch's ``cpp_extension`` loader, DeepSpeed's op builder and its CPU-Adam), checked

@@ -157,7 +157,7 @@ def prime_optimizer_state(optimizer: Any, torch: Any) -> bool:
     and the template is ``FSDP.optim_state_dict`` of the Trainer's fresh optimizer, whose state is
     empty until its first step. So only the param groups came back: the resumed run restarted
     Adam from zero moments and step 0 (a bias-corrected first step, about lr per weight), which
-    is issue 19's divergence from the first update after the checkpoint (docs/checkpoints.md).
+    is the FSDP resume divergence from the first update after the checkpoint (docs/checkpoints.md).
     Torch's own ``get_optimizer_state_dict`` primes the same way: one step with zero gradients
     and the learning rate set to 0 leaves every weight bit-identical (AdamW's decay is
     ``1 - lr * wd``); the load then overwrites the zeros with the checkpoint's values."""

@@ -1,4 +1,4 @@
-"""How many real (non-pad) tokens the run will train on: the ETA's numerator (issue 16 item 5).
+"""How many real (non-pad) tokens the run will train on: the ETA's numerator (docs/monitor.md).
 
 A sibling of ``train_entry.py``. The ``start`` line gets:
 

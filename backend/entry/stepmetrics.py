@@ -39,8 +39,8 @@ def peak_flops_for(name):
 
 def true_numel(param):
     """A parameter's element count as the model defines it: under ZeRO-3 ``numel()`` is this
-    rank's partition (0 on one GPU: issue 21 measured MFU 0), and a bitsandbytes 4-bit weight
-    packs two values a byte (QLoRA counted 3.5 of 6.7 B); both keep the real shape aside."""
+    rank's partition (0 on one GPU: the ZeRO-3 H200 run measured MFU 0), and a bitsandbytes 4-bit
+    weight packs two values a byte (QLoRA counted 3.5 of 6.7 B); both keep the real shape aside."""
     ds_numel = getattr(param, "ds_numel", None)
     if ds_numel:
         return int(ds_numel)

@@ -1,7 +1,7 @@
 """Every user-facing sentence of the mirror chain, in one place.
 
 Format strings keyed by id, marked ``N_`` for the catalog and translated by ``text()`` when
-shown (issue 20), so the logic that uses them never holds a sentence of its own.
+shown (docs/i18n.md), so the logic that uses them never holds a sentence of its own.
 """
 
 from __future__ import annotations

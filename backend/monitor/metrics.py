@@ -29,10 +29,10 @@ class RunStart:
     packing: int | None = None  # packed row budget, None when FastChat pads
     attempt: int | None = None
     resumed_from: int | None = None  # the checkpoint step a resumed attempt started from
-    method: str | None = None  # full | lora | qlora (entries since issue 21)
+    method: str | None = None  # full | lora | qlora (newer entries; None before)
     trainable_params: int | None = None  # LoRA/QLoRA: the adapters' parameters
     lora_r: int | None = None
-    # The real-token ETA's total (entries since issue 16 item 5; None before: step-based ETA).
+    # The real-token ETA's total (entries that count real tokens; None before: step-based ETA).
     real_tokens_total: int | None = None
     real_tokens_per_epoch: int | None = None
 

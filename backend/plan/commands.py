@@ -298,7 +298,7 @@ def _train_step(preset: Preset, run_dir: Path | None, target: str, decided: Deci
         base = run_dir if run_dir is not None else Path("<run_dir>")
         script = str(base / ENTRY_FILE)
     elif preset.training.method != "full" and "script" not in launch.model_fields_set:
-        script = LORA_SCRIPT  # FastChat's own LoRA/QLoRA trainer (issue 21)
+        script = LORA_SCRIPT  # FastChat's own LoRA/QLoRA trainer (docs/lora.md)
     else:
         script = launch.script
     wrapper = []  # a launch runs FastChat's script through the ranks' checks (fastchat_entry.py)

@@ -22,7 +22,7 @@ _ENTRY_ONLY = (
     "compile_layers", "recompute_layers",
 )  # fmt: skip
 # Preset-only fields turned into other flags: method/lora -> FastChat's train_lora flags,
-# zero -> --deepspeed <generated config> (issue 21).
+# zero -> --deepspeed <generated config> (docs/lora.md).
 _RENDERED_ELSEWHERE = ("method", "lora", "zero")
 # Always written for a LoRA run (FastChat's README command does); the rest when set.
 _LORA_ALWAYS = ("lora_r", "lora_alpha", "lora_dropout")

@@ -1,10 +1,10 @@
 """OOM fallback candidates: what a launch falls back to when its first steps run out of memory.
 
 tune prefers a tight no-offload fit over offload when the planner is within its stated error
-(issue 16); the price is that a prediction a few percent low OOMs. So the launch records, next
-to the configuration it starts with, the configurations tune ranks after it that are predicted
-to need less memory, and the watcher restarts on the next one when an attempt runs out of memory
-in its first steps (``backend.runs.fallback``).
+(docs/performance.md); the price is that a prediction a few percent low OOMs. So the launch
+records, next to the configuration it starts with, the configurations tune ranks after it that
+are predicted to need less memory, and the watcher restarts on the next one when an attempt runs
+out of memory in its first steps (``backend.runs.fallback``).
 
 The ranking is tune's own (``tune.tune(...).ranked``: configurations predicted to fit the GPU
 and the host's RAM, most real tokens/s first); this module only walks it: candidate 1 is the

@@ -50,8 +50,8 @@ EAGER_SCORE_BYTES = 6.0
 # backward, their gradients, all fp32) at its peak.
 MATH_SCORE_KEPT_BYTES = 4.3
 MATH_SCORE_TRANSIENT_BYTES = 7.0
-# Liger kernels (issue 16). The fused linear cross-entropy never builds the b·s·V logits: it
-# runs the lm_head and the loss in chunks, keeping about this many bytes per token and hidden
+# Liger kernels (docs/planner.md). The fused linear cross-entropy never builds the b·s·V logits:
+# it runs the lm_head and the loss in chunks, keeping about this many bytes per token and hidden
 # unit; its RMSNorm/SwiGLU keep fewer intermediates. CALIBRATED on the notes' 3.37B rows
 # (packed 8192, SDPA vs SDPA + Liger: -10.5 GiB).
 LIGER_LOGIT_BYTES_PER_H = 4.0

@@ -1,7 +1,7 @@
 """Tune across training methods: LoRA, QLoRA and DeepSpeed ZeRO beside FSDP's full fine-tune.
 
 ``tune()`` searches FSDP settings; this module adds the other methods FastChat can train with
-(issue 21). For each method it finds the configuration (micro-batch x recompute) with the most
+(docs/lora.md). For each method it finds the configuration (micro-batch x recompute) with the most
 real tokens/s that fits the GPU *and* the host's RAM, and says what the method changes for the
 result (an adapter instead of a model, a 4-bit base, host RAM for CPU-Adam). When no full
 fine-tune fits, the fastest of them becomes tune's answer; otherwise they are listed beside it
@@ -282,7 +282,7 @@ def method_lines(result: Any) -> list[str]:
     methods = getattr(result, "methods", [])
     if not methods:
         return []
-    lines = [_("other training methods that fit (real tokens/s; training.method, issue 21):")]
+    lines = [_("other training methods that fit (real tokens/s; training.method, docs/lora.md):")]
     for c in methods:
         mem, thr = c.estimate.memory, c.estimate.throughput
         changes = ", ".join(f"{ch.path}: {ch.new!r}" for ch in c.changes)

@@ -8,9 +8,9 @@ is the multi-node tokens/s per GPU over the same preset's on one node. The inter
 bandwidth is per GPU (a node's NICs divided by its GPUs: 8 x 400 Gb/s InfiniBand = 50 GB/s,
 one 100 GbE port for 8 GPUs = 1.5 GB/s), so a user can price their own fabric.
 
-UNCALIBRATED: no multi-node measurement backs this yet (the 2-node H200 device run of issue 18
-has not been lent); it is the ring-collective arithmetic on top of the calibrated single-node
-model, and says so in its notes.
+UNCALIBRATED: no multi-node measurement backs this yet (a 2-node H200 device run has not been
+lent; docs/multi-node.md); it is the ring-collective arithmetic on top of the calibrated
+single-node model, and says so in its notes.
 """
 
 from __future__ import annotations

@@ -52,10 +52,10 @@ EAGER_SLOWDOWN = 0.8
 FP32_SIMT_RATIO = 1 / 15
 MATH_ATTN_EFFICIENCY = 0.9
 MATH_SCORE_TRAFFIC_BYTES = 38.0
-# Real data (issue 16). CALIBRATED on the notes' 3.37B rows (one H200, no FSDP): the matmul
-# efficiency of packed rows under flex_attention (its document mask skips other conversations'
-# blocks, so attention costs the attended length, not the row), Liger's speed-up (fused
-# RMSNorm/RoPE/SwiGLU and chunked linear cross-entropy: fewer memory-bound passes), and the
+# Real data (docs/performance.md). CALIBRATED on the notes' 3.37B rows (one H200, no FSDP): the
+# matmul efficiency of packed rows under flex_attention (its document mask skips other
+# conversations' blocks, so attention costs the attended length, not the row), Liger's speed-up
+# (fused RMSNorm/RoPE/SwiGLU and chunked linear cross-entropy: fewer memory-bound passes), and the
 # fused AdamW's traffic (one pass over the states instead of foreach's several).
 # Refitted on the rows of 2,048/4,096/8,192-token rows at 3.37B and 6.74B (two sessions' data,
 # docs/performance.md "fitted"): a packed micro-step also pays a fixed cost per layer (flex's

@@ -115,7 +115,7 @@ class ContainerConfig(_Strict):
         return value
 
 
-# --- Multi-node (issue 18): where the nodes come from and how their agents start ------------
+# --- Multi-node (docs/multi-node.md): where the nodes come from and how their agents start ---
 # Everything here ends up on a command line (ssh argv, an sbatch script), so every value is
 # checked against a strict pattern here: anything that could read as an option or as shell is
 # refused with the field's name, never quoted into something else later.

@@ -159,7 +159,7 @@ class LaunchConfig(_Strict):
         description="an out-of-memory in the first steps restarts on the next smaller candidate "
         "tune ranks (fallback.json; docs/launch.md)",
     )
-    # Multi-node (issue 18; docs/multi-node.md).
+    # Multi-node (docs/multi-node.md).
     scheduler: Literal["local", "ssh", "slurm"] = Field(
         "local", description="local: this machine; ssh: launch.nodes over SSH; slurm: sbatch"
     )
@@ -198,4 +198,4 @@ class LaunchConfig(_Strict):
         return check_env_keys(value)
 
 
-# --- LoRA / QLoRA / DeepSpeed ZeRO (issue 21; backend/entry/lora.py, backend/plan/deepspeed.py) --
+# --- LoRA / QLoRA / DeepSpeed ZeRO (docs/lora.md; backend/entry/lora.py, backend/plan/deepspeed.py)

@@ -108,7 +108,7 @@ class TrainingArgs(_Strict):
     fp16: bool = False
     fsdp_config: dict[str, Any] | None = None
     deepspeed: str | None = None
-    # Issue 21: training method and ZeRO (rendered by backend/plan/hf_flags.py, not as-is).
+    # Training method and ZeRO (docs/lora.md; rendered by backend/plan/hf_flags.py, not as-is).
     method: Literal["full", "lora", "qlora"] = Field(
         "full", description="full fine-tune, LoRA adapters, or QLoRA (4-bit base, CUDA only)"
     )
@@ -123,9 +123,10 @@ class TrainingArgs(_Strict):
     # trainwiz entry only (not FastChat flags): attention implementation, time-based checkpoints,
     # a held-out eval split of data_path (docs/checkpoints.md).
     attn_implementation: Literal["auto", "flash_attention_2", "sdpa", "eager"] = "auto"
-    # Throughput on real data (issue 16). packing/pack_tokens are the trainwiz entry's (off by
-    # default, so the seed stays the seed); the kernel and compile switches are Hugging Face's
-    # own flags, which the entry turns off with a log line where the installed stack lacks them.
+    # Throughput on real data (docs/performance.md). packing/pack_tokens are the trainwiz entry's
+    # (off by default, so the seed stays the seed); the kernel and compile switches are Hugging
+    # Face's own flags, which the entry turns off with a log line where the installed stack lacks
+    # them.
     packing: bool = Field(
         False,
         description="pack whole conversations into rows of pack_tokens (no padding); trainwiz "

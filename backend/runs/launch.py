@@ -193,7 +193,7 @@ def launch(
         claim_output_dir(preset, run_dir)  # made (or kept) with trainwiz's marker in it
         write_mirrors_json(run_dir, resolved)
         copy_entry(run_dir)  # trainwiz's entry, or the wrapper FastChat's scripts run under
-        write_deepspeed_config(resolved, run_dir)  # training.zero -> deepspeed.json (issue 21)
+        write_deepspeed_config(resolved, run_dir)  # training.zero -> deepspeed.json (docs/lora.md)
         with PortLock():  # the port is decided once, here, and the plan is built from it
             spec = build_spec(
                 preset,

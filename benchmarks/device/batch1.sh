@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One device call (nvidia-h200-x2): the GPU proofs of issues 4, 5, 7, 8 and the 2-GPU half of the
-# planner calibration (issues 9, 11), packed into one tarball in $OUT (the tool returns <= 8 files).
+# One device call (nvidia-h200-x2): the GPU proofs of checks, model validation, launch, monitor
+# and the 2-GPU half of the planner calibration with seed vs tuned (docs/gpu-proof.md), packed
+# into one tarball in $OUT (the tool returns <= 8 files).
 # Run from the repo root with the wheels of .whl carried (see docs/gpu-proof.md).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

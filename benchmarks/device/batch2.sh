@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Device call 2 (nvidia-h200-x2): the 1-GPU calibration grid (issue 9) with the NVML sampler's
-# CPU cost measured while it trains (issue 8), then real provoked GPU failures for diagnosis
-# (issue 3). Results packed into one tarball in $OUT.
+# Device call 2 (nvidia-h200-x2): the 1-GPU calibration grid (docs/planner.md) with the NVML
+# sampler's CPU cost measured while it trains (docs/monitor.md), then real provoked GPU failures
+# for diagnosis (docs/diagnosis.md). Results packed into one tarball in $OUT.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Device call 3 (nvidia-h200-x2), issue 11 at the largest lent size: a 3.4B Llama (OpenLLaMA-3B
+# Device call 3 (nvidia-h200-x2), seed vs tuned at the largest lent size: a 3.4B Llama (OpenLLaMA-3B
 # shape) made on the spot, launched by trainwiz's host runner and entry on 2 H200s with (a) the
 # seed's configuration and (b) the planner's tuned one; planner predictions, host RAM peak, and
-# the monitor's NVML sampler following the run's own process tree (issue 8).
+# the monitor's NVML sampler following the run's own process tree (docs/monitor.md).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
@@ -17,7 +17,7 @@ write() { # name nproc batch fsdp gc steps
 cat > $R/$1.yaml <<YAML
 schema: 1
 name: $1
-description: issue 11 at 2 GPUs - $1
+description: seed vs tuned at 2 GPUs - $1
 model: {source: local, dir: "$M"}
 launch: {runner: host, entry: trainwiz, device: cuda, nproc_per_node: $2, master_port: 29650}
 training:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21 on one H200 (docs/lora.md): a random-weight 7B-shaped Llama (benchmarks/perf_make_model.py
+# On one H200 (docs/lora.md): a random-weight 7B-shaped Llama (benchmarks/perf_make_model.py
 # 7b) trained through `trainwiz launch` (host runner, trainwiz entry) with LoRA, QLoRA and DeepSpeed
 # ZeRO-3 (+ CPU-Adam offload): vicuna-7b-lora-1x24g's recipe (r 8 on q/k/v/o, b1, recompute,
 # FastChat padding to 2048) with accumulation 4 and a few dozen steps; `trainwiz plan`'s prediction
@@ -25,7 +25,7 @@ local n=$1 method=$2 steps=$3 lr=$4 zero=$5
 cat > $R/$n.yaml <<YAML
 schema: 1
 name: $n
-description: issue 21 on one H200 - $n (vicuna-7b-lora-1x24g's recipe on the 7B shape)
+description: LoRA/QLoRA/ZeRO on one H200 - $n (vicuna-7b-lora-1x24g's recipe on the 7B shape)
 model: {source: local, dir: $M}
 launch: {runner: host, entry: trainwiz, device: cuda, nproc_per_node: 1}
 training:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Rows of issue 21's device runs (benchmarks/device/methods7b.sh): measured against planned.
+"""Rows of the LoRA/QLoRA/ZeRO device runs (benchmarks/device/methods7b.sh): measured vs planned.
 
 For each run folder under the results dir: steady-state median tokens/s (padded and real) over
 the steps after the first 3 (warm-up, first-step allocation), peak allocated GiB (the entry's

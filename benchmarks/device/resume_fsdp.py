@@ -1,5 +1,6 @@
-"""Device proof for issue 19: an FSDP run on the GPU(s), SIGKILLed after a mid-run checkpoint,
-resumed with `trainwiz resume`, compared with the same run uninterrupted; then chat and export.
+"""Device proof of FSDP resume (docs/checkpoints.md): an FSDP run on the GPU(s), SIGKILLed after
+a mid-run checkpoint, resumed with `trainwiz resume`, compared with the same run uninterrupted;
+then chat and export.
 
 Run from the repo root on the device machine (see benchmarks/device/resume_fsdp.sh). Prints one
 JSON summary and copies the runs' metrics/attempts/checkpoint listings into $OUT_DIR.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (nvidia-h200): issue 19's FSDP resume proof (benchmarks/device/resume_fsdp.py),
+# One device call (nvidia-h200): the FSDP resume proof (benchmarks/device/resume_fsdp.py),
 # with the wheels of docs/gpu-proof.md carried in .whl. Outputs land in $OUT.
 # VARIANTS=... (see resume_fsdp.py): one uninterrupted run, then each variant killed and resumed.
 set -uo pipefail

@@ -1,4 +1,4 @@
-"""Checkpoint completeness, rotation, the eval split and the continued metrics series (issue 19).
+"""Checkpoint completeness, rotation, the eval split and the continued metrics series.
 
 The training runs themselves are in tests/integration/test_resume_host.py; these pin the rules
 those runs depend on, on real folders.

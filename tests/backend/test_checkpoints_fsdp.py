@@ -1,5 +1,5 @@
-"""Issue 19's FSDP resume divergence, reproduced on the CPU: a real FSDP (v1) model on one gloo
-rank, its AdamW saved and loaded by accelerate's own ``save_fsdp_optimizer`` /
+"""The FSDP resume divergence (docs/checkpoints.md), reproduced on the CPU: a real FSDP (v1)
+model on one gloo rank, its AdamW saved and loaded by accelerate's own ``save_fsdp_optimizer`` /
 ``load_fsdp_optimizer`` (SHARDED_STATE_DICT, through torch.distributed.checkpoint), exactly as
 the Trainer calls them on resume.
 
@@ -108,7 +108,7 @@ def test_a_resumed_fsdp_optimizer_continues_exactly(gloo_rank, tmp_path: Path) -
 
     # Old code: the fresh optimizer's empty state is the load's template, so nothing comes back.
     lost_model, lost_optim = resumed(saved, tmp_path, prime=False)
-    assert not lost_optim.state  # Adam's moments and step are gone: the mechanism of issue 19
+    assert not lost_optim.state  # Adam's moments and step are gone: the divergence's mechanism
     train(lost_model, lost_optim, BATCHES[3:])
     assert float((flat(lost_model) - whole).abs().max()) > 1e-4  # and the run diverges
 

@@ -1,4 +1,4 @@
-"""bitsandbytes CUDA setup and DeepSpeed op build failures (issue 21): classified from real log
+"""bitsandbytes CUDA setup and DeepSpeed op build failures (docs/lora.md): classified from real log
 excerpts (tests/fixtures/logcorpus2/{bitsandbytes_cuda,deepspeed_op_build}, sources in its
 SOURCES.tsv), each with fixes that name the preset change, applicable as they stand."""
 

@@ -1,5 +1,5 @@
-"""`trainwiz export --merge` refusals (issue 21): a full run, a LoRA run without an adapter, a base
-that is not on this host. Each exits 2 with the reason, well before any model is loaded, and
+"""`trainwiz export --merge` refusals (docs/lora.md): a full run, a LoRA run without an adapter,
+a base that is not on this host. Each exits 2 with the reason, well before any model is loaded, and
 writes nothing. (The merge itself runs on a real LoRA training: test_lora_replay_export.py.)"""
 
 from __future__ import annotations

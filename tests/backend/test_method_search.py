@@ -1,4 +1,4 @@
-"""Tune across methods (issue 21): LoRA/QLoRA/ZeRO when no full fine-tune fits GPU and host,
+"""Tune across methods (docs/lora.md): LoRA/QLoRA/ZeRO when no full fine-tune fits GPU and host,
 alternatives otherwise, ranked by real tokens/s, never one over GPU memory or host RAM."""
 
 from __future__ import annotations

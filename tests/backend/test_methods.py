@@ -1,4 +1,4 @@
-"""LoRA, QLoRA and ZeRO (issue 21): preset fields, the rendered flags, the DeepSpeed config,
+"""LoRA, QLoRA and ZeRO (docs/lora.md): preset fields, the rendered flags, the DeepSpeed config,
 the entry's gating, and the planner's memory for every method."""
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ def test_placeholders(tmp_path: Path) -> None:
     assert SAMPLE_CONVERSATIONS.is_file()
 
 
-# Hostile and broken model directories (issue 15): a clear problem, never a crash or a lie.
+# Hostile and broken model directories (docs/security.md): a clear problem, never a crash or a lie.
 
 
 def _with_header(path: Path, header: object, data: bytes = b"") -> None:

@@ -1,4 +1,4 @@
-"""ETA from real tokens left (issue 16 item 5), on recorded metrics lines.
+"""ETA from real tokens left (docs/monitor.md), on recorded metrics lines.
 
 ``tiny-cpu-12steps.jsonl`` is a real tiny-cpu run (CPU, 12 steps of batch 4, lazy_preprocess)
 with the entry's ``real_tokens_total``; ``7b-probe1-packed2048-metrics.jsonl`` is a recorded H200

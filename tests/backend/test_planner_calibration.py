@@ -1,4 +1,4 @@
-"""The planner against every real H200 measurement: issue 9's acceptance, re-predicted now.
+"""The planner against every real H200 measurement: docs/planner.md's acceptance, re-predicted.
 
 Rows: the first session's 1.35B runs (tests/fixtures/h200) and the calibration grid (1.35B and an
 OpenLLaMA-3B-shaped 3.43B on 1 and 2 H200s, tests/fixtures/planner). The constants were fitted on

@@ -1,6 +1,6 @@
 """The planner's LoRA / QLoRA / ZeRO-3 terms against the H200 runs they were fitted on.
 
-`tests/fixtures/h200/issue21-methods-7b-rows.jsonl` holds what `trainwiz launch` measured on one
+`tests/fixtures/h200/methods-7b-rows.jsonl` holds what `trainwiz launch` measured on one
 H200 for a 6.74B Llama with vicuna-7b-lora-1x24g's recipe (docs/lora.md). The time constants of
 ``backend.planner.methods`` were fitted on these four rows (in-sample: this guards the fit and
 the memory terms, it is no out-of-sample check; the first-principles terms missed tokens/s by
@@ -26,7 +26,7 @@ from backend.planner.settings import settings_from_preset
 from backend.planner.shape import ModelShape
 from backend.preset.loader import parse_preset_text
 
-ROWS = Path(__file__).parents[1] / "fixtures" / "h200" / "issue21-methods-7b-rows.jsonl"
+ROWS = Path(__file__).parents[1] / "fixtures" / "h200" / "methods-7b-rows.jsonl"
 SHAPE = ModelShape(hidden=4096, layers=32, heads=32, kv_heads=32, ffn=11008, vocab=32000)
 METHOD = {
     "lora": "  method: lora\n",

@@ -1,5 +1,6 @@
 """Run records of resumable runs, without training: the diagnosis offers resume, resume refuses
-what it must (issue 19). The trainings themselves are in tests/integration/test_resume_host.py."""
+what it must (docs/checkpoints.md). The trainings themselves are in
+tests/integration/test_resume_host.py."""
 
 from __future__ import annotations
 

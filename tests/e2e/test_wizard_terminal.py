@@ -1,6 +1,6 @@
 """The wizard in a real terminal: tmux, send-keys, capture-pane after every action.
 
-Written against the failures users met in tmux (issue 14): Back left the previous step drawn,
+Written against the failures users met in tmux: Back left the previous step drawn,
 ctrl+o crashed after Checks, an invalid field was dropped on Next. Every step is recognised by
 text only that step shows, so a stale frame (the old step still drawn) fails the wait.
 """

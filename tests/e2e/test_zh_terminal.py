@@ -1,4 +1,4 @@
-"""The wizard in Chinese in a real terminal (issue 20): the language comes from the locale alone
+"""The wizard in Chinese in a real terminal (docs/i18n.md): the language comes from the locale alone
 (``LANG=zh_CN.UTF-8``, no --lang), as on a Chinese user's SSH session. The step bar and the
 footer are in Chinese, alt+→ moves to the next step (its body in Chinese too), ctrl+q quits."""
 

@@ -1,4 +1,4 @@
-"""A real host out-of-memory in a plain `trainwiz launch`, and the automatic OOM fallback (issue 16).
+"""A real host out-of-memory in a plain `trainwiz launch`, and the automatic OOM fallback.
 
 The OOM is real: ``TRAINWIZ_TRAIN_AS_HEADROOM_MB`` (backend/entry/memlimit.py) lets the trainer's
 address space grow by at most that much once training starts, so an 8-layer tiny-cpu Llama at

@@ -1,4 +1,4 @@
-"""Check titles and summaries in Chinese (issue 20): `trainwiz check --lang zh` names each
+"""Check titles and summaries in Chinese (docs/i18n.md): `trainwiz check --lang zh` names each
 check and says what it found in Chinese, with the figures and the ids (what --only takes)
 untouched; the wizard's check list keeps its columns in line although CJK is two cells wide."""
 

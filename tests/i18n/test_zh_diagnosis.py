@@ -1,4 +1,4 @@
-"""Diagnosis in Chinese (issue 20): the cause of a real CUDA OOM line, with the figures taken
+"""Diagnosis in Chinese (docs/i18n.md): the cause of a real CUDA OOM line, with the figures taken
 from the log, its title and its fixes read in the user's language (the preset fields they change
 stay as typed), in Troubleshoot and `trainwiz diagnose --lang zh`; English stays the default and
 `--json` stays English."""

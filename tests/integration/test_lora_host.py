@@ -1,4 +1,4 @@
-"""LoRA on the tiny CPU Llama through `trainwiz launch` and the entry; then a merge (issue 21).
+"""LoRA on the tiny CPU Llama through `trainwiz launch` and the entry; then a merge (docs/lora.md).
 
 The run trains only the adapters (FastChat's train_lora semantics in ``backend/entry/lora.py``),
 saves ``adapter_model.safetensors`` + ``adapter_config.json`` instead of the full model, and

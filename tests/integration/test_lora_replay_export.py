@@ -1,4 +1,4 @@
-"""A LoRA run end to end (issue 21): `trainwiz replay tiny-cpu-lora` headless, then its exports.
+"""A LoRA run end to end (docs/lora.md): `trainwiz replay tiny-cpu-lora` headless, then its exports.
 
 One real CPU training serves every test here (module fixture): replay makes the tiny model,
 trains LoRA through the entry and finishes with the adapter saved; the run's real metrics show

@@ -1,4 +1,4 @@
-"""chat and export from a real FSDP SHARDED_STATE_DICT checkpoint (issue 19), on the CPU.
+"""chat and export from a real FSDP SHARDED_STATE_DICT checkpoint, on the CPU.
 
 The checkpoint is real but not written by the Trainer: on this CPU-only stack (transformers
 4.57.6, accelerate 1.15, torch 2.13+cpu) the Trainer cannot run FSDP at all (accelerate only

@@ -1,4 +1,4 @@
-"""Real tiny CPU trainings that crash and resume, then chat and export (issue 19).
+"""Real tiny CPU trainings that crash and resume, then chat and export (docs/checkpoints.md).
 
 The crash is real: the test SIGKILLs the training worker (the python running the run's
 train_entry.py; torchrun starts it in its own session) once a complete checkpoint exists, as the

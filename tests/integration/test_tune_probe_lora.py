@@ -1,4 +1,4 @@
-"""`trainwiz tune --probe` on a LoRA preset measures the method candidates (issue 21).
+"""`trainwiz tune --probe` on a LoRA preset measures the method candidates (docs/lora.md).
 
 Real parts: the tiny CPU Llama of tiny-cpu-lora, trained a few steps per LoRA candidate through
 the entry by the probe's own launches; the QLoRA candidate cannot run on this CPU and must be

@@ -1,4 +1,4 @@
-"""The wizard's other screens in Simplified Chinese (issue 20), each at 120x40 and 80x24: Model
+"""The wizard's other screens in Simplified Chinese (docs/i18n.md), each at 120x40 and 80x24: Model
 (the tiny model validated), Image (the seed preset on the seed's server / the H200), Launch (the
 plan of the seed-like Vicuna-7B preset), Monitor (the recorded H200 run) and Troubleshoot (a real
 CUDA OOM log diagnosed against the shipped preset). CJK text is two cells wide: 80x24 is where a

@@ -1,4 +1,4 @@
-"""The wizard in Simplified Chinese (issue 20): the Checks step (the CPU-box results of
+"""The wizard in Simplified Chinese (docs/i18n.md): the Checks step (the CPU-box results of
 ``test_checks_snapshot``, recorded in Chinese: ``run_checks`` under ``set_language('zh_CN')``) and the Hyperparameters step, at 120x40 and 80x24, and the Launch confirmation at 80x24 — CJK text is two
 cells wide, so the narrow terminal is where a translation would be cut. Plus the palette's live
 language switch, Chinese -> English -> Chinese, on a running App."""

@@ -87,7 +87,7 @@ async def test_meter_shows_token_rates_and_mfu_from_metrics(tmp_path: Path) -> N
         assert s is not None and s.source == "metrics"
         shown = str(meter.render())
         assert "Throughput (metrics.jsonl) finished" in shown
-        # the data's own tokens first (issue 16), the padded figures second
+        # the data's own tokens first (docs/monitor.md), the padded figures second
         assert shown.index("real tok/s 32,176") < shown.index("padded tok/s 64,352")
         assert "smp/s 31.42" in shown and "step 0.255s" in shown
         assert "padded MFU 28.9%" in shown and "ETA" not in shown  # over: a summary instead

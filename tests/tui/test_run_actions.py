@@ -1,4 +1,4 @@
-"""Pilot tests: Resume and Chat on the Monitor, with real tiny CPU runs (issue 19).
+"""Pilot tests: Resume and Chat on the Monitor, with real tiny CPU runs (docs/wizard.md).
 
 Each run is a real ``tiny-cpu`` training through the CLI (fixtures and crash helpers of
 tests/integration/test_resume_host.py); the wizard is the real TrainwizApp attached to it, as

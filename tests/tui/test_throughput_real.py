@@ -1,4 +1,4 @@
-"""The throughput meter shows real-token MFU when the entry logged it (issue 16)."""
+"""The throughput meter shows real-token MFU when the entry logged it (docs/monitor.md)."""
 
 from __future__ import annotations
 
