@@ -89,12 +89,15 @@ async def test_opened_directly_the_form_builds_the_rest_after_its_first_rows() -
         screen = app.screen
         assert isinstance(screen, HyperparamsScreen)
         assert len(screen.query(FormField)) == HyperparamsScreen.FIRST_ROWS  # the first frame
-        last = form_fields()[-1].path
-        screen.focus_field(last)  # a row not built yet: built now, focused at once
-        await pilot.press("1")
+        late = "dataloader_num_workers"
+        assert [f.path for f in form_fields()].index(late) >= HyperparamsScreen.FIRST_ROWS
+        screen.focus_field(late)  # a row not built yet: built now, focused at once
+        await pilot.press("end", "backspace", "backspace", "3")  # the keys come straight after
         await _until(pilot, lambda: screen.built, "every row")
-        row = screen.query_one(f"#{field_id(last)}", FormField)
+        row = screen.query_one(f"#{field_id(late)}", FormField)
         assert screen.focused is row.editor
+        assert isinstance(row.editor, Input) and row.editor.value == "3"
+        await _until(pilot, lambda: app.preset.training.dataloader_num_workers == 3, "in preset")
         assert len(screen.query(FormField)) == len(form_fields())
         assert [r.path for r in screen.query(FormField)] == [f.path for f in form_fields()]
 
