@@ -130,9 +130,10 @@ _EXPLAIN: dict[str, str] = {
         "accepted. The launcher cannot start the run there."
     ),
     "version_mismatch": N_(
-        "The training code needs another version of a package than the one installed: "
-        "an explicit requirement (accelerate>=…), or an ImportError of a name that moved or was "
-        "removed between versions."
+        "The training code needs a package that is not installed, or another version of one "
+        "than the one installed: a missing distribution, an explicit requirement "
+        "(accelerate>=…), or an ImportError of a name that moved or was removed between "
+        "versions."
     ),
     "chat_template": N_(
         "The tokenizer has no chat template, so apply_chat_template cannot format "

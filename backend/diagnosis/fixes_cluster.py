@@ -303,6 +303,17 @@ def _version_fixes(preset: Preset | None, groups: dict[str, Any]) -> list[Fix]:
     op = str(groups.get("op") or groups.get("op2") or ">=")
     ver = str(groups.get("ver") or groups.get("ver2") or "")
     fixes: list[Fix] = []
+    missing = str(groups.get("missing") or groups.get("missing2") or "")
+    if missing:
+        fixes.append(
+            Fix(
+                _("Install {package} in the training environment").format(package=missing),
+                _(
+                    "the training code imports it and it is not installed: pip install it with "
+                    "the training Python (a ZeRO run needs deepspeed, QLoRA bitsandbytes)"
+                ),
+            )
+        )
     if pkg and ver and preset is not None:
         spec = f"{pkg}{op}{ver}"
         if pkg == "transformers":

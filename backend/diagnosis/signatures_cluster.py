@@ -196,6 +196,15 @@ VERSIONS: tuple[Signature, ...] = (
     _sig(
         "version_mismatch",
         "error",
+        N_("A package the training code needs is not installed"),
+        r"No package metadata was found for (?!The ')(?P<missing>[A-Za-z][\w.-]*)"
+        r"|The '(?P<missing2>[A-Za-z][\w.-]*)[^']{0,40}' distribution was not found and is"
+        r" required",
+        ("No package metadata was found", "distribution was not found"),
+    ),
+    _sig(
+        "version_mismatch",
+        "error",
         N_("An installed package has the wrong version"),
         r"requires `?(?P<pkg>[A-Za-z][\w.-]*)\s*(?P<op>>=|==|<=|>|<)\s*(?P<ver>\d[\w.]*)`?:? Please run"
         r"|(?P<pkg2>[A-Za-z][\w.-]*)(?P<op2>>=|==|<=|<|>)(?P<ver2>\d[\w.]*) is required for a normal"

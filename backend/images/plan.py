@@ -21,6 +21,7 @@ from backend.i18n import _
 from backend.images.catalog import ImageInfo, describe_ref
 from backend.images.compat import wants_flash_attn
 from backend.images.host import HostGpus, detect_host_gpus
+from backend.images.methods import method_packages
 from backend.images.pipindex import PipIndexes
 from backend.preset.grammar import check_apt_package, check_pip_requirement
 from backend.preset.schema import Preset
@@ -258,14 +259,3 @@ def plan_environment(
         fsdp_patch=env.fsdp_state_dict_patch,
         notes=notes,
     )
-
-
-def method_packages(preset: Preset) -> list[str]:
-    """What the training method adds to the environment: deepspeed for ZeRO (or when
-    environment.deepspeed asks), bitsandbytes for QLoRA's 4-bit base (peft is always there)."""
-    packages = []
-    if preset.environment.deepspeed or preset.training.zero is not None:
-        packages.append("deepspeed")
-    if preset.training.method == "qlora":
-        packages.append("bitsandbytes")
-    return packages

@@ -11,9 +11,17 @@ import shutil
 import sys
 from pathlib import Path
 
+from backend import subproc
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.images.methods import method_packages
 from backend.preset.schema import Preset
+
+# Whether each name imports, as the training Python sees it (no import: deepspeed's takes 10 s).
+_FIND_SPECS = (
+    "import importlib.util, sys; "
+    "print(' '.join(n for n in sys.argv[1:] if importlib.util.find_spec(n) is None))"
+)
 
 
 def training_bin(preset: Preset, name: str = "torchrun") -> Path:
@@ -41,6 +49,39 @@ def training_bin(preset: Preset, name: str = "torchrun") -> Path:
             "environment ('trainwiz env build {name2}') or set environment.venv to a venv "
             "with torch"
         ).format(name=name, name2=preset.name)
+    )
+
+
+def missing_method_packages(preset: Preset) -> tuple[str, list[str]]:
+    """(the host training environment's python, the method's packages it lacks). A host run
+    trains with an existing environment (the preset's venv, else trainwiz's own) that no step
+    installs into, so ZeRO without deepspeed failed only once torchrun started the trainer.
+    Nothing is missing where it cannot be told (no environment yet, another runner)."""
+    needed = method_packages(preset)
+    if preset.launch.runner != "host" or not needed:
+        return "", []
+    try:
+        python = training_bin(preset, "python")
+    except BadInput:
+        return "", []  # no environment yet: the launch's preflight says so itself
+    done = subproc.probe([str(python), "-c", _FIND_SPECS, *needed], timeout=60)
+    if done.code != 0:
+        return str(python), []
+    return str(python), done.stdout.split()
+
+
+def refuse_missing_method_packages(preset: Preset) -> None:
+    """BadInput naming the preset field whose method needs what the environment lacks."""
+    python, missing = missing_method_packages(preset)
+    if not missing:
+        return
+    field = "training.zero" if "deepspeed" in missing else "training.method"
+    raise BadInput(
+        _(
+            "{field} needs {packages} in the training environment ({python}), and it is not "
+            "installed there: {python} -m pip install {packages}, or set environment.venv to "
+            "one that has it"
+        ).format(field=field, packages=" ".join(missing), python=python)
     )
 
 

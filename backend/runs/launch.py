@@ -17,7 +17,11 @@ from backend import paths
 from backend.entry import copy_entry
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
-from backend.images.ready import environment_ready, training_bin
+from backend.images.ready import (
+    environment_ready,
+    refuse_missing_method_packages,
+    training_bin,
+)
 from backend.mirrors import apply_mirrors
 from backend.plan import build_plan
 from backend.plan.deepspeed import write_config as write_deepspeed_config
@@ -92,6 +96,7 @@ def preflight(preset: Preset) -> None:
         client()  # raises with how to start the daemon
     else:
         training_bin(preset)  # raises BadInput naming environment.venv
+        refuse_missing_method_packages(preset)  # ZeRO's deepspeed, QLoRA's bitsandbytes
         workdir = preset.launch.workdir
         if (
             workdir

@@ -22,7 +22,13 @@ from typing import Any, Literal
 
 from backend.errors import BadInput
 from backend.i18n import _
-from backend.images.ready import environment_ready, image_exists, image_for, training_bin
+from backend.images.ready import (
+    environment_ready,
+    image_exists,
+    image_for,
+    refuse_missing_method_packages,
+    training_bin,
+)
 from backend.paths import METRICS, PRESET, attempt_launch
 from backend.plan.commands import build_plan, fastchat_host_dir
 from backend.plan.docker_args import LABEL_PRESET, LABEL_RUN
@@ -198,6 +204,11 @@ def build_spec(
     resolved = resolve_preset(preset, run_dir)
     notes: list[str] = []
     port = decide_port(resolved, taken, notes)
+    if torchrun is None and resolved.launch.runner == "host":
+        try:
+            refuse_missing_method_packages(resolved)
+        except BadInput as exc:  # the plan prints it; a launch's preflight refuses
+            notes.append(str(exc))
     torchrun = torchrun or decide_torchrun(resolved, notes)
     docker = resolved.launch.runner == "docker"
     image = image_for(resolved) if docker else None
