@@ -31,9 +31,13 @@ State = Literal["ready", "needs-action", "blocked"]
 
 @dataclass(frozen=True)
 class Machine:
-    """What is known about this machine: the last check results (None: not run yet)."""
+    """What is known about this machine: the last check results (None: not run yet).
+
+    ``complete`` is False while the checks are still running: a failure already landed
+    disables its step at once (Checks says "Disabled here" then), the rest follow."""
 
     checks: list[CheckResult] | None = None
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ def _checks_ready(preset: Preset, machine: Machine) -> Readiness:
     failed = [r.id for r in machine.checks if r.status == "fail"]
     if failed:
         return Readiness("needs-action", [f"failed: {', '.join(failed)}"])
+    if not machine.complete:
+        return Readiness("needs-action", ["the checks are still running"])
     return Readiness("ready")
 
 

@@ -105,8 +105,12 @@ class ChecksScreen(StepScreen):
     def on_checks_screen_landed(self, message: Landed) -> None:
         if message.generation != self._generation:
             return
-        self.query_one(CheckList).land(message.result)
+        check_list = self.query_one(CheckList)
+        check_list.land(message.result)
         self._update_status()
+        if message.result.status == "fail" and message.result.blocks:
+            # the steps it disables say so now, as "Disabled here" above does
+            self.wizard.set_check_results(list(check_list.results.values()), complete=False)
         highlighted = self.query_one(CheckList).highlighted_option
         if highlighted is not None and highlighted.id == message.result.id:
             self._show_detail()

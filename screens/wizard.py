@@ -28,8 +28,9 @@ class Wizard(Protocol):
     def goto_step(self, step_id: str) -> bool:
         """Show a step (refused, with a message, while the current one has invalid fields)."""
 
-    def set_check_results(self, results: list) -> None:  # type: ignore[type-arg]
-        """The Checks step's latest results: they decide what each step's blockers are."""
+    def set_check_results(self, results: list, *, complete: bool = True) -> None:  # type: ignore[type-arg]
+        """The Checks step's latest results: they decide what each step's blockers are
+        (``complete=False``: those landed so far, the rest still running)."""
 
     def action_save_preset(self) -> None: ...
 

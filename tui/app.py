@@ -250,8 +250,8 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin):
         self.notify(_("Language: English"), title="trainwiz")
 
     # ---- the machine (what the checks found) -------------------------------------------
-    def set_check_results(self, results: list[CheckResult]) -> None:
-        self.machine = Machine(list(results))
+    def set_check_results(self, results: list[CheckResult], *, complete: bool = True) -> None:
+        self.machine = Machine(list(results), complete)
 
     @property
     def blocked(self) -> dict[str, list[str]]:

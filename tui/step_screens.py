@@ -92,10 +92,14 @@ def build_ahead_later(app: App[Any], shown_step: str) -> None:
 
 
 def _build_next(app: App[Any], shown_step: str) -> None:
+    if not app.is_running or app._exit:
+        return  # quitting: Textual is dropping the modes (a build now would find none)
     if app.current_mode != shown_step or shown_step not in STEP_IDS:
         return  # moved on meanwhile: the step now shown schedules its own
     here = STEP_IDS.index(shown_step)
     for step_id in BUILT_AHEAD:
+        if step_id not in app._modes:
+            return
         if STEP_IDS.index(step_id) > here and not app._screen_stacks.get(step_id):
             build_hidden(app, step_id)
             return
@@ -104,8 +108,8 @@ def _build_next(app: App[Any], shown_step: str) -> None:
 def build_hidden(app: App[Any], step_id: str) -> Screen[Any]:
     """Make and mount a step's screen without showing it; switching to its mode later only
     resumes it (Textual's own first switch makes and shows it in one go)."""
-    make = app._modes[step_id]
-    assert callable(make)
+    make = app._modes.get(step_id)
+    assert callable(make), f"no factory for the {step_id} step"
     screen = make()
     app._get_screen(screen)  # registers it: composed and mounted off screen
     app._load_screen_css(screen)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from backend.checks import CHECKS
+from backend.checks import CHECKS, CheckResult
 from backend.preset.schema import Preset
 from screens.checks import ChecksScreen
 from tests.backend.test_checks_network import _Hub
@@ -146,3 +146,38 @@ async def test_warnings_do_not_block_and_skips_say_why(tmp_path: Path) -> None:
 
 def test_bindings_have_ids() -> None:
     assert all(getattr(b, "id", None) for b in ChecksScreen.BINDINGS)
+
+
+async def test_a_failure_disables_its_step_while_the_other_checks_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checks says "Disabled here" as soon as a blocking failure lands; the step it disables
+    says so at the same moment, not only once the slowest check has finished."""
+    release = threading.Event()
+    failed = CheckResult(id="gpu", status="fail", summary="no NVIDIA driver", fix="install it",
+                         blocks=["launch"])  # fmt: skip
+
+    def slow_checks(preset: Preset, on_result: Any, cancel: threading.Event) -> list[CheckResult]:
+        on_result(failed)
+        release.wait(30)  # a slow check (a registry over a bad network) still running
+        return [failed]
+
+    monkeypatch.setattr("screens.checks.run_checks", slow_checks)
+    app = TrainwizApp(_preset(tmp_path, "http://127.0.0.1:9"), "test")
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, ChecksScreen)
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if "Disabled here" in str(screen.query_one("#checks-status").render()):
+                    break
+            assert screen.running
+            app.goto_step("launch")
+            await pilot.pause()
+            banner = str(app.screen.query_one("#step-blockers").render())
+            assert app.screen.query_one("#step-blockers").display, "no banner while checks run"
+            assert "gpu: no NVIDIA driver" in banner
+            assert app.blocked == {"launch": ["gpu"]}
+    finally:
+        release.set()

@@ -83,7 +83,12 @@ async def test_hyperparameters_is_built_while_an_earlier_step_is_shown() -> None
         assert isinstance(editor, Input) and editor.value == "0.00042"
 
 
-async def test_opened_directly_the_form_builds_the_rest_after_its_first_rows() -> None:
+async def test_opened_directly_the_form_builds_the_rest_after_its_first_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the rest starts after the first frame; held back long enough that a loaded machine
+    # still finds the first frame's rows alone when it looks
+    monkeypatch.setattr(HyperparamsScreen, "FIRST_FRAME_S", 3.0)
     app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="hyperparams")
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
@@ -102,7 +107,10 @@ async def test_opened_directly_the_form_builds_the_rest_after_its_first_rows() -
         assert [r.path for r in screen.query(FormField)] == [f.path for f in form_fields()]
 
 
-async def test_a_row_built_late_shows_an_edit_made_before_it() -> None:
+async def test_a_row_built_late_shows_an_edit_made_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(HyperparamsScreen, "FIRST_FRAME_S", 3.0)  # the late rows stay unbuilt
     app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="hyperparams")
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
