@@ -204,10 +204,10 @@ def build_spec(
     resolved = resolve_preset(preset, run_dir)
     notes: list[str] = []
     port = decide_port(resolved, taken, notes)
-    if torchrun is None and resolved.launch.runner == "host":
-        try:
+    if torchrun is None and run_dir is None and resolved.launch.runner == "host":
+        try:  # a launch's preflight has already refused this: probe once, not twice
             refuse_missing_method_packages(resolved)
-        except BadInput as exc:  # the plan prints it; a launch's preflight refuses
+        except BadInput as exc:  # the printed plan says it
             notes.append(str(exc))
     torchrun = torchrun or decide_torchrun(resolved, notes)
     docker = resolved.launch.runner == "docker"
