@@ -2,7 +2,7 @@
 
 The one answer for the launch (its spec and preflight), the step table, replay and the
 screens: the host runner's torchrun (the preset's venv, else the one beside this Python, else
-PATH), the docker runner's image (the environment image of ``mode: image``, else the base).
+PATH, else the venv ``trainwiz env build`` makes), the docker runner's image (the environment image of ``mode: image``, else the base).
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ _FIND_SPECS = (
 
 
 def training_bin(preset: Preset, name: str = "torchrun") -> Path:
-    """The host training environment's ``name`` (torchrun): the preset's venv, else ours."""
+    """The host training environment's ``name`` (torchrun, python), in this order: the preset's
+    ``environment.venv``; trainwiz's own environment; PATH; the venv ``trainwiz env build``
+    made for this preset. The plan's environment step and the launch read the same order, so
+    a venv the plan builds is the one the run trains in (``trains_in_built_venv``)."""
     venv = preset.environment.venv
     if venv:
         candidate = Path(venv).expanduser() / "bin" / name
@@ -33,22 +36,52 @@ def training_bin(preset: Preset, name: str = "torchrun") -> Path:
             return candidate
         raise BadInput(
             _(
-                "environment.venv: {candidate} does not exist: build the environment ('trainwiz "
-                "env build {name}') or point venv at one with torch and fschat"
+                "environment.venv: {candidate} does not exist: point venv at an environment "
+                "with torch and fschat, or empty it to train in the one 'trainwiz env build "
+                "{name}' makes"
             ).format(candidate=candidate, name=preset.name)
         )
+    found = _installed_bin(name)
+    if found is not None:
+        return found
+    built, complete = built_venv(preset)
+    if complete and (built / "bin" / name).is_file():
+        return built / "bin" / name
+    raise BadInput(
+        _(
+            "no training environment here (no {name} beside trainwiz or on PATH): build it "
+            "('trainwiz env build {name2}', made in {built}) or set environment.venv to a venv "
+            "with torch"
+        ).format(name=name, name2=preset.name, built=built)
+    )
+
+
+def _installed_bin(name: str) -> Path | None:
+    """``name`` beside this Python (trainwiz installed with its training extra), else on PATH."""
     own = Path(sys.executable).parent / name
     if own.is_file():
         return own
     found = shutil.which(name)
-    if found:
-        return Path(found)
-    raise BadInput(
-        _(
-            "environment.venv is empty and no {name} was found: build the training "
-            "environment ('trainwiz env build {name2}') or set environment.venv to a venv "
-            "with torch"
-        ).format(name=name, name2=preset.name)
+    return Path(found) if found else None
+
+
+def built_venv(preset: Preset) -> tuple[Path, bool]:
+    """Where ``trainwiz env build`` puts (or put) this preset's host venv, and whether a
+    build finished there (its marker: a half-built venv is never trained in)."""
+    from backend.images.venv import MARKER, venv_path  # deferred: reads the host's GPUs
+
+    path = venv_path(preset)
+    return path, (path / MARKER).is_file()
+
+
+def trains_in_built_venv(preset: Preset) -> bool:
+    """A host run trains in the venv ``trainwiz env build`` makes: ``environment.venv`` is
+    empty and trainwiz's own environment (or PATH) has no torchrun. Only then does the plan
+    hold an environment step; otherwise the venv it built would go unused."""
+    return (
+        preset.launch.runner == "host"
+        and not preset.environment.venv
+        and _installed_bin("torchrun") is None
     )
 
 

@@ -15,6 +15,7 @@ from backend.errors import BadInput
 from backend.i18n import _
 from backend.images.pipindex import has_credentials
 from backend.images.plan import method_packages
+from backend.images.ready import trains_in_built_venv
 from backend.model.modelscope import endpoint_env, revision_of
 from backend.plan.deepspeed import config_path, config_text
 from backend.plan.hf_flags import training_flags
@@ -87,7 +88,10 @@ def build_plan(
                 argv=["docker", "pull", preset.environment.image],
             )
         )
-    if preset.environment.mode == "image" or preset.launch.runner == "host":
+    # A host run trains in trainwiz's own environment unless the preset names a venv or none
+    # is here: a venv built otherwise would go unused (backend.images.ready.training_bin).
+    docker_build = preset.launch.runner == "docker" and preset.environment.mode == "image"
+    if docker_build or trains_in_built_venv(preset):
         title = (
             _("Build the environment image once (cached by a hash of its inputs)")
             if preset.launch.runner == "docker"

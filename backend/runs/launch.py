@@ -21,6 +21,7 @@ from backend.images.ready import (
     environment_ready,
     refuse_missing_method_packages,
     training_bin,
+    trains_in_built_venv,
 )
 from backend.mirrors import apply_mirrors
 from backend.plan import build_plan
@@ -86,8 +87,9 @@ def step_outlook(preset: Preset) -> dict[str, str]:
     return out
 
 
-def preflight(preset: Preset) -> None:
-    """Refuse what cannot start, before any file is written."""
+def preflight(preset: Preset, *, prepare: bool = True) -> None:
+    """Refuse what cannot start, before any file is written (``prepare``: the launch builds
+    what is missing first, the venv a host run trains in included)."""
     from backend.data.check import (  # deferred: `trainwiz plan` skips the data checker
         data_file_problem,
     )
@@ -95,7 +97,8 @@ def preflight(preset: Preset) -> None:
     if preset.launch.runner == "docker":
         client()  # raises with how to start the daemon
     else:
-        training_bin(preset)  # raises BadInput naming environment.venv
+        if not (prepare and trains_in_built_venv(preset)):  # else the launch builds it first
+            training_bin(preset)  # raises BadInput naming environment.venv
         refuse_missing_method_packages(preset)  # ZeRO's deepspeed, QLoRA's bitsandbytes
         workdir = preset.launch.workdir
         if (
@@ -184,7 +187,7 @@ def launch(
     """Start a run; returns once the watcher has taken it over (or the run already ended)."""
     check_output_dir(preset)  # training.output_dir: the run dir, an empty or a trainwiz folder
     preset = apply_mirrors(preset)  # mirrors: auto/cn/custom are probed once, the choice written in
-    preflight(resolve_preset(preset, None))
+    preflight(resolve_preset(preset, None), prepare=prepare)
     _check_plan(preset, transformers_version)
     me = os.getpid()
     run_dir = create_run_dir(

@@ -23,11 +23,13 @@ from typing import Any, Literal
 from backend.errors import BadInput
 from backend.i18n import _
 from backend.images.ready import (
+    built_venv,
     environment_ready,
     image_exists,
     image_for,
     refuse_missing_method_packages,
     training_bin,
+    trains_in_built_venv,
 )
 from backend.paths import METRICS, PRESET, attempt_launch
 from backend.plan.commands import build_plan, fastchat_host_dir
@@ -81,10 +83,14 @@ def decide_port(preset: Preset, taken: set[int], notes: list[str]) -> int:
 
 def decide_torchrun(preset: Preset, notes: list[str]) -> str:
     """The torchrun that runs: the image's own in a container, else the training
-    environment's, as an absolute path (bare only when no environment exists yet: a launch's
-    preflight refuses that case, so only a printed plan can carry it, with a note)."""
+    environment's, as an absolute path: the venv the plan's environment step builds when that
+    is where the run trains (bare only when ``environment.venv`` names a missing one: a
+    launch's preflight refuses that case, so only a printed plan can carry it, with a note)."""
     if preset.launch.runner == "docker":
         return "torchrun"
+    if trains_in_built_venv(preset):  # the plan's environment step builds it first
+        built, _complete = built_venv(preset)
+        return str(built / "bin" / "torchrun")
     try:
         return str(training_bin(preset))
     except BadInput as exc:

@@ -117,7 +117,10 @@ def test_tiny_cpu_runs_on_the_host_with_the_entry(
     monkeypatch.setenv("TRAINWIZ_HOME", str(tmp_path / "home"))
     run_dir = tmp_path / "run"
     plan = build_plan(load_preset("tiny-cpu"), run_dir=run_dir)
-    assert [s.id for s in plan.steps] == ["model", "environment", "train"]
+    assert [s.id for s in plan.steps] == [
+        "model",
+        "train",
+    ]  # trains in trainwiz's own environment: no venv to build
     train = plan.step("train")
     assert train.argv[3] == str(run_dir / "entry" / "train_entry.py")
     flags = dict(zip(train.argv[4::2], train.argv[5::2]))

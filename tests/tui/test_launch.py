@@ -39,7 +39,7 @@ async def test_plan_is_shown_command_by_command() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _planned(app, pilot)
         shown = _text(screen, "#launch-plan-text")
-        assert [s.id for s in screen.plan.steps] == ["model", "environment", "train"]
+        assert [s.id for s in screen.plan.steps] == ["model", "train"]
         # The screen shows the launch's own argv: its torchrun and the port it would take now.
         spec = plan_spec(app.preset)
         words = "".join(shown.split())  # the pane wraps long lines

@@ -14,6 +14,7 @@ from backend.i18n import _
 from backend.images.build import build_env_image, env_image_tag, plan_for
 from backend.images.dockerfile import render_dockerfile
 from backend.images.events import BuildStep, LogLine
+from backend.images.ready import training_bin
 from backend.images.venv import build_host_env
 from backend.preset.loader import load_preset
 from tui.commands._common import add_json_flag, print_json, to_jsonable
@@ -59,8 +60,10 @@ def run_build(args: argparse.Namespace) -> int:
     show = _stream(args.quiet)
     if preset.launch.runner == "host":
         venv = build_host_env(preset, progress=show)  # type: ignore[arg-type]
+        trains_in = str(training_bin(preset)) if venv.ok else ""
+        used = trains_in.startswith(venv.path + "/")
         if args.json:
-            print_json({"runner": "host", **_dict(venv)})
+            print_json({"runner": "host", **_dict(venv), "trains_in": trains_in, "used": used})
         elif venv.ok:
             state = "reused" if venv.cached else f"built in {venv.seconds:.0f} s"
             print(
@@ -68,6 +71,13 @@ def run_build(args: argparse.Namespace) -> int:
                     path=venv.path, state=state, versions=venv.versions
                 )
             )
+            if not used:  # the launch keeps training where it did: say where, and how to move
+                print(
+                    _(
+                        "a launch of {name} still trains with {trains_in}: set "
+                        "environment.venv: {path} in the preset to train in this one"
+                    ).format(name=preset.name, trains_in=trains_in, path=venv.path)
+                )
         else:
             print(
                 _("host environment build failed: {error}").format(error=venv.error),
