@@ -158,9 +158,10 @@ class ImageScreen(StepScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="image-survey")
     def _venv_state(self) -> None:
-        from backend.runs.launch import (  # deferred: worker thread, not at screen open
+        from backend.images.ready import (  # deferred: worker thread, not at screen open
             environment_ready,
             training_bin,
+            trains_in_built_venv,
         )
 
         p = self.preset
@@ -175,15 +176,25 @@ class ImageScreen(StepScreen):
         try:
             plan = plan_environment(p, self.HOST_OVERRIDE)
             wanted = [s for s in (plan.torch_spec, plan.fastchat_spec) if s] + plan.requirements
-            text.append(_("venv packages: ") + ", ".join(wanted) + "\n", style="dim")
+            text.append(_("a built venv's packages: ") + ", ".join(wanted) + "\n", style="dim")
         except (TrainwizError, OSError):
             pass
         if environment_ready(p):
+            torchrun = training_bin(p)
             text.append(
-                "✓ " + _("training venv ready: {bin}").format(bin=training_bin(p)) + "\n",
+                "✓ " + _("training venv ready: {bin}").format(bin=torchrun) + "\n",
                 style="green",
             )
-            text.append(_("Launch trains with it. b rebuilds or reuses it (cached by a hash)."))
+            if p.environment.venv or trains_in_built_venv(p):
+                text.append(_("Launch trains with it. b rebuilds or reuses it (cached by a hash)."))
+            else:  # trainwiz's own environment (or PATH): b makes another, then switches to it
+                text.append(
+                    _(
+                        "Launch trains with it (trainwiz's own environment). b builds a venv "
+                        "with the packages above instead (cached by a hash); Launch then "
+                        "trains in that one."
+                    )
+                )
         else:
             where = p.environment.venv or _("not built yet")
             text.append(

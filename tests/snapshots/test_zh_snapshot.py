@@ -106,6 +106,14 @@ def _footer_words(app: TrainwizApp) -> set[str]:
     return {key.description for key in app.screen.query(FooterKey)}
 
 
+async def _until(pilot: Pilot[Any], done: Callable[[], bool], rounds: int = 200) -> None:
+    """The footer recomposes in the new language a frame or more later (more under load)."""
+    for _ in range(rounds):
+        if done():
+            return
+        await pilot.pause(0.05)
+
+
 async def test_palette_language_switch_is_live() -> None:
     app = _checks_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -117,7 +125,7 @@ async def test_palette_language_switch_is_live() -> None:
         assert isinstance(screen, screens.checks.ChecksScreen)
         results = screen.results
         app.action_switch_language()
-        await pilot.pause(0.2)
+        await _until(pilot, lambda: {"Next", "Quit", "Re-run"} <= _footer_words(app))
         assert current_language() == "en"
         assert screen.results is results and not screen.running  # words only: no re-run
         status = str(screen.query_one("#checks-status").render())
@@ -127,6 +135,6 @@ async def test_palette_language_switch_is_live() -> None:
         assert "preset: vicuna-7b-4xa100-40g" in app.sub_title
 
         app.action_switch_language()
-        await pilot.pause(0.2)
+        await _until(pilot, lambda: "下一步" in _footer_words(app))
         assert current_language() == "zh_CN"
         assert "下一步" in _footer_words(app)

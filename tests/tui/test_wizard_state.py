@@ -204,6 +204,13 @@ async def test_the_host_image_step_speaks_of_the_venv_and_build_asks_first() -> 
         host = app.screen.query_one("#image-host")
         await until(pilot, lambda: "Python venv" in str(host.render()))
         assert "CUDA image" in str(host.render())  # "no CUDA image is used"
+        # where it says Launch trains is the torchrun of the launch's own plan
+        from backend.runs.spec import plan_spec
+
+        await until(pilot, lambda: "training venv ready" in str(host.render()))
+        shown = "".join(str(host.render()).split())
+        assert "".join(f"training venv ready: {plan_spec(app.preset).torchrun}".split()) in shown
+        assert "trainwiz's own environment" in str(host.render())
         assert not app.screen.query_one("#image-main").display  # no image table at all
         await pilot.press("b")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
