@@ -4,10 +4,14 @@ thread (never on the UI thread), so typing never waits for the planner or the pl
 from __future__ import annotations
 
 from backend.i18n import _
+from backend.model.placeholders import resolve_placeholders
 from backend.planner import GpuSpec, ModelShape, derive, shape_for_preset
+from backend.planner.fields import cross_checks
+from backend.planner.gpu import ALIASES
 from backend.planner.methods import estimate_preset
 from backend.planner.report import estimate_lines
 from backend.preset import Preset
+from backend.preset.schema import map_container_path
 
 
 def shape_of(preset: Preset) -> ModelShape | None:
@@ -65,3 +69,50 @@ def command_text(preset: Preset) -> str:
         return plan_spec(preset).plan.step("train").display()
     except Exception as exc:  # an unresolvable placeholder: say why instead of a command
         return f"command unavailable: {exc}"
+
+
+NO_GPU = "__none__"  # the GPU list's "no GPU chosen"
+LOCAL_GPU = "__local__"  # and "this machine's GPU", whatever its name
+
+
+def gpu_options(local_gpu: GpuSpec | None) -> list[tuple[str, str]]:
+    """The "Plan for GPU" list: none, this machine's GPU when one was found, every alias."""
+    options = [(_("no GPU chosen"), NO_GPU)]
+    if local_gpu is not None:
+        label = _("this machine: {count} x {name}").format(
+            count=local_gpu.count, name=local_gpu.name
+        )
+        options.append((label, LOCAL_GPU))
+    options += [(f"{alias}: {name}", alias) for alias, name in ALIASES.items()]
+    return options
+
+
+def gpu_choice(gpu: GpuSpec | None, local_gpu: GpuSpec | None) -> str:
+    """The list's value that shows ``gpu``."""
+    if gpu is None:
+        return NO_GPU
+    if local_gpu is not None and gpu == local_gpu:
+        return LOCAL_GPU
+    for alias, name in ALIASES.items():
+        if name == gpu.name:
+            return alias
+    return NO_GPU
+
+
+def data_path_of(preset: Preset) -> str:
+    """The training data file as this machine sees it (a container path mapped back)."""
+    path = resolve_placeholders(preset.training.data_path, None)
+    if preset.launch.runner == "docker":
+        path = map_container_path(path, preset.container.volumes, preset.launch.workdir)
+    return path
+
+
+def cross_by_path(
+    preset: Preset, gpu: GpuSpec | None, shape: ModelShape | None, visible: int | None
+) -> dict[str, tuple[str, str]]:
+    """Each field's most severe cross-field message: (text, level)."""
+    by_path: dict[str, tuple[str, str]] = {}
+    rank = {"error": 0, "warning": 1, "info": 2}
+    for issue in sorted(cross_checks(preset, gpu, shape, visible), key=lambda i: rank[i.level]):
+        by_path.setdefault(issue.path, (issue.message, issue.level))
+    return by_path

@@ -16,7 +16,6 @@ from typing import ClassVar
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.timer import Timer
@@ -25,7 +24,6 @@ from textual.widgets import Button, Select, Static
 
 import backend.planner.gpu as planner_gpu
 from backend.i18n import N_, _
-from backend.model.placeholders import resolve_placeholders
 from backend.planner import (
     GpuSpec,
     ModelShape,
@@ -41,48 +39,33 @@ from backend.planner.fields import (
     display_value,
     form_fields,
 )
-from backend.planner.gpu import ALIASES
 from backend.planner.hostram import read_meminfo
-from backend.planner.method_search import method_lines
 from backend.preset import Preset
-from backend.preset.schema import map_container_path
 from screens.base import StepScreen, freeze_long_lived
-from screens.hp_side import command_text, derived_text, memory_text, shape_of
+from screens.hp_commands import FieldCommands
+from screens.hp_side import (
+    LOCAL_GPU,
+    NO_GPU,
+    command_text,
+    cross_by_path,
+    data_path_of,
+    derived_text,
+    gpu_choice,
+    gpu_options,
+    memory_text,
+    shape_of,
+)
+from screens.hp_tune import tune_refusal, tune_report, tuned_values
 from widgets.form_field import FormField, FormScroll
 
 # The form's group headings (backend.planner.fields.GROUPS), marked here to be shown translated.
 GROUP_TITLES = (N_("Model and data"), N_("Batch and length"), N_("Optimizer and schedule"),
                 N_("Precision"), N_("Parallelism and FSDP"),
                 N_("Checkpointing, eval and logging"))  # fmt: skip
-NO_GPU = "__none__"
-LOCAL_GPU = "__local__"
 
 
 def field_id(path: str) -> str:
     return "hp-" + path.replace(".", "-").replace("_", "-")
-
-
-class FieldCommands(Provider):
-    """Palette (ctrl+p) on this step: "Edit field: NAME" jumps to any of the ~50 fields."""
-
-    async def discover(self) -> Hits:
-        screen = self.screen
-        if isinstance(screen, HyperparamsScreen):
-            for path in list(screen.fields)[:8]:
-                label = _("Edit field: {path}").format(path=path)
-                yield DiscoveryHit(label, lambda p=path: screen.focus_field(p))
-
-    async def search(self, query: str) -> Hits:
-        screen = self.screen
-        if not isinstance(screen, HyperparamsScreen):
-            return
-        matcher = self.matcher(query)
-        for path, info in screen.fields.items():
-            label = _("Edit field: {path}").format(path=path)
-            score = matcher.match(label)
-            if score > 0:
-                yield Hit(score, matcher.highlight(label), lambda p=path: screen.focus_field(p),
-                          help=_(info.group))  # fmt: skip
 
 
 class HyperparamsScreen(StepScreen):
@@ -159,7 +142,7 @@ class HyperparamsScreen(StepScreen):
                 if self.is_mounted:  # composed again: the rest follows as on the first visit
                     self.call_after_refresh(self._build_more_rows)
             with FormScroll(id="hp-side"):
-                yield Select(self._gpu_options(), value=self._gpu_choice(), id="hp-gpu",
+                yield Select(gpu_options(self.local_gpu), value=gpu_choice(self.gpu, self.local_gpu), id="hp-gpu",
                              allow_blank=False, prompt=_("Plan for GPU"))  # fmt: skip
                 yield Static(_("Derived"), classes="section-title")
                 yield Static(_("computing…"), id="hp-derived", markup=False)
@@ -193,26 +176,6 @@ class HyperparamsScreen(StepScreen):
                 info.choices,
                 id=field_id(info.path),
             )
-
-    def _gpu_options(self) -> list[tuple[str, str]]:
-        options = [(_("no GPU chosen"), NO_GPU)]
-        if self.local_gpu is not None:
-            label = _("this machine: {count} x {name}").format(
-                count=self.local_gpu.count, name=self.local_gpu.name
-            )
-            options.append((label, LOCAL_GPU))
-        options += [(f"{alias}: {name}", alias) for alias, name in ALIASES.items()]
-        return options
-
-    def _gpu_choice(self) -> str:
-        if self.gpu is None:
-            return NO_GPU
-        if self.local_gpu is not None and self.gpu == self.local_gpu:
-            return LOCAL_GPU
-        for alias, name in ALIASES.items():
-            if name == self.gpu.name:
-                return alias
-        return NO_GPU
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < self.NARROW, "-narrow")
@@ -275,17 +238,8 @@ class HyperparamsScreen(StepScreen):
         records, note = count_records(path)
         self.post_message(self.RecordsCounted(path, records, note))
 
-    def _data_path(self) -> str:
-
-        path = resolve_placeholders(self.preset.training.data_path, None)
-        if self.preset.launch.runner == "docker":
-            path = map_container_path(
-                path, self.preset.container.volumes, self.preset.launch.workdir
-            )
-        return path
-
     def _count_data(self) -> None:
-        path = self._data_path()
+        path = data_path_of(self.preset)
         if path != self.records[0]:
             self.records = (path, None, N_("counting records…"))
             self.count_data(path)
@@ -299,8 +253,8 @@ class HyperparamsScreen(StepScreen):
             return  # mid-recompose: the new body is composed with these values
         select = self.query_one("#hp-gpu", Select)
         with select.prevent(Select.Changed):
-            select.set_options(self._gpu_options())
-            select.value = self._gpu_choice()
+            select.set_options(gpu_options(self.local_gpu))
+            select.value = gpu_choice(self.gpu, self.local_gpu)
         self.refresh_all()
 
     @on(RecordsCounted)
@@ -370,14 +324,10 @@ class HyperparamsScreen(StepScreen):
     ) -> None:
         shape = shape_of(preset)
         visible = local_gpu.count if local_gpu is not None else None
-        by_path: dict[str, tuple[str, str]] = {}
-        rank = {"error": 0, "warning": 1, "info": 2}
-        for issue in sorted(cross_checks(preset, gpu, shape, visible), key=lambda i: rank[i.level]):
-            by_path.setdefault(issue.path, (issue.message, issue.level))
         self.post_message(
             self.SideComputed(
                 seq,
-                by_path,
+                cross_by_path(preset, gpu, shape, visible),
                 derived_text(preset, records),
                 memory_text(preset, shape, gpu),
                 command_text(preset),
@@ -466,29 +416,11 @@ class HyperparamsScreen(StepScreen):
         if self.refuse_if_form_invalid(_("Tune")):
             return
         shape = self._shape()
-        if self.preset.launch.device == "cpu":
-            self.notify(
-                _(
-                    "{name} trains on the CPU (launch.device: cpu): there is no GPU memory to "
-                    "tune. Open a GPU preset (ctrl+o) to plan for a GPU."
-                ).format(name=self.preset.name),
-                severity="warning",
-                timeout=8,
-            )
+        refusal = tune_refusal(self.preset, self.gpu, shape)
+        if refusal is not None:
+            self.notify(refusal, severity="warning", timeout=8)
             return
-        if self.gpu is None:
-            self.notify(_("Choose the GPU to plan for (the list at the top right)."),
-                        severity="warning")  # fmt: skip
-            return
-        if shape is None:
-            self.notify(
-                _(
-                    "The model's shape is unknown: {dir} has no config.json and the repo is not "
-                    "a known one. Fetch the model in the Model step."
-                ).format(dir=self.preset.model.dir),
-                severity="warning",
-            )
-            return
+        assert self.gpu is not None and shape is not None  # tune_refusal said why otherwise
         # this machine's RAM when planning for its own GPU (ZeRO/FSDP offload must fit the host)
         local = self.local_gpu is not None and self.gpu == self.local_gpu
         result = tune(self.preset, self.gpu, shape, host_ram=read_meminfo() if local else None)
@@ -497,24 +429,9 @@ class HyperparamsScreen(StepScreen):
             origin=self,
             note=_("Tune applied: {count} change(s)").format(count=len(result.changes)),
         )
-        for change in result.changes:
-            path = change.path.removeprefix("training.")
-            if path.startswith("fsdp_config."):
-                path = "fsdp_config"
-            if path in self.fields:
-                value = current_value(result.preset, path)
-                info = self.fields[path]
-                shown = bool(value) if info.kind == "bool" else display_value(value)
-                self._row(path).set_value(shown)
-        lines = [
-            _("Tune: {count} change(s), x{speedup} predicted").format(
-                count=len(result.changes), speedup=f"{result.speedup:.1f}"
-            )
-        ]
-        lines += [f"- {c.path}: {c.old!r} -> {c.new!r}: {c.reason}" for c in result.changes]
-        lines += result.notes
-        lines += method_lines(result)  # LoRA/QLoRA/ZeRO beside the answer (docs/lora.md)
-        self.tune_text = "\n".join(lines)
+        for path, shown in tuned_values(result, self.fields).items():
+            self._row(path).set_value(shown)
+        self.tune_text = tune_report(result)
         self.refresh_all()
 
     def action_save_as(self) -> None:
