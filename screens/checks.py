@@ -109,8 +109,11 @@ class ChecksScreen(StepScreen):
         check_list.land(message.result)
         self._update_status()
         if message.result.status == "fail" and message.result.blocks:
-            # the steps it disables say so now, as "Disabled here" above does
-            self.wizard.set_check_results(list(check_list.results.values()), complete=False)
+            # the steps it disables say so now, as "Disabled here" above does; in the checks'
+            # own order, as the finished list gives them (a banner's first fix is the first's)
+            landed = check_list.results
+            ordered = [landed[spec.id] for spec in CHECKS if spec.id in landed]
+            self.wizard.set_check_results(ordered, complete=False)
         highlighted = self.query_one(CheckList).highlighted_option
         if highlighted is not None and highlighted.id == message.result.id:
             self._show_detail()

@@ -59,11 +59,11 @@ def test_a_blocked_steps_reason_and_fix_are_shown_in_full(start, size) -> None: 
     # the check that disables Launch may land after the first "Disabled here" (another step's)
     pane.wait_for(lambda s: "is disabled on this machine" in s.split("Runs go to")[0], timeout=60)
     # the reasons, the whole fix and the closing sentence: nothing cut (wrapped lines joined)
-    pane.wait_for(
-        lambda s: "You can still look and plan." in " ".join(s.split("Runs go to")[0].split())
-    )
+    # (the checks land one by one: wait for the last of these, not a fixed time)
+    whole = ("ram: needs", "sudo apt-get install -y cuda-drivers", "You can still look and plan.")
+    pane.wait_for(lambda s: all(w in " ".join(s.split("Runs go to")[0].split()) for w in whole))
     banner = " ".join(pane.last.split("Runs go to")[0].split())
-    assert "ram: needs" in banner and "sudo apt-get install -y cuda-drivers" in banner, banner
+    assert banner.index("nvidia_driver:") < banner.index("ram: needs"), banner  # checks' order
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -154,7 +154,7 @@ async def test_a_failure_disables_its_step_while_the_other_checks_still_run(
     """Checks says "Disabled here" as soon as a blocking failure lands; the step it disables
     says so at the same moment, not only once the slowest check has finished."""
     release = threading.Event()
-    failed = CheckResult(id="gpu", status="fail", summary="no NVIDIA driver", fix="install it",
+    failed = CheckResult(id="gpus", status="fail", summary="no NVIDIA driver", fix="install it",
                          blocks=["launch"])  # fmt: skip
 
     def slow_checks(preset: Preset, on_result: Any, cancel: threading.Event) -> list[CheckResult]:
@@ -177,7 +177,42 @@ async def test_a_failure_disables_its_step_while_the_other_checks_still_run(
             await pilot.pause()
             banner = str(app.screen.query_one("#step-blockers").render())
             assert app.screen.query_one("#step-blockers").display, "no banner while checks run"
-            assert "gpu: no NVIDIA driver" in banner
-            assert app.blocked == {"launch": ["gpu"]}
+            assert "gpus: no NVIDIA driver" in banner
+            assert app.blocked == {"launch": ["gpus"]}
+    finally:
+        release.set()
+
+
+async def test_failures_landing_out_of_order_are_shown_in_the_checks_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checks run in parallel and land in any order; the banner lists them, and gives the first
+    one's fix, in the order the finished list has (the same banner whichever landed first)."""
+    release = threading.Event()
+    ram = CheckResult(id="ram", status="fail", summary="needs 400 GiB", fix="add swap",
+                      blocks=["launch"])  # fmt: skip
+    driver = CheckResult(id="nvidia_driver", status="fail", summary="no driver",
+                         fix="install cuda-drivers", blocks=["launch"])  # fmt: skip
+
+    def slow_checks(preset: Preset, on_result: Any, cancel: threading.Event) -> list[CheckResult]:
+        on_result(ram)  # the later check lands first
+        on_result(driver)
+        release.wait(30)
+        return [driver, ram]
+
+    monkeypatch.setattr("screens.checks.run_checks", slow_checks)
+    app = TrainwizApp(_preset(tmp_path, "http://127.0.0.1:9"), "test")
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if len(app.machine.checks or []) == 2:
+                    break
+            assert [r.id for r in app.machine.checks or []] == ["nvidia_driver", "ram"]
+            app.goto_step("launch")
+            await pilot.pause()
+            banner = str(app.screen.query_one("#step-blockers").render())
+            assert banner.index("nvidia_driver: no driver") < banner.index("ram: needs 400 GiB")
+            assert "Fix: install cuda-drivers" in banner
     finally:
         release.set()
