@@ -109,6 +109,14 @@ def make_tiny(
     """Create (or keep) the tiny Llama at ``target``; its tokenizer is trained on ``data``."""
     spec = spec or TinyModelSpec()
     path = Path(target).expanduser()
+    here = Path.cwd().resolve()
+    if path.resolve() == here or path.resolve() in here.parents:
+        raise BadInput(  # the folder is replaced whole: never the one the user stands in
+            _(
+                "model dir {path}: is this folder or one above it, and making the tiny model "
+                "replaces the folder: name a folder of its own (e.g. {example})"
+            ).format(path=target, example=Path(target) / "tiny-llama")
+        )
     if not force and tiny_is_current(path, spec):
         return TinyResult(str(path), False, validate_model_dir(path))
     refuse_foreign_dir(path, force)
@@ -129,12 +137,14 @@ def make_tiny(
             )
         ) from proc.error
     if proc.code != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+        # one line: the error the script ended with (its traceback is not the user's to read)
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        last = lines[-1] if lines else _("exit status {code}").format(code=proc.code)
         hint = ""
         if "ModuleNotFoundError" in proc.stderr:
             hint = " (the training python lacks torch/transformers/sentencepiece: set up the env)"
         raise TrainwizError(
-            _("making the tiny model failed{hint}:\n{tail}").format(hint=hint, tail=tail)
+            _("making the tiny model failed{hint}: {tail}").format(hint=hint, tail=last)
         )
     report = validate_model_dir(path)
     if not report.ok:

@@ -146,12 +146,22 @@ def _reasons(before: Estimate, after: Estimate) -> list[tuple[str, Any, Any, str
         )
         changes.append(("training.per_device_train_batch_size", b.micro_batch, a.micro_batch, why))
     if b.grad_accum != a.grad_accum:
-        why = (
-            f"keeps the global batch at {a.global_batch}"
-            if a.global_batch == b.global_batch
-            else f"global batch becomes {a.global_batch} (was {b.global_batch}): "
-            "re-check the learning rate"
-        )
+        if a.packing:
+            # rows and samples are not the same unit: what the learning rate sees is the real
+            # tokens per optimizer step, which the "optimizer step:" line compares (one verdict)
+            why = (
+                f"{a.global_batch} packed row(s) of {a.row} per optimizer step (was "
+                f"{b.global_batch} {'rows' if b.packing else 'padded samples'}): the real "
+                "tokens per step decide the "
+                "learning rate (the optimizer step line)"
+            )
+        elif a.global_batch == b.global_batch:
+            why = f"keeps the global batch at {a.global_batch}"
+        else:
+            why = (
+                f"global batch becomes {a.global_batch} (was {b.global_batch}): "
+                "re-check the learning rate"
+            )
         changes.append(("training.gradient_accumulation_steps", b.grad_accum, a.grad_accum, why))
     if b.trainer_gc != a.trainer_gc:
         if a.trainer_gc:

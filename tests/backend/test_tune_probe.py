@@ -86,6 +86,20 @@ def test_tune_ranks_by_steady_rate_and_states_the_batch_change() -> None:
     assert rates[0] >= max(rates) / 1.02  # compile time is reported apart, not in the rate
 
 
+def test_one_verdict_on_the_learning_rate_when_rows_are_packed() -> None:
+    """The accumulation change gave its own verdict in samples ("re-check the learning rate")
+    beside the optimizer step line's in real tokens ("keep the learning rate"): only the
+    latter speaks of the learning rate now."""
+    result = tune(base_preset(), H200, row_shape({"model": "3.37b"}), dist=DIST,
+                  host_ram=128 * GIB, calibration=[])  # fmt: skip
+    assert result.after.settings.packing and "keep the learning rate" in result.batch
+    accum = [c for c in result.changes if c.path == "training.gradient_accumulation_steps"]
+    assert accum, "the fixture's preset accumulates 8 padded samples; the pick does not"
+    assert "re-check the learning rate" not in accum[0].reason
+    assert "packed row(s) of 8192 per optimizer step" in accum[0].reason
+    assert "optimizer step line" in accum[0].reason
+
+
 def test_batch_line_says_the_learning_rate_consequence() -> None:
     from backend.planner.rowsearch import batch_line
     from backend.planner.tune import estimate

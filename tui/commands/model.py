@@ -179,8 +179,17 @@ def _print_report(r: ModelReport) -> None:
     print(_("ok") if r.ok else _("{count} problem(s)").format(count=len(r.problems)))
 
 
+def _named_dir(value: str, what: str) -> str:
+    """An empty DIR (an unset shell variable) would mean the current folder: refused."""
+    if not value.strip():
+        raise BadInput(
+            _("{what}: empty: name the model folder (use '.' for this folder)").format(what=what)
+        )
+    return value
+
+
 def run_validate(args: argparse.Namespace) -> int:
-    report = validate_model_dir(args.dir)
+    report = validate_model_dir(_named_dir(args.dir, "DIR"))
     if args.json:
         print_json({**report.model_dump(mode="json"), "ok": report.ok})
     else:
@@ -192,7 +201,7 @@ def run_make_tiny(args: argparse.Namespace) -> int:
     from backend.model.fetch import model_dir  # deferred: `--help` skips the model clients
     from backend.model.tiny import make_tiny  # deferred: `--help` skips the tiny-model maker
 
-    target: str = args.target
+    target: str = _named_dir(args.target, "PRESET|DIR")
     is_preset = target.endswith((".yaml", ".yml")) or (SHIPPED_DIR / f"{target}.yaml").is_file()
     if is_preset:
         source = load_preset(target).model
