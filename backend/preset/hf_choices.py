@@ -4,7 +4,7 @@
 names), so a typo or an 8,192-character value used to plan fine and kill the run minutes later
 with argparse's "invalid choice". The lists come from transformers' own enums
 (``SchedulerType``, ``OptimizerNames``, ``INTEGRATION_TO_CALLBACK``) of the versions trainwiz
-installs; for another target version the union of the known names is used (a typo is still
+installs and of 4.31 (the seed recipe's); for another target version the union of the known names is used (a typo is still
 caught; a name from a version trainwiz does not know is refused with the list to pick from).
 """
 
@@ -36,10 +36,31 @@ _REPORTERS_457 = (
     "azure_ml", "comet_ml", "mlflow", "neptune", "tensorboard", "trackio", "wandb",
     "codecarbon", "clearml", "dagshub", "flyte", "dvclive", "swanlab", "all", "none",
 )  # fmt: skip
+# transformers 4.31.0 (FastChat's Vicuna v1.3 era, the seed recipe's), read from that release's
+# source (trainer_utils.SchedulerType, training_args.OptimizerNames, integrations'
+# INTEGRATION_TO_CALLBACK plus "all" and "none", which TrainingArguments resolves itself).
+_SCHEDULERS_431 = (
+    "linear", "cosine", "cosine_with_restarts", "polynomial", "constant",
+    "constant_with_warmup", "inverse_sqrt", "reduce_lr_on_plateau",
+)  # fmt: skip
+_OPTIMS_431 = (
+    "adamw_hf", "adamw_torch", "adamw_torch_fused", "adamw_torch_xla", "adamw_apex_fused",
+    "adafactor", "adamw_anyprecision", "sgd", "adagrad", "adamw_bnb_8bit", "adamw_8bit",
+    "lion_8bit", "lion_32bit", "paged_adamw_32bit", "paged_adamw_8bit", "paged_lion_32bit",
+    "paged_lion_8bit",
+)  # fmt: skip
+_REPORTERS_431 = (
+    "azure_ml", "comet_ml", "mlflow", "neptune", "tensorboard", "wandb", "codecarbon",
+    "clearml", "dagshub", "flyte", "all", "none",
+)  # fmt: skip
 # Names older transformers releases had (FastChat's own scripts were written against them).
 _OLDER = {"optim": ("adamw_hf",), "report_to": ("ray", "sigopt")}
-KNOWN = {"4.57": {"lr_scheduler_type": _SCHEDULERS_457, "optim": _OPTIMS_457,
-                  "report_to": _REPORTERS_457}}  # fmt: skip
+KNOWN = {
+    "4.57": {"lr_scheduler_type": _SCHEDULERS_457, "optim": _OPTIMS_457,
+             "report_to": _REPORTERS_457},
+    "4.31": {"lr_scheduler_type": _SCHEDULERS_431, "optim": _OPTIMS_431,
+             "report_to": _REPORTERS_431},
+}  # fmt: skip
 
 
 def choices(field: str, target: str | None) -> tuple[str, ...]:

@@ -48,6 +48,13 @@ def test_known_names_plan_and_another_version_uses_every_known_name(tmp_path: Pa
     older = _plan(tmp_path, "--transformers", "4.31.0", optim="adamw_hf")
     assert older.returncode == 0, older.stderr
     assert _plan(tmp_path, optim="adamw_hf").returncode == 2  # gone from 4.57
+    # 4.31 has its own lists (its release's enums): a scheduler added later is refused there
+    newer = _plan(tmp_path, "--transformers", "4.31.0", lr_scheduler_type="warmup_stable_decay")
+    assert newer.returncode == 2 and "is not one of transformers 4.31.0's" in newer.stderr
+    assert "reduce_lr_on_plateau" in newer.stderr and "cosine_with_min_lr" not in newer.stderr
+    assert _plan(tmp_path, "--transformers", "4.31.0", report_to="trackio").returncode == 2
+    unknown = _plan(tmp_path, "--transformers", "4.40.0", lr_scheduler_type="warmup_stable_decay")
+    assert unknown.returncode == 0, unknown.stderr  # a version without lists: every known name
 
 
 @pytest.mark.parametrize(
