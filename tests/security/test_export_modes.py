@@ -27,3 +27,27 @@ def test_an_adapter_export_is_0644_under_umask_022(tmp_path: Path) -> None:
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "shared").iterdir()}
     assert modes and set(modes.values()) == {0o644}, modes
     assert stat.S_IMODE((tmp_path / "shared").stat().st_mode) == 0o755
+
+
+def test_a_full_export_is_0644_under_umask_022(tmp_path: Path) -> None:
+    """The same for a full fine-tune's export, which the worker writes by loading the model
+    back and saving it (a real tiny Llama, its files left 0600 as the watcher writes them)."""
+    from backend.model.tiny import make_tiny
+
+    run_dir = make_run(tmp_path, {})
+    out = tmp_path / "out"
+    out.rmdir()
+    make_tiny(out)
+    for path in out.iterdir():
+        os.chmod(path, 0o600)
+    old = os.umask(0o022)
+    try:
+        done = export(tmp_path, run_dir.name, "--to", str(tmp_path / "shared"))
+    finally:
+        os.umask(old)
+    assert done.returncode == 0, done.stderr
+    files = [p for p in (tmp_path / "shared").rglob("*") if p.is_file()]
+    modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in files}
+    assert any(name.endswith(".safetensors") for name in modes), modes
+    assert set(modes.values()) == {0o644}, modes
+    assert stat.S_IMODE((tmp_path / "shared").stat().st_mode) == 0o755
