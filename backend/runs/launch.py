@@ -87,6 +87,27 @@ def step_outlook(preset: Preset) -> dict[str, str]:
     return out
 
 
+def refuse_without_gpus(preset: Preset) -> None:
+    """A CUDA run here with no NVIDIA driver or too few GPUs started, then failed in the
+    trainer a minute later: the Checks step's own two verdicts refuse it now (one decision:
+    the wizard disables Launch on the same results). Only where this machine is where it
+    trains: one node, no scheduler."""
+    launch = preset.launch
+    if launch.device != "cuda" or launch.scheduler != "local" or launch.nnodes != 1:
+        return
+    from backend.checks import run_checks  # deferred: NVML, only for a CUDA launch
+
+    failed = [r for r in run_checks(preset, only=["nvidia_driver", "gpus"])
+              if r.status == "fail" and "launch" in r.blocks]  # fmt: skip
+    if failed:
+        raise BadInput(
+            _(
+                "launch.device: cuda, but {check}: {summary}: fix it ('trainwiz check --preset' "
+                "with this preset shows how) or set launch.device: cpu"
+            ).format(check=failed[0].id, summary=failed[0].summary)
+        )
+
+
 def preflight(preset: Preset, *, prepare: bool = True) -> None:
     """Refuse what cannot start, before any file is written (``prepare``: the launch builds
     what is missing first, the venv a host run trains in included)."""
@@ -121,6 +142,7 @@ def preflight(preset: Preset, *, prepare: bool = True) -> None:
                         "your FastChat clone"
                     ).format(script=preset.launch.script, value=base / script)
                 )
+    refuse_without_gpus(preset)
     for field in ("data_path", "eval_data_path"):
         value = getattr(preset.training, field)
         where = _host_file(preset, value) if value else None
