@@ -57,6 +57,7 @@ from screens.hp_side import (
 )
 from screens.hp_tune import tune_refusal, tune_report, tuned_values
 from widgets.form_field import FormField, FormScroll
+from widgets.steady_select import SteadySelect
 
 # The form's group headings (backend.planner.fields.GROUPS), marked here to be shown translated.
 GROUP_TITLES = (N_("Model and data"), N_("Batch and length"), N_("Optimizer and schedule"),
@@ -142,7 +143,7 @@ class HyperparamsScreen(StepScreen):
                 if self.is_mounted:  # composed again: the rest follows as on the first visit
                     self.call_after_refresh(self._build_more_rows)
             with FormScroll(id="hp-side"):
-                yield Select(gpu_options(self.local_gpu), value=gpu_choice(self.gpu, self.local_gpu), id="hp-gpu",
+                yield SteadySelect(gpu_options(self.local_gpu), value=gpu_choice(self.gpu, self.local_gpu), id="hp-gpu",
                              allow_blank=False, prompt=_("Plan for GPU"))  # fmt: skip
                 yield Static(_("Derived"), classes="section-title")
                 yield Static(_("computing…"), id="hp-derived", markup=False)

@@ -33,6 +33,7 @@ from backend.preset.schema import ModelSource
 from backend.units import clock, human
 from screens.base import StepScreen
 from widgets.model_reports import data_summary, model_summary
+from widgets.steady_select import SteadySelect
 
 SOURCES = [
     ("Hugging Face Hub", "hf"),
@@ -120,7 +121,7 @@ class ModelScreen(StepScreen):
         m = self.preset.model
         with Horizontal(id="model-form", classes="model-form-row"):
             yield Label(_("Source"))
-            yield Select(
+            yield SteadySelect(
                 [(_(label), kind) for label, kind in SOURCES],
                 value=m.source,
                 allow_blank=False,

@@ -23,6 +23,7 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Select
 
 from backend.i18n import _
+from widgets.steady_select import SteadySelect
 
 Level = Literal["error", "warning", "info", ""]
 
@@ -186,7 +187,9 @@ class FormField(Widget):
                               classes=compact)  # fmt: skip
         elif self.kind == "choice":
             options = [(c, c) for c in self.choices]
-            editor = Select(options, value=str(self.value), allow_blank=False, classes=compact)
+            editor = SteadySelect(
+                options, value=str(self.value), allow_blank=False, classes=compact
+            )
         else:
             placeholder = _("empty = default") if self.kind.startswith("optional") else ""
             editor = FieldInput(value=str(self.value), placeholder=placeholder, classes=compact)
