@@ -98,8 +98,6 @@ def _build_next(app: App[Any], shown_step: str) -> None:
         return  # moved on meanwhile: the step now shown schedules its own
     here = STEP_IDS.index(shown_step)
     for step_id in BUILT_AHEAD:
-        if step_id not in app._modes:
-            return
         if STEP_IDS.index(step_id) > here and not app._screen_stacks.get(step_id):
             build_hidden(app, step_id)
             return

@@ -2,7 +2,8 @@
 
 The one answer for the launch (its spec and preflight), the step table, replay and the
 screens: the host runner's torchrun (the preset's venv, else the one beside this Python, else
-PATH, else the venv ``trainwiz env build`` makes), the docker runner's image (the environment image of ``mode: image``, else the base).
+PATH, else the venv ``trainwiz env build`` makes), the docker runner's image (the environment
+image of ``mode: image``, else the base).
 """
 
 from __future__ import annotations
