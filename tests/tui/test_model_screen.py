@@ -18,12 +18,15 @@ from tests.backend.test_model_validate import shared_tiny
 from tui.app import TrainwizApp
 
 
-async def wait_for(pilot: Pilot[Any], predicate: Any, rounds: int = 600) -> None:
+async def wait_for(
+    pilot: Pilot[Any], predicate: Any, rounds: int = 600, seen: Any = lambda: ""
+) -> None:
+    """Poll ``predicate``; on giving up, say what the screen showed (``seen``)."""
     for _ in range(rounds):
         if predicate():
             return
         await pilot.pause(0.05)
-    raise AssertionError("condition not reached")
+    raise AssertionError(f"condition not reached; the screen showed: {seen()}")
 
 
 def text_of(screen: ModelScreen, selector: str) -> str:
@@ -78,7 +81,18 @@ async def test_download_from_hub_with_progress(
             screen.query_one("#model-endpoint", Input).value = hub.url
             await pilot.pause()
             await pilot.press("f")
-            await wait_for(pilot, lambda: screen.report is not None and screen.report.n_params == n)
+            # The files come through a worker subprocess (a fresh Python importing
+            # huggingface_hub): on a loaded 2-core CI machine that alone takes many seconds.
+            await wait_for(
+                pilot,
+                lambda: screen.report is not None and screen.report.n_params == n,
+                rounds=1800,
+                seen=lambda: (
+                    f"status {text_of(screen, '#model-status')!r}, focus {app.focused}, "
+                    f"{len(progressed)} progress messages, "
+                    f"notes {[n.message for n in app._notifications]}"
+                ),
+            )
             assert app.preset.model.source == "hf" and app.preset.model.repo == "acme/m"
             assert progressed and progressed[-1].progress.bytes == progressed[-1].progress.total
             assert "Downloaded" in text_of(screen, "#model-status")

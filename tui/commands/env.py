@@ -59,6 +59,8 @@ def run_build(args: argparse.Namespace) -> int:
     preset = apply_mirrors(load_preset(args.preset))  # mirrors: the probed index and image
     show = _stream(args.quiet)
     if preset.launch.runner == "host":
+        if preset.environment.venv:  # a named venv that is not there: said before minutes of pip
+            training_bin(preset)
         venv = build_host_env(preset, progress=show)  # type: ignore[arg-type]
         trains_in = str(training_bin(preset)) if venv.ok else ""
         used = trains_in.startswith(venv.path + "/")
