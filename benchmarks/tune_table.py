@@ -46,7 +46,9 @@ def table(rows: list[dict]) -> list[dict]:
         s = TrainSettings(**row["settings"])
         # The base model's prediction stored with the row (made from that run's own lengths).
         base = float(row["predicted_real_tokens_per_s"])
-        c = correction(rows[:i], shape, s)  # type: ignore[arg-type]
+        # Each method is corrected by its own rows only, as tune does (a LoRA row by LoRA rows).
+        method = str(row.get("method") or "full")
+        c = correction(rows[:i], shape, s, method)  # type: ignore[arg-type]
         learned = base / c.time
         got = float(row["measured_real_tokens_per_s"])
         out.append(
