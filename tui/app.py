@@ -8,6 +8,8 @@ Where things live:
 - the preset: the ``TrainwizApp.preset`` reactive, changed only through ``propose_preset``;
   every step screen watches it (``screens.base.StepScreen``);
 - keys: ``tui.keymap`` (defaults, the user's keymap file, binding ids ``screen.action``).
+- runs the App asks about: ``tui.app_runs``; flows across steps (Run all, Troubleshoot,
+  resume, relaunch): ``tui.app_flows``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from backend.checks.model import CheckResult
 from backend.i18n import N_, _, current_language, set_language
 from backend.preset import Preset, load_preset
 from backend.steps import STEP_IDS, STEPS, Machine, blocked_steps
+from tui.app_flows import FlowsMixin
 from tui.app_runs import RunsMixin, leave_now
 from tui.keymap import NEXT_KEYS, PREVIOUS_KEYS, load_user_keymap
 from tui.step_screens import build_ahead_later, import_step_modules_in_background, step_factory
@@ -81,7 +84,7 @@ class StepCommands(Provider):
                 yield Hit(score, matcher.highlight(label), action, help=help_text)
 
 
-class TrainwizApp(PaletteTypeAhead, RunsMixin):
+class TrainwizApp(PaletteTypeAhead, RunsMixin, FlowsMixin):
     """The wizard. ``preset`` is the job being assembled; screens propose changes to it."""
 
     CSS_PATH = "app.tcss"
@@ -313,108 +316,6 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin):
                 self.watch_preset(self.preset)
 
         self.push_screen(SavePresetDialog(self.preset), saved)
-
-    # ---- troubleshoot, run all, relaunch -----------------------------------------------
-    def action_troubleshoot(self) -> None:
-        run_id = self.current_run.name if self.current_run is not None else None
-        self._open_troubleshoot(run_id, None)
-
-    def action_compare(self) -> None:
-        """Runs side by side (screens/compare.py), the Monitor's run ticked first."""
-        from screens.compare import CompareScreen  # deferred: loaded when opened
-
-        if not isinstance(self.screen, CompareScreen):
-            first = [self.current_run.name] if self.current_run is not None else None
-            self.push_screen(CompareScreen(first))
-
-    def on_open_troubleshoot(self, message: object) -> None:
-        """The log pane's request: troubleshoot this run (or this log file)."""
-        self._open_troubleshoot(
-            getattr(message, "run_id", None), getattr(message, "log_path", None)
-        )
-
-    def _open_troubleshoot(self, run_id: str | None, log_path: Path | None) -> None:
-        from screens.troubleshoot import TroubleshootScreen  # deferred: loads the diagnosis
-
-        if isinstance(self.screen, TroubleshootScreen):
-            return
-        self.push_screen(TroubleshootScreen(run_id=run_id, log_path=log_path))
-
-    def action_run_all(self) -> None:
-        """Replay the open preset with the CLI's own pipeline, after saying what will run (and
-        that this preset is training already, when it is)."""
-        if self.refuse_if_form_invalid(_("Run all")):
-            return
-        self.with_runs(self._ask_run_all)
-
-    def _ask_run_all(self, rows: list[Any]) -> None:
-        from backend import paths  # deferred: Run all only
-        from backend.replay import STEP_ORDER  # deferred: loaded on Run all
-        from screens.dialogs import ConfirmDialog, extra_warnings  # deferred: with Run all
-
-        p = self.preset
-        dialog = ConfirmDialog(
-            "\n".join([_("Run all steps for {name}?").format(name=p.name),
-                       *self.live_run_warnings(rows)]),
-            [" → ".join(s for s in STEP_ORDER if s != "follow")
-             + _(" (steps already done are skipped)"),
-             _("training: {nproc} process(es) on {device}, runner {runner}").format(
-                 nproc=p.launch.nproc_per_node, device=p.launch.device, runner=p.launch.runner)],
-            [_("this machine; model in {dir}").format(dir=p.model.dir),
-             _("run directory under {path}").format(path=paths.runs_dir()),
-             _("output: {path}").format(path=p.training.output_dir)],
-            extra_warnings(p),
-            yes=N_("Run all"),
-        )  # fmt: skip
-
-        def answered(yes: bool | None) -> None:
-            if yes and not self.refuse_if_form_invalid(_("Run all")):
-                self._start_run_all()
-
-        self.push_screen(dialog, answered)
-
-    def _start_run_all(self) -> None:
-        from backend.replay import ReplayResult  # deferred: loaded on Run all
-        from screens.replay import RunAllScreen  # deferred: with Run all
-
-        def finished(result: ReplayResult | None) -> None:
-            if result is not None and result.run_dir is not None:
-                self.current_run = result.run_dir
-                self.last_launched = result.run_dir
-                self.goto_step("monitor")
-
-        self.push_screen(RunAllScreen(self.preset), finished)
-
-    def resume_run(self, run_dir: Path) -> None:
-        """Resume from Troubleshoot: the run on the Monitor, whose Resume asks first (the one
-        resume flow: ``screens.run_actions``); it picks up ``resume_requested`` once it knows
-        whether the run can resume."""
-        from screens.troubleshoot import TroubleshootScreen  # deferred: loads the diagnosis
-
-        if isinstance(self.screen, TroubleshootScreen):
-            self.pop_screen()
-        self.current_run = run_dir
-        self.resume_requested = run_dir
-        self.goto_step("monitor")
-        monitor = self.step_screen("monitor")
-        for bar in monitor.query("RunActions") if monitor is not None else []:
-            if getattr(bar, "run_dir", None) == run_dir:  # already shown: ask it again now
-                bar.refresh_offers()  # type: ignore[attr-defined]
-
-    def relaunch(self, preset: Preset) -> None:
-        """Apply-and-relaunch from Troubleshoot: load the fixed preset, then the Launch step's
-        own confirm-and-launch (one launch mechanism; the plan is shown before anything runs)."""
-        from screens.troubleshoot import TroubleshootScreen  # deferred: loads the diagnosis
-
-        if self.refuse_if_form_invalid(_("Apply and relaunch")):
-            return
-        self.set_preset(preset, f"{preset.name} (fixed)")
-        if isinstance(self.screen, TroubleshootScreen):
-            self.pop_screen()
-        self.goto_step("launch")
-        start = getattr(self.step_screen("launch"), "request_launch", None)
-        if callable(start):
-            self.call_after_refresh(start)
 
 
 def run_wizard(
