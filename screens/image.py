@@ -44,6 +44,7 @@ from widgets.image_text import (
     host_line,
     layers_text,
     reasons_text,
+    venv_text,
 )
 
 
@@ -165,43 +166,18 @@ class ImageScreen(StepScreen):
         )
 
         p = self.preset
-        text = Text()
-        text.append(
-            _("{name} trains on this host (launch.runner: host) in a Python venv").format(
-                name=p.name
-            ),
-            style="bold",
-        )
-        text.append(_(": no container image and no CUDA image is used.") + "\n")
+        wanted: list[str] | None = None
         try:
             plan = plan_environment(p, self.HOST_OVERRIDE)
             wanted = [s for s in (plan.torch_spec, plan.fastchat_spec) if s] + plan.requirements
-            text.append(_("a built venv's packages: ") + ", ".join(wanted) + "\n", style="dim")
         except (TrainwizError, OSError):
             pass
-        if environment_ready(p):
-            torchrun = training_bin(p)
-            text.append(
-                "✓ " + _("training venv ready: {bin}").format(bin=torchrun) + "\n",
-                style="green",
-            )
-            if p.environment.venv or trains_in_built_venv(p):
-                text.append(_("Launch trains with it. b rebuilds or reuses it (cached by a hash)."))
-            else:  # trainwiz's own environment (or PATH): b makes another, then switches to it
-                text.append(
-                    _(
-                        "Launch trains with it (trainwiz's own environment). b builds a venv "
-                        "with the packages above instead (cached by a hash); Launch then "
-                        "trains in that one."
-                    )
-                )
-        else:
-            where = p.environment.venv or _("not built yet")
-            text.append(
-                "✗ " + _("training venv: {where}").format(where=where) + "\n", style="yellow"
-            )
-            text.append(_("b builds it once (you confirm first); Launch then trains in it."))
-        self.post_message(self.VenvState(text))
+        ready = environment_ready(p)
+        torchrun = str(training_bin(p)) if ready else None
+        # whether Launch trains in the venv b builds (else in trainwiz's own environment or PATH)
+        own = bool(p.environment.venv) or (ready and trains_in_built_venv(p))
+        self.post_message(self.VenvState(venv_text(p.name, wanted, torchrun, own,
+                                                   p.environment.venv)))  # fmt: skip
 
     @on(VenvState)
     def _show_venv(self, message: VenvState) -> None:

@@ -137,3 +137,37 @@ def build_result_lines(result: BuildResult | VenvResult) -> list[tuple[str, str]
             lines.append((f"    {finding.explanation}", ""))
     lines.append((_("  full log: {log_path}").format(log_path=result.log_path), "dim"))
     return lines
+
+
+def venv_text(
+    name: str, wanted: list[str] | None, torchrun: str | None, own: bool, venv: str | None
+) -> Text:
+    """A host preset's environment: what a built venv holds (``wanted``), whether one is ready
+    (``torchrun``) and whether Launch trains in the venv ``b`` builds (``own``)."""
+    text = Text()
+    text.append(
+        _("{name} trains on this host (launch.runner: host) in a Python venv").format(name=name),
+        style="bold",
+    )
+    text.append(_(": no container image and no CUDA image is used.") + "\n")
+    if wanted is not None:
+        text.append(_("a built venv's packages: ") + ", ".join(wanted) + "\n", style="dim")
+    if torchrun is not None:
+        text.append(
+            "✓ " + _("training venv ready: {bin}").format(bin=torchrun) + "\n", style="green"
+        )
+        if own:
+            text.append(_("Launch trains with it. b rebuilds or reuses it (cached by a hash)."))
+        else:  # trainwiz's own environment (or PATH): b makes another, then switches to it
+            text.append(
+                _(
+                    "Launch trains with it (trainwiz's own environment). b builds a venv "
+                    "with the packages above instead (cached by a hash); Launch then "
+                    "trains in that one."
+                )
+            )
+        return text
+    where = venv or _("not built yet")
+    text.append("✗ " + _("training venv: {where}").format(where=where) + "\n", style="yellow")
+    text.append(_("b builds it once (you confirm first); Launch then trains in it."))
+    return text
