@@ -1,0 +1,188 @@
+"""Held-out measurement on a fourth corpus (tests/fixtures/logcorpus4).
+
+Every file is an excerpt of error output (or, under ``benign/``, of a run or warning that is no
+failure) pasted in a public GitHub issue or pull-request thread; SOURCES.tsv gives the URL and
+the shape of each excerpt. No thread is shared with logcorpus, logcorpus2 or logcorpus3, and the
+signatures were never written from these logs: the corpus was collected first and measured
+afterwards, so the misses below are recorded, not fixed. Labels are the root cause the thread
+establishes, which is sometimes not the loudest line (an elastic "exitcode: -9" summary, a
+bitsandbytes warning above a host-RAM "Killed", an ssh refusal whose verbose output shows a name
+that does not resolve). ``python -m tests.backend.test_diagnosis_corpus4`` prints the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from backend.diagnosis import diagnose_file
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CORPUS = FIXTURES / "logcorpus4"
+EARLIER = ("logcorpus", "logcorpus2", "logcorpus3")
+
+# Measured on first run: 88 of 108 failure logs right (81.5 %). Each miss maps to what diagnose
+# said instead: the top error-level category, or "no error" when nothing reached error severity.
+# A miss that starts passing is welcome; take it out of the dict then.
+KNOWN_MISSES: dict[str, str] = {
+    # bitsandbytes 0.41 BUG REPORT banner with only libcudart search warnings (the final
+    # "CUDA Setup failed" line was not pasted).
+    "bitsandbytes_cuda/bnb-966-bug-report-libcudart-not-found.log": "no error",
+    # Permission problems on a container's mounted cache: none of the five wordings (bare
+    # PermissionError on ~/.cache/huggingface, rich box, hub "Ignored error ... [Errno 13]",
+    # "Could not cache non-existence", "cache folder ... not a writable directory") is caught.
+    "container_permission/h2ogpt-729-docker-run-cache-not-writable.log": "no error",
+    "container_permission/harbor-262-root-cache-errno13-download.log": "no error",
+    "container_permission/kohya-1143-accelerate-config-cache-owner.log": "no error",
+    "container_permission/kohya-pr974-rich-mkdir-permissionerror.log": "no error",
+    "container_permission/nemotron-1386-hf-cache-no-exist-errno13.log": "no error",
+    # torch.save "write(): fd 29 failed with Input/output error"; the thread says the disk was full.
+    "disk_full/pytorch-10577-torch-save-write-io-error.log": "no error",
+    # ninja CalledProcessError inside pip's indented build output, no flash-attn wheel line.
+    "flash_attn_build/flash-attention-1921-ninja-calledprocesserror.log": "no error",
+    # setup.py's "FlashAttention is only supported on CUDA 11.6 and above" during egg_info.
+    "flash_attn_build/got-ocr-39-metadata-cuda116-chinese-git.log": "flash_attn_runtime",
+    # transformers' "Failed to import transformers.models.X because of ..." wrapping the
+    # flash_attn_2_cuda undefined symbol is read as API drift.
+    "flash_attn_runtime/flash-attention-1612-transformers-bloom-import.log": "version_mismatch",
+    "flash_attn_runtime/flash-attention-867-mistral-import-then-traceback.log": "version_mismatch",
+    # A CPU-only bitsandbytes warning above the host-RAM "Killed" wins.
+    "host_oom/textgen-2509-bnb-cpu-warning-then-killed.log": "bitsandbytes_cuda",
+    # deepspeed's "not reachable via ssh" comes first; the verbose ssh line below shows the
+    # hostname does not resolve (the root cause the thread establishes).
+    "hostname_resolution/volcano-2952-hostfile-not-reachable-then-resolve.log": "node_unreachable",
+    # grad_norm nan (mmengine) and torch's "Non-finite norm encountered in clip_grad_norm_".
+    "loss_nan/petr-175-nonfinite-clip-grad-norm-warning.log": "no error",
+    "loss_nan/xtuner-187-mmengine-grad-norm-nan.log": "no error",
+    # nccl-tests "NCCL failure common.cu:921 'unhandled system error'" and an NCCL 2.4
+    # "NCCL WARN Could not find real path of /sys/class/pci_bus" during DDP init.
+    "nccl/nccl-tests-15-connection-closed-common-cu.log": "no error",
+    "nccl/pytorch-40273-topo-real-path-ddp.log": "no error",
+    # User-retyped "value error: Target modules([...])not found" in Chinese prose.
+    "peft_target_modules/longlora-54-chinese-value-error-paraphrase.log": "no error",
+    # torch 2.5 c10d "waitForInput: socket ... timed out after 900000ms" on a multi-node launch.
+    "rendezvous_timeout/ms-swift-3343-grpo-multinode-waitforinput.log": "no error",
+    # Short "ImportError: cannot import name 'MobileBertConfig'" in backticks (no module named).
+    "version_mismatch/simpletransformers-584-mobilebert-pinned-2-11.log": "no error",
+}
+# Benign logs whose top finding is error-level: none on the first measurement (12 of 12 clean).
+KNOWN_FALSE_ALARMS: set[str] = set()
+MEASURED_RATE = 88 / 108  # right / failure logs on the first measurement
+
+
+def _rows(corpus: Path = CORPUS) -> list[dict[str, str]]:
+    with (corpus / "SOURCES.tsv").open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+FAILURES = [(r["file"], r["label"]) for r in _rows() if r["label"] != "benign"]
+BENIGN = [r["file"] for r in _rows() if r["label"] == "benign"]
+
+
+def _thread_key(url: str) -> str | None:
+    """owner/repo#number, case- and punctuation-folded, DeepSpeed's two owners as one.
+
+    None for a source that is no GitHub thread (the first corpus has one locally captured log).
+    """
+    match = re.match(r"https://github\.com/([^/]+)/([^/]+)/(?:issues|pull|discussions)/(\d+)", url)
+    if match is None:
+        return None
+    owner, repo, number = match.groups()
+    if repo.lower() == "deepspeed" and owner.lower() in ("microsoft", "deepspeedai"):
+        owner = "deepspeedai"
+    owner, repo = (re.sub(r"[-_.]", "", part.lower()) for part in (owner, repo))
+    return f"{owner}/{repo}#{number}"
+
+
+def top_category(name: str) -> str | None:
+    """The top finding's category when it is an error (what makes diagnose exit 1), else None."""
+    top = diagnose_file(CORPUS / name).top
+    return top.category if top is not None and top.severity == "error" else None
+
+
+def test_sources_list_every_file_once_with_url_label_and_note() -> None:
+    rows = _rows()
+    assert len({r["file"] for r in rows}) == len(rows)
+    assert {r["file"] for r in rows} == {str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*.log")}
+    for row in rows:
+        assert row["url"].startswith("https://github.com/"), row
+        assert row["file"].split("/")[0] == row["label"], row
+        assert row["note"].strip(), row
+
+
+def test_no_thread_is_shared_with_the_earlier_corpora() -> None:
+    earlier = {_thread_key(r["url"]) for name in EARLIER for r in _rows(FIXTURES / name)}
+    earlier.discard(None)
+    assert len(earlier) > 200, len(earlier)
+    keys = {r["file"]: _thread_key(r["url"]) for r in _rows()}
+    assert None not in keys.values(), keys
+    shared = sorted(name for name, key in keys.items() if key in earlier)
+    assert not shared, shared
+
+
+def test_corpus_is_large_and_varied_enough() -> None:
+    labels = {label for _, label in FAILURES}
+    assert len(FAILURES) >= 60 and len(labels) >= 18 and len(BENIGN) >= 10
+
+
+def test_known_lists_name_files_of_the_corpus() -> None:
+    assert set(KNOWN_MISSES) <= {name for name, _ in FAILURES}
+    assert set(KNOWN_FALSE_ALARMS) <= set(BENIGN)
+
+
+@pytest.mark.parametrize(
+    ("name", "label"), [(n, lab) for n, lab in FAILURES if n not in KNOWN_MISSES]
+)
+def test_failure_log_top_category_is_its_root_cause(name: str, label: str) -> None:
+    top = diagnose_file(CORPUS / name).top
+    assert top is not None, f"{name}: nothing found"
+    assert (top.category, top.severity) == (label, "error"), f"{name}: {top.category}"
+
+
+def test_rate_of_right_top_categories_holds_the_measured_floor() -> None:
+    right = sum(top_category(name) == label for name, label in FAILURES)
+    assert right / len(FAILURES) >= math.floor(100 * MEASURED_RATE) / 100, (right, len(FAILURES))
+
+
+@pytest.mark.parametrize("name", [n for n in BENIGN if n not in KNOWN_FALSE_ALARMS])
+def test_benign_log_gets_no_error_level_top_finding(name: str) -> None:
+    top = diagnose_file(CORPUS / name).top
+    assert top is None or top.severity != "error", (name, top.category, top.text)
+
+
+def score() -> tuple[dict[str, list[int]], dict[str, str], list[str]]:
+    """Per label [right, total]; the misses with what diagnose said; benign false alarms."""
+    table: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    misses: dict[str, str] = {}
+    for name, label in FAILURES:
+        got = top_category(name)
+        table[label][0] += got == label
+        table[label][1] += 1
+        if got != label:
+            misses[name] = got or "no error"
+    alarms = [name for name in BENIGN if top_category(name) is not None]
+    table["benign (no error)"] = [len(BENIGN) - len(alarms), len(BENIGN)]
+    return table, misses, alarms
+
+
+if __name__ == "__main__":
+    table, misses, alarms = score()
+    print(f"{'label':24} {'right/total':>11}")
+    right = total = 0
+    for label in sorted(table):
+        hit, count = table[label]
+        print(f"{label:24} {f'{hit}/{count}':>11}")
+        if not label.startswith("benign"):
+            right, total = right + hit, total + count
+    print(f"failures: {right}/{total} ({100 * right / max(total, 1):.1f} %)")
+    for name, got in sorted(misses.items()):
+        print(f"miss {name}: {got}")
+    for name in alarms:
+        print(f"false alarm {name}: {top_category(name)}")
+    sys.exit(0)
