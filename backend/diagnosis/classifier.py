@@ -25,6 +25,7 @@ from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag,
 from backend.diagnosis.nodes import cross_node, node_of
 from backend.diagnosis.scan import ShapeFilter, compile_prefilter, compile_prefilter_str, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
+from backend.diagnosis.signatures_cluster import import_wrapper_only
 from backend.i18n import N_, _
 
 if TYPE_CHECKING:
@@ -362,8 +363,13 @@ def feed(
 def findings_of(accs: dict[str, _Acc], preset: Preset | None) -> list[Finding]:
     """The findings of a scan's per-category state, sorted, timeouts pointed at causes."""
     findings = []
+    other_error = {a.category for a in accs.values() if a.severity == "error"} - {
+        "version_mismatch"
+    }
     for acc in accs.values():
         severity = acc.severity
+        if acc.category == "version_mismatch" and other_error and import_wrapper_only(acc.groups):
+            severity = "warning"  # the wrapper of an import error: the error under it is the cause
         if acc.category == "tokenization_mismatch" and acc.count >= ESCALATE_MISMATCH:
             severity = "error"
         if acc.category == "loss_nan" and acc.count >= ESCALATE_GRAD_NAN:

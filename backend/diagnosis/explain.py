@@ -172,6 +172,12 @@ def explain(category: str, groups: dict[str, Any], count: int) -> str:
                 total=f"{gib_from_text(*total.groups()):.1f}",
             )
             text = _then(text, more)
+    folder = groups.get("path") or groups.get("path2")
+    if category == "container_permission" and folder:  # not a docker option: a folder's owner
+        text = _(
+            "{path} belongs to another user than the one the run runs as (a folder a root "
+            "container or `sudo` made, or a bind mount), so the run cannot write there."
+        ).format(path=folder)
     if category == "tokenization_mismatch":
         text = _then(text, _("Seen {count} time(s).").format(count=count))
     if count > 1 and category not in ("tokenization_mismatch",):

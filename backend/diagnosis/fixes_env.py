@@ -7,6 +7,7 @@ preset changes only when a preset is given).
 from __future__ import annotations
 
 import re
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from backend.diagnosis.model import Fix, PresetChange
@@ -126,6 +127,21 @@ def flash_fixes(preset: Preset | None, match: str, runtime: bool) -> list[Fix]:
 def container_fixes(preset: Preset | None, match: str) -> list[Fix]:
     """Drop the option the host refused; if the preset does not ask for it, say where it
     comes from instead of proposing a change that changes nothing."""
+    folder = re.search(
+        r"Permission denied: '([^']+)'|write in your cache folder \(([^)]+)\)", match
+    )
+    if folder:  # a folder another user owns, not a refused docker option
+        path = folder.group(1) or folder.group(2)
+        return [
+            Fix(
+                _("Make {path} yours, or write elsewhere").format(path=path),
+                _(
+                    "`sudo chown -R $(id -u):$(id -g) {path}`; or point HF_HOME (the Hub cache) "
+                    "or training.output_dir at a folder you own; in Docker, mount a folder the "
+                    "container's user may write"
+                ).format(path=shlex.quote(path)),  # a path from the log: quoted for a shell
+            )
+        ]
     rlimit = re.search(r"rlimit type (\d+)", match)
     number = int(rlimit.group(1)) if rlimit else -1
     name = _RLIMITS[number] if 0 <= number < len(_RLIMITS) else None

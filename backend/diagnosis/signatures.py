@@ -27,7 +27,7 @@ from backend.diagnosis.signatures_cluster import (
     VERSIONS,
 )
 from backend.diagnosis.signatures_methods import METHOD_MARKERS, METHODS
-from backend.diagnosis.signatures_train import ARCH, HUB, NAN, TRAIN_MARKERS
+from backend.diagnosis.signatures_train import ARCH, FOLDERS, HUB, NAN, TRAIN_MARKERS
 from backend.i18n import N_
 
 # Tier: 0 root cause of a crash, 1 likely consequence of something else, 2 pure symptom, 3 not
@@ -248,6 +248,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"ulimit: .{0,60}cannot modify limit: Operation not permitted",
         ("Operation not permitted",),
     ),
+    *FOLDERS,  # a folder the run writes to that another user owns
     # --- disk ---
     _sig(
         "disk_full",
@@ -339,7 +340,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "error",
         N_("NCCL failed"),
         r"NCCL error\b|nccl(?:System|Internal|UnhandledCuda|Remote|InvalidUsage|InvalidArgument)Error"
-        r"|DistBackendError",
+        r"|DistBackendError"
+        # the NCCLCHECK macro of nccl-tests and of programs built on it: file:line 'reason'
+        r"|NCCL failure \S+:\d+ '[^']+'",
         (
             "NCCL error",
             "ncclSystemError",
@@ -349,6 +352,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "ncclInvalidUsage",
             "ncclInvalidArgument",
             "DistBackendError",
+            "NCCL failure",
         ),
     ),
     *NCCL_TRANSPORT,  # a broken socket/IB connection is an error, not a warning

@@ -81,6 +81,8 @@ NETWORK: tuple[Signature, ...] = (
         N_("A node could not reach the rendezvous (c10d store)"),
         r"The client socket has timed out after \S+ while trying to connect to"
         r"|RendezvousConnectionError|The connection to the C10d store has failed"
+        # torch >= 2.4's socket wait on the store: "[c10d] waitForInput: socket ... timed out"
+        r"|\[c10d\] waitForInput: .{0,400}?timed out after \d+ ?ms"
         r"|The client socket has failed to connect to (?:any network address|\S+ \((?:"
         + _ERRNO_CONNECT
         + r"))|TCP client failed to connect/validate to host|connect\(\) timed out\. Original timeout",
@@ -90,6 +92,7 @@ NETWORK: tuple[Signature, ...] = (
             "C10d store",
             "TCP client failed",
             "Original timeout",
+            "waitForInput",
         ),
     ),
     # The bare error right after a TCPStore frame (torch 1.x: "RuntimeError: Connection refused").
@@ -209,7 +212,7 @@ VERSIONS: tuple[Signature, ...] = (
         r"requires `?(?P<pkg>[A-Za-z][\w.-]*)\s*(?P<op>>=|==|<=|>|<)\s*(?P<ver>\d[\w.]*)`?:? Please run"
         r"|(?P<pkg2>[A-Za-z][\w.-]*)(?P<op2>>=|==|<=|<|>)(?P<ver2>\d[\w.]*) is required for a normal"
         r" functioning of this module, but found"
-        r"|cannot import name '(?P<name>\w+)' from '(?P<mod>[\w.]+)'"
+        r"|cannot import name '(?P<name>\w+)'(?: from '(?P<mod>[\w.]+)')?"
         r"|Failed to import (?P<mod2>[\w.]+) because of the following error"
         r"|module '(?P<mod3>(?:torch|transformers|accelerate|peft|deepspeed|trl|datasets"
         r"|bitsandbytes)[\w.]*)' has no attribute '\w+'",
@@ -273,3 +276,15 @@ CLUSTER_MARKERS: tuple[Marker, ...] = (
         ),
     ),
 )
+
+
+# "Failed to import X because of the following error (look up to see its traceback):" is
+# transformers' wrapper: the error printed under it (an undefined symbol, a missing package) is
+# the cause. Named by the only group that alternative sets.
+IMPORT_WRAPPER_GROUP = "mod2"
+VERSION_GROUPS = ("pkg", "pkg2", "name", "mod", "mod3", "missing", "missing2")
+
+
+def import_wrapper_only(groups: dict[str, str]) -> bool:
+    """True when a version_mismatch finding rests on transformers' import wrapper alone."""
+    return IMPORT_WRAPPER_GROUP in groups and not any(k in groups for k in VERSION_GROUPS)

@@ -43,6 +43,29 @@ HUB: tuple[Signature, ...] = (
     ),
 )
 
+# A folder the run writes to (the Hub cache, output_dir) belongs to another user: a bind mount
+# made by root, or an image whose user is not the folder's owner. Python's own exception is the
+# failure; the Hub's "Ignored error ... Errno 13" and transformers' "write in your cache folder"
+# are said while the run goes on (warnings: the download may still fail later).
+FOLDERS: tuple[Signature, ...] = (
+    _sig(
+        "container_permission",
+        "error",
+        N_("A folder the run writes to is not writable"),
+        r"(?:PermissionError|OSError): \[Errno 13\] Permission denied: '(?P<path>[^']+)'",
+        ("Errno 13",),
+    ),
+    _sig(
+        "container_permission",
+        "warning",
+        N_("A cache folder is not writable"),
+        r"(?:Ignored error while writing|Will ignore error and continue).{0,400}?\[Errno 13\]"
+        r" Permission denied: '(?P<path>[^']+)'"
+        r"|trying to write in your cache folder \((?P<path2>[^)]+)\)",
+        ("Errno 13", "write in your cache folder"),
+    ),
+)
+
 # The GPU is newer (or older) than what this torch build / dtype / kernel supports.
 # (FlashAttention's own "only supports Ampere" stays flash_attn_runtime: it comes first.)
 ARCH: tuple[Signature, ...] = (

@@ -4,7 +4,11 @@ Every file is an excerpt of error output (or, under ``benign/``, of a run or war
 failure) pasted in a public GitHub issue or pull-request thread; SOURCES.tsv gives the URL and
 the shape of each excerpt. No thread is shared with logcorpus, logcorpus2 or logcorpus3, and the
 signatures were never written from these logs: the corpus was collected first and measured
-afterwards, so the misses below are recorded, not fixed. Labels are the root cause the thread
+afterwards. That held-out measurement is 88 of 108 (81.5 %, docs/diagnosis.md). Five message
+shapes among its misses were then taught (transformers' import wrapper yields to the error under
+it, ``cannot import name`` without its module, the NCCLCHECK macro's ``NCCL failure file:line``,
+c10d's ``waitForInput ... timed out``, Python's ``[Errno 13] Permission denied: 'path'``): since
+then this corpus is no longer held out for those, and 95 of 108 are right. Labels are the root cause the thread
 establishes, which is sometimes not the loudest line (an elastic "exitcode: -9" summary, a
 bitsandbytes warning above a host-RAM "Killed", an ssh refusal whose verbose output shows a name
 that does not resolve). ``python -m tests.backend.test_diagnosis_corpus4`` prints the table.
@@ -27,21 +31,19 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CORPUS = FIXTURES / "logcorpus4"
 EARLIER = ("logcorpus", "logcorpus2", "logcorpus3")
 
-# Measured on first run: 88 of 108 failure logs right (81.5 %). Each miss maps to what diagnose
-# said instead: the top error-level category, or "no error" when nothing reached error severity.
-# A miss that starts passing is welcome; take it out of the dict then.
+# The misses left (held out: 88 of 108 right; after the five shapes above: 95). Each maps to what
+# diagnose says instead: the top error-level category, or "no error" when nothing reached error
+# severity. A miss that starts passing is welcome; take it out of the dict then.
 KNOWN_MISSES: dict[str, str] = {
     # bitsandbytes 0.41 BUG REPORT banner with only libcudart search warnings (the final
     # "CUDA Setup failed" line was not pasted).
     "bitsandbytes_cuda/bnb-966-bug-report-libcudart-not-found.log": "no error",
-    # Permission problems on a container's mounted cache: none of the five wordings (bare
-    # PermissionError on ~/.cache/huggingface, rich box, hub "Ignored error ... [Errno 13]",
-    # "Could not cache non-existence", "cache folder ... not a writable directory") is caught.
-    "container_permission/h2ogpt-729-docker-run-cache-not-writable.log": "no error",
-    "container_permission/harbor-262-root-cache-errno13-download.log": "no error",
-    "container_permission/kohya-1143-accelerate-config-cache-owner.log": "no error",
-    "container_permission/kohya-pr974-rich-mkdir-permissionerror.log": "no error",
-    "container_permission/nemotron-1386-hf-cache-no-exist-errno13.log": "no error",
+    # A cache folder the run cannot write, said while the run goes on (the Hub's "Ignored error
+    # ... [Errno 13]" and "Could not cache non-existence", transformers' "write in your cache
+    # folder"): a warning, not an error, since the download may still succeed.
+    "container_permission/h2ogpt-729-docker-run-cache-not-writable.log": "warning only",
+    "container_permission/harbor-262-root-cache-errno13-download.log": "warning only",
+    "container_permission/nemotron-1386-hf-cache-no-exist-errno13.log": "warning only",
     # torch.save "write(): fd 29 failed with Input/output error"; the thread says the disk was full.
     "disk_full/pytorch-10577-torch-save-write-io-error.log": "no error",
     # ninja CalledProcessError inside pip's indented build output, no flash-attn wheel line.
@@ -50,8 +52,6 @@ KNOWN_MISSES: dict[str, str] = {
     "flash_attn_build/got-ocr-39-metadata-cuda116-chinese-git.log": "flash_attn_runtime",
     # transformers' "Failed to import transformers.models.X because of ..." wrapping the
     # flash_attn_2_cuda undefined symbol is read as API drift.
-    "flash_attn_runtime/flash-attention-1612-transformers-bloom-import.log": "version_mismatch",
-    "flash_attn_runtime/flash-attention-867-mistral-import-then-traceback.log": "version_mismatch",
     # A CPU-only bitsandbytes warning above the host-RAM "Killed" wins.
     "host_oom/textgen-2509-bnb-cpu-warning-then-killed.log": "bitsandbytes_cuda",
     # deepspeed's "not reachable via ssh" comes first; the verbose ssh line below shows the
@@ -62,18 +62,16 @@ KNOWN_MISSES: dict[str, str] = {
     "loss_nan/xtuner-187-mmengine-grad-norm-nan.log": "no error",
     # nccl-tests "NCCL failure common.cu:921 'unhandled system error'" and an NCCL 2.4
     # "NCCL WARN Could not find real path of /sys/class/pci_bus" during DDP init.
-    "nccl/nccl-tests-15-connection-closed-common-cu.log": "no error",
     "nccl/pytorch-40273-topo-real-path-ddp.log": "no error",
     # User-retyped "value error: Target modules([...])not found" in Chinese prose.
     "peft_target_modules/longlora-54-chinese-value-error-paraphrase.log": "no error",
     # torch 2.5 c10d "waitForInput: socket ... timed out after 900000ms" on a multi-node launch.
-    "rendezvous_timeout/ms-swift-3343-grpo-multinode-waitforinput.log": "no error",
     # Short "ImportError: cannot import name 'MobileBertConfig'" in backticks (no module named).
-    "version_mismatch/simpletransformers-584-mobilebert-pinned-2-11.log": "no error",
 }
 # Benign logs whose top finding is error-level: none on the first measurement (12 of 12 clean).
 KNOWN_FALSE_ALARMS: set[str] = set()
-MEASURED_RATE = 88 / 108  # right / failure logs on the first measurement
+HELD_OUT_RATE = 88 / 108  # right / failure logs on the first (held-out) measurement
+MEASURED_RATE = 95 / 108  # since the five shapes were taught
 
 
 def _rows(corpus: Path = CORPUS) -> list[dict[str, str]]:
