@@ -130,6 +130,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"requires).{0,40}(?:Ampere|sm_?8|sm8x|compute capability)",
         ("FlashAttention",),
     ),
+    # flash-attn's setup.py says the same while pip builds it: the build is what failed.
+    _sig(
+        "flash_attn_build",
+        "error",
+        N_("flash-attn's build needs a newer CUDA (nvcc)"),
+        r"FlashAttention (?:is )?only supported on CUDA \d",
+        ("FlashAttention",),
+        needs=("pip_build", 120),
+    ),
     _sig(
         "flash_attn_runtime",
         "error",
@@ -179,6 +188,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Error compiling objects for extension|ninja: build stopped: subcommand failed"
         r"|The detected CUDA version \(.*\) mismatches the version that was used to compile PyTorch",
         ("Error compiling objects", "ninja: build stopped", "mismatches the version"),
+    ),
+    # torch's ninja runner failing while pip builds a wheel (DeepSpeed's own op builds are
+    # matched first, by their frames): the extension being built did not compile.
+    _sig(
+        "flash_attn_build",
+        "error",
+        N_("A CUDA extension failed to compile"),
+        r"Command '\['ninja', '-v'[^\]]*\]' returned non-zero exit status",
+        ("'ninja'",),
+        near=("pip_build", 60),
     ),
     _sig(
         "flash_attn_build",
@@ -382,6 +401,8 @@ MARKERS: tuple[Marker, ...] = (
         re.compile(
             r"Getting requirements to build wheel|Preparing metadata \(|Building wheel for"
             r"|Running setup\.py|Collecting flash"
+            # setuptools' PEP 517 hook frames: a wheel being built (pip's own lines cut away)
+            r"|build_meta\.py\"?, line \d+, in (?:build_wheel|_build_with_temp_dir)"
         ),
         (
             "requirements to build",
@@ -389,6 +410,7 @@ MARKERS: tuple[Marker, ...] = (
             "Building wheel",
             "Running setup",
             "Collecting flash",
+            "build_meta",
         ),
     ),
     *TRAIN_MARKERS,

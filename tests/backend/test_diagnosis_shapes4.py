@@ -79,3 +79,31 @@ def test_a_cache_write_the_run_goes_on_after_is_a_warning() -> None:
         "[Errno 13] Permission denied: '/srv/cache/hub'.\n"
     )
     assert top(log) == ("container_permission", "warning")
+
+
+def test_flash_attns_cuda_check_while_pip_builds_it_is_the_build() -> None:
+    log = (
+        "Collecting flash-attn\n"
+        "  Preparing metadata (setup.py) ... error\n"
+        "      RuntimeError: FlashAttention is only supported on CUDA 11.7 and above.  Note: make"
+        " sure nvcc has a supported version by running nvcc -V.\n"
+    )
+    assert top(log) == ("flash_attn_build", "error")
+    # the same words from an installed flash-attn at run time stay a runtime failure
+    assert top("RuntimeError: FlashAttention is only supported on CUDA 11.7 and above\n") == (
+        "flash_attn_runtime",
+        "error",
+    )
+
+
+def test_a_failed_ninja_under_setuptools_wheel_hooks_is_an_extension_build() -> None:
+    log = (
+        "      subprocess.CalledProcessError: Command '['ninja', '-v', '-j', '8']' returned "
+        "non-zero exit status 1.\n"
+        "      Traceback (most recent call last):\n"
+        '        File "/env/lib/python3.12/site-packages/setuptools/build_meta.py", line 410, in '
+        "build_wheel\n"
+    )
+    assert top(log) == ("flash_attn_build", "error")
+    # without a build around it, a failed ninja names nothing
+    assert diagnose_text(log.splitlines()[0] + "\n").top is None
