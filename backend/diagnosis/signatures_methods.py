@@ -14,6 +14,7 @@ import re
 
 from backend.diagnosis.sigbase import Marker, Signature
 from backend.diagnosis.sigbase import sig as _sig
+from backend.i18n import N_
 
 DS_OPS = r"(?:cpu_adam|fused_adam|cpu_adagrad|cpu_lion|fused_lamb|fused_lion|utils|async_io|transformer_inference|quantizer)"
 # How far back a DeepSpeed op build may have started for a compiler error to be its own.
@@ -131,5 +132,60 @@ METHOD_MARKERS: tuple[Marker, ...] = (
             r"|deepspeed/ops/(?:csrc|op_builder)/"
         ),
         ("Building extension module", "torch_extensions", "deepspeed/ops/"),
+    ),
+)
+
+
+# Building flash-attn (or any torch CUDA extension); after METHODS, whose DeepSpeed op builds
+# claim a compiler failure inside them first.
+EXTENSION_BUILDS: tuple[Signature, ...] = (
+    _sig(
+        "flash_attn_build",
+        "error",
+        N_("flash-attn failed to build"),
+        r"Failed (?:building wheel for|to build) flash[-_]attn|Could not build wheels for flash[-_]attn"
+        r"|Building wheel for flash[-_]attn\b[^\n]{0,60}?\.\.\. error",
+        ("Failed building wheel", "Failed to build", "Could not build wheels", "Building wheel"),
+    ),
+    _sig(
+        "flash_attn_build",
+        "error",
+        N_("No CUDA compiler (nvcc) in this image"),
+        r"nvcc was not found|nvcc: (?:command )?not found|CUDA_HOME environment variable is not set"
+        r"|No CUDA runtime is found|unable to execute '?nvcc'?",
+        ("vcc was not", "vcc: ", "CUDA_HOME", "No CUDA runtime", "xecute 'nvcc", "xecute nvcc"),
+    ),
+    _sig(
+        "flash_attn_build",
+        "error",
+        N_("The compiler ran out of memory"),
+        r"Killed signal terminated program (?:cc1plus|cicc|ptxas)|(?:cc1plus|cicc|ptxas).{0,40}Killed",
+        ("Killed",),
+    ),
+    _sig(
+        "flash_attn_build",
+        "error",
+        N_("A CUDA extension failed to compile"),
+        r"Error compiling objects for extension|ninja: build stopped: subcommand failed"
+        r"|The detected CUDA version \(.*\) mismatches the version that was used to compile PyTorch",
+        ("Error compiling objects", "ninja: build stopped", "mismatches the version"),
+    ),
+    # torch's ninja runner failing while pip builds a wheel (DeepSpeed's own op builds are
+    # matched first, by their frames): the extension being built did not compile.
+    _sig(
+        "flash_attn_build",
+        "error",
+        N_("A CUDA extension failed to compile"),
+        r"Command '\['ninja', '-v'[^\]]*\]' returned non-zero exit status",
+        ("'ninja'",),
+        near=("pip_build", 60),
+    ),
+    _sig(
+        "flash_attn_build",
+        "error",
+        N_("pip built flash-attn without a build dependency (torch, wheel…)"),
+        r"No module named '?(?:torch|wheel|packaging|psutil|ninja|setuptools)'?(?![\w.])",
+        ("No module named",),
+        needs=("pip_build", 120),
     ),
 )
