@@ -25,7 +25,7 @@ from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag,
 from backend.diagnosis.nodes import cross_node, node_of
 from backend.diagnosis.scan import ShapeFilter, compile_prefilter, compile_prefilter_str, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
-from backend.diagnosis.signatures_cluster import import_wrapper_only
+from backend.diagnosis.signatures_cluster import YIELDS_TO, import_wrapper_only
 from backend.i18n import N_, _
 
 if TYPE_CHECKING:
@@ -390,6 +390,11 @@ def findings_of(accs: dict[str, _Acc], preset: Preset | None) -> list[Finding]:
             )
         )
     findings.sort(key=_sort_key)
+    for consequence, cause in YIELDS_TO:
+        found = {f.category: f for f in findings}
+        if consequence in found and cause in found and found[cause].severity == "error":
+            findings.remove(found[consequence])
+            findings.insert(findings.index(found[cause]) + 1, found[consequence])
     cross_node(findings)
     return findings
 

@@ -288,3 +288,9 @@ VERSION_GROUPS = ("pkg", "pkg2", "name", "mod", "mod3", "missing", "missing2")
 def import_wrapper_only(groups: dict[str, str]) -> bool:
     """True when a version_mismatch finding rests on transformers' import wrapper alone."""
     return IMPORT_WRAPPER_GROUP in groups and not any(k in groups for k in VERSION_GROUPS)
+
+
+# (consequence, cause): when a log shows both, the cause is the root. A node that does not
+# answer over ssh because its name does not resolve is a naming problem (fix the hostfile or
+# /etc/hosts), not a down node.
+YIELDS_TO: tuple[tuple[str, str], ...] = (("node_unreachable", "hostname_resolution"),)

@@ -107,3 +107,21 @@ def test_a_failed_ninja_under_setuptools_wheel_hooks_is_an_extension_build() -> 
     assert top(log) == ("flash_attn_build", "error")
     # without a build around it, a failed ninja names nothing
     assert diagnose_text(log.splitlines()[0] + "\n").top is None
+
+
+def test_a_node_unreachable_because_its_name_does_not_resolve_is_a_naming_problem() -> None:
+    log = (
+        "RuntimeError: Using hostfile at /job/hosts but host=worker-3.cluster.local was not "
+        "reachable via ssh.\n"
+        "ssh: Could not resolve hostname worker-3.cluster.local: Name or service not known\n"
+    )
+    diagnosis = diagnose_text(log)
+    assert [f.category for f in diagnosis.findings][:2] == [
+        "hostname_resolution",
+        "node_unreachable",
+    ]
+    # a node that is down (its name resolves) stays the cause
+    assert top("ssh: connect to host 10.0.0.7 port 22: Connection timed out\n") == (
+        "node_unreachable",
+        "error",
+    )
