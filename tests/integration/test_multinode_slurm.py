@@ -23,7 +23,7 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     wait_state,
     wait_steps,
 )
-from tests.integration.test_multinode_ssh import wait_no_leftovers
+from tests.integration.test_multinode_ssh import free_port, wait_no_leftovers
 
 pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
 
@@ -43,7 +43,12 @@ def slurm_preset(tmp_path: Path, max_steps: int, **slurm_block: object) -> Path:
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["name"] = "tiny-slurm"
     data["training"]["max_steps"] = max_steps
-    data["launch"].update(scheduler="slurm", nnodes=1, slurm={"time_limit": "20:00", **slurm_block})
+    # Each test's job its own rendezvous port, as test_data_parallel's: a Slurm job keeps the
+    # preset's port (its head node is known only in the job), and two jobs on the one node with
+    # the same port collide (seen when two test suites shared the cluster: the later job's
+    # agent lost its c10d store).
+    data["launch"].update(scheduler="slurm", nnodes=1, slurm={"time_limit": "20:00", **slurm_block},
+                          master_port=free_port())  # fmt: skip
     path = tmp_path / "tiny-slurm.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
