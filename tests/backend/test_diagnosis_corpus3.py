@@ -11,7 +11,6 @@ docs/diagnosis.md). ``python -m tests.backend.test_diagnosis_corpus3`` prints th
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -19,6 +18,11 @@ from pathlib import Path
 import pytest
 
 from backend.diagnosis import classify_line, diagnose_file
+from tests.backend.logcorpora import (
+    assert_sources_list_every_file_once,
+    sources,
+    top_error_category,
+)
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "logcorpus3"
 TARGET = 0.90  # right top category on each half
@@ -32,8 +36,7 @@ KNOWN_MISSES = {
 
 
 def _rows() -> list[dict[str, str]]:
-    with (CORPUS / "SOURCES.tsv").open(encoding="utf-8") as handle:
-        return list(csv.DictReader(handle, delimiter="\t"))
+    return sources(CORPUS)
 
 
 FAILURES = [(r["file"], r["label"], r["split"]) for r in _rows() if r["label"] != "benign"]
@@ -41,18 +44,13 @@ BENIGN = [r["file"] for r in _rows() if r["label"] == "benign"]
 
 
 def top_category(name: str) -> str | None:
-    """The top finding's category when it is an error (what makes diagnose exit 1), else None."""
-    top = diagnose_file(CORPUS / name).top
-    return top.category if top is not None and top.severity == "error" else None
+    return top_error_category(CORPUS / name)
 
 
 def test_sources_list_every_file_once_with_url_split_and_its_folder_as_label() -> None:
     rows = _rows()
-    assert len({r["file"] for r in rows}) == len(rows)
-    assert {r["file"] for r in rows} == {str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*.log")}
+    assert_sources_list_every_file_once(CORPUS, rows)
     for row in rows:
-        assert row["url"].startswith("https://github.com/"), row
-        assert row["file"].split("/")[0] == row["label"], row
         assert row["split"] in ("train", "holdout") and row["note"], row
 
 

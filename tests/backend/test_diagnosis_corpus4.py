@@ -18,7 +18,6 @@ that does not resolve). ``python -m tests.backend.test_diagnosis_corpus4`` print
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 import sys
@@ -28,6 +27,11 @@ from pathlib import Path
 import pytest
 
 from backend.diagnosis import diagnose_file
+from tests.backend.logcorpora import (
+    assert_sources_list_every_file_once,
+    sources,
+    top_error_category,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CORPUS = FIXTURES / "logcorpus4"
@@ -65,8 +69,7 @@ MEASURED_RATE = 98 / 108  # since the eight shapes were taught
 
 
 def _rows(corpus: Path = CORPUS) -> list[dict[str, str]]:
-    with (corpus / "SOURCES.tsv").open(encoding="utf-8") as handle:
-        return list(csv.DictReader(handle, delimiter="\t"))
+    return sources(corpus)
 
 
 FAILURES = [(r["file"], r["label"]) for r in _rows() if r["label"] != "benign"]
@@ -89,18 +92,13 @@ def _thread_key(url: str) -> str | None:
 
 
 def top_category(name: str) -> str | None:
-    """The top finding's category when it is an error (what makes diagnose exit 1), else None."""
-    top = diagnose_file(CORPUS / name).top
-    return top.category if top is not None and top.severity == "error" else None
+    return top_error_category(CORPUS / name)
 
 
 def test_sources_list_every_file_once_with_url_label_and_note() -> None:
     rows = _rows()
-    assert len({r["file"] for r in rows}) == len(rows)
-    assert {r["file"] for r in rows} == {str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*.log")}
+    assert_sources_list_every_file_once(CORPUS, rows)
     for row in rows:
-        assert row["url"].startswith("https://github.com/"), row
-        assert row["file"].split("/")[0] == row["label"], row
         assert row["note"].strip(), row
 
 
