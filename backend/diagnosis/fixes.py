@@ -374,7 +374,7 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
             ),
         ]
     if category == "container_permission":
-        return container_fixes(preset, every)
+        return container_fixes(preset, every, groups.get("path") or groups.get("path2"))
     if category == "disk_full":
         fixes = [
             Fix(

@@ -124,22 +124,19 @@ def flash_fixes(preset: Preset | None, match: str, runtime: bool) -> list[Fix]:
     return [f for f in order if f is not None and (f.changes or preset is None)]
 
 
-def container_fixes(preset: Preset | None, match: str) -> list[Fix]:
+def container_fixes(preset: Preset | None, match: str, folder: str | None = None) -> list[Fix]:
     """Drop the option the host refused; if the preset does not ask for it, say where it
-    comes from instead of proposing a change that changes nothing."""
-    folder = re.search(
-        r"Permission denied: '([^']+)'|write in your cache folder \(([^)]+)\)", match
-    )
-    if folder:  # a folder another user owns, not a refused docker option
-        path = folder.group(1) or folder.group(2)
+    comes from instead of proposing a change that changes nothing. ``folder``: the path of a
+    permission error, whose fix is that folder's owner, not a docker option."""
+    if folder:  # a folder another user owns (the signature's path group), not a docker option
         return [
             Fix(
-                _("Make {path} yours, or write elsewhere").format(path=path),
+                _("Make {path} yours, or write elsewhere").format(path=folder),
                 _(
                     "`sudo chown -R $(id -u):$(id -g) {path}`; or point HF_HOME (the Hub cache) "
                     "or training.output_dir at a folder you own; in Docker, mount a folder the "
                     "container's user may write"
-                ).format(path=shlex.quote(path)),  # a path from the log: quoted for a shell
+                ).format(path=shlex.quote(folder)),  # a path from the log: quoted for a shell
             )
         ]
     rlimit = re.search(r"rlimit type (\d+)", match)
