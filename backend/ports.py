@@ -2,7 +2,10 @@
 
 Taken means bound on this machine, or chosen by another trainwiz run that has not ended (its
 torchrun may not have bound it yet): two launches of one preset at the same moment then get
-different ports. The rule itself (first free from master_port up) is the launch spec's
+different ports, from one TRAINWIZ_HOME or from two. The machine-wide part is a folder of claims
+(one file per chosen port naming its run dir, in this user's folder under the temp dir) and
+one lock over it: a run of another home that has not ended holds its port as firmly as one of
+this home's. The rule itself (first free from master_port up) is the launch spec's
 (``backend.runs.spec.decide_port``); the choice is recorded in status.json and launch.json.
 """
 
@@ -11,9 +14,9 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import tempfile
 from pathlib import Path
 
-from backend import paths
 from backend.rundir import CorruptRun, list_run_dirs, read_status
 
 
@@ -60,7 +63,8 @@ def live_run_ports() -> dict[int, str]:
 
 
 def claimed_ports(exclude: Path | None = None) -> set[int]:
-    """master_ports of runs that have not ended: chosen but maybe not bound by torchrun yet."""
+    """master_ports of runs that have not ended, this home's and any other home's of this user
+    on this machine: chosen but maybe not bound by torchrun yet."""
     out = set()
     for run_dir in list_run_dirs():
         if run_dir == exclude:
@@ -71,16 +75,55 @@ def claimed_ports(exclude: Path | None = None) -> set[int]:
             continue
         if not status.final and status.master_port:
             out.add(status.master_port)
+    return out | _machine_claims(exclude)
+
+
+def claims_dir() -> Path:
+    """This user's port claims on this machine (not under TRAINWIZ_HOME: every home sees it)."""
+    path = Path(tempfile.gettempdir()) / f"trainwiz-ports-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def claim_port(port: int, run_dir: Path) -> None:
+    """Record that ``run_dir`` chose ``port`` (call under ``PortLock``): held until that run
+    ends or its folder is gone, whatever home it lives in."""
+    path = claims_dir() / str(port)
+    part = path.with_name(f".{port}.{os.getpid()}.part")
+    part.write_text(str(run_dir.resolve()), encoding="utf-8")
+    os.replace(part, path)
+
+
+def _machine_claims(exclude: Path | None) -> set[int]:
+    """Ports claimed by live runs of any home; a claim whose run ended or vanished is dropped."""
+    out = set()
+    skip = exclude.resolve() if exclude is not None else None
+    for path in claims_dir().iterdir():
+        if not path.name.isdigit():
+            continue
+        try:
+            run_dir = Path(path.read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        if run_dir == skip:
+            continue
+        try:
+            live = run_dir.is_dir() and not read_status(run_dir).final
+        except (CorruptRun, OSError):
+            live = run_dir.is_dir()  # a run dir being written: its claim stands
+        if live:
+            out.add(int(path.name))
+        else:
+            path.unlink(missing_ok=True)
     return out
 
 
 class PortLock:
-    """Serialises the port choice of simultaneous launches (one lock file in TRAINWIZ_HOME)."""
+    """Serialises the port choice of simultaneous launches of this user on this machine, from
+    any TRAINWIZ_HOME (one lock file beside the claims)."""
 
     def __enter__(self) -> PortLock:
-        root = paths.home()  # not under runs/: that folder holds run dirs only
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.fd = os.open(root / ".ports.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self.fd = os.open(claims_dir() / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 

@@ -28,7 +28,7 @@ from backend.plan import build_plan
 from backend.plan.deepspeed import write_config as write_deepspeed_config
 from backend.plan.outputs import check_output_dir, claim_output_dir
 from backend.plan.resolve import resolve_preset
-from backend.ports import PortLock, claimed_ports
+from backend.ports import PortLock, claim_port, claimed_ports
 from backend.preset.loader import preset_to_yaml
 from backend.preset.redacted import redact_preset, write_secret_preset
 from backend.preset.schema import Preset, map_container_path
@@ -246,6 +246,7 @@ def launch(
                 write_secret_env(run_dir, secrets)
             write_json(run_dir / LAUNCH, public)
             update_status(run_dir, master_port=spec.master_port)
+            claim_port(spec.master_port, run_dir)  # other homes' launches skip it too
     except BaseException as exc:
         remove_run_dir(run_dir)  # nothing started: leave no half run behind
         if isinstance(exc, (TrainwizError, KeyboardInterrupt)) or not isinstance(exc, Exception):

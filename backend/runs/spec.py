@@ -37,7 +37,7 @@ from backend.plan.docker_args import LABEL_PRESET, LABEL_RUN
 from backend.plan.rdzv import port_moves_here
 from backend.plan.resolve import resolve_preset
 from backend.plan.types import Decided, Plan, PlanStep
-from backend.ports import PortLock, claimed_ports, next_free_port, port_free
+from backend.ports import PortLock, claim_port, claimed_ports, next_free_port, port_free
 from backend.preset.schema import Preset
 from backend.rundir import LAUNCH, atomic_write
 from backend.runs import multinode
@@ -356,6 +356,7 @@ def next_attempt_spec(
             attempt=attempt,
             overrides=overrides,
         )
+        claim_port(spec.master_port, run_dir)
     data = spec.launch_json()
     data["notes"] = [*previous.get("notes", []), *spec.notes]
     text = json.dumps(data, indent=2) + "\n"
