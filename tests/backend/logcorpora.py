@@ -1,12 +1,22 @@
-"""What the labelled log corpora's tests share: reading SOURCES.tsv, the files it must list,
-and the top category that decides ``diagnose``'s exit (tests/fixtures/logcorpus3, logcorpus4)."""
+"""What the labelled log corpora's tests share: reading SOURCES.tsv, the files it must list, the
+top category that decides ``diagnose``'s exit, and the table check (tests/fixtures/logcorpus*).
+
+Each corpus is checked by one table test rather than one test per file: it diagnoses every file,
+collects every miss and asserts once, so a failing run names all the logs a signature change
+broke (file, what was wanted, what diagnose said) in one message instead of hundreds of cases.
+"""
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
-from backend.diagnosis import diagnose_file
+from backend.diagnosis import Diagnosis, Finding, classify_line, diagnose_file
+
+# What one file must satisfy: given its path and its diagnosis, each way it falls short (none
+# when it is as expected). The path is there for the checks that read the lines themselves.
+Check = Callable[[Path, Diagnosis], list[str]]
 
 
 def sources(corpus: Path) -> list[dict[str, str]]:
@@ -28,3 +38,92 @@ def top_error_category(path: Path) -> str | None:
     """The top finding's category when it is an error (what makes diagnose exit 1), else None."""
     top = diagnose_file(path).top
     return top.category if top is not None and top.severity == "error" else None
+
+
+def _said(finding: Finding) -> str:
+    """A finding as a miss line shows it: category, severity and the line it came from."""
+    return f"{finding.category} ({finding.severity}, line {finding.line}: {finding.text[:80]!r})"
+
+
+def top_in(accepted: Collection[str], *, error_only: bool) -> Check:
+    """The top finding names an accepted category (at error level when ``error_only``), points
+    at a line and carries the text, explanation and fixes the user is shown."""
+    want = " or ".join(sorted(accepted)) + (" (error)" if error_only else "")
+
+    def check(_path: Path, diagnosis: Diagnosis) -> list[str]:
+        top = diagnosis.top
+        if top is None:
+            return [f"want {want}; nothing found"]
+        if top.category not in accepted or (error_only and top.severity != "error"):
+            return [f"want {want}; top is {_said(top)}"]
+        empty = [
+            part
+            for part, present in (
+                ("line", top.line >= 1),
+                ("text", bool(top.text)),
+                ("explanation", bool(top.explanation)),
+                ("fixes", bool(top.fixes)),
+            )
+            if not present
+        ]
+        return [f"top {top.category} has no {', '.join(empty)}"] if empty else []
+
+    return check
+
+
+def no_error(*, live_lines: bool, decode_errors: str = "strict", min_lines: int = 0) -> Check:
+    """A clean log: no finding at error level and, with ``live_lines``, no line the monitor
+    would colour red (classify_line); ``min_lines`` guards against a log read as nearly empty."""
+
+    def check(path: Path, diagnosis: Diagnosis) -> list[str]:
+        problems = [
+            f"want no error; found {_said(f)}" for f in diagnosis.findings if f.severity == "error"
+        ]
+        if diagnosis.lines_read <= min_lines:
+            problems.append(f"read {diagnosis.lines_read} lines, want more than {min_lines}")
+        if live_lines:
+            text = path.read_text(encoding="utf-8", errors=decode_errors)
+            for number, line in enumerate(text.splitlines(), start=1):
+                flag = classify_line(line)
+                if flag is not None and flag.severity == "error":
+                    problems.append(f"live line {number} flagged {flag.category}: {line[:80]!r}")
+        return problems
+
+    return check
+
+
+def no_wrong_error(label: str) -> Check:
+    """A known miss: diagnose may find nothing, but any error it names is the right one."""
+
+    def check(_path: Path, diagnosis: Diagnosis) -> list[str]:
+        return [
+            f"known miss of {label} names a wrong error: {_said(f)}"
+            for f in diagnosis.findings
+            if f.category != label and f.severity == "error"
+        ]
+
+    return check
+
+
+def table_misses(
+    folder: Path, table: Mapping[str, Check] | Iterable[tuple[str, Check]]
+) -> list[str]:
+    """Every way every file of the table falls short, one line each, prefixed by the file.
+
+    A file whose diagnosis raises is a miss too, so one broken file does not hide the rest.
+    """
+    rows = table.items() if isinstance(table, Mapping) else table
+    misses: list[str] = []
+    for name, check in rows:
+        path = folder / name
+        try:
+            problems = check(path, diagnose_file(path))
+        except Exception as exc:  # reported with the other misses, not in their stead
+            problems = [f"raised {exc!r}"]
+        misses += [f"{name}: {problem}" for problem in problems]
+    return misses
+
+
+def assert_no_misses(what: str, misses: list[str]) -> None:
+    """One assertion for a whole table, its message every miss on a line of its own."""
+    assert not misses, f"{len(misses)} misses in {what}:\n" + "\n".join(misses)

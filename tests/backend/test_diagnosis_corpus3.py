@@ -17,11 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from backend.diagnosis import classify_line, diagnose_file
+from backend.diagnosis import diagnose_file
 from tests.backend.logcorpora import (
+    Check,
+    assert_no_misses,
     assert_sources_list_every_file_once,
+    no_error,
+    no_wrong_error,
     sources,
+    table_misses,
     top_error_category,
+    top_in,
 )
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "logcorpus3"
@@ -71,23 +77,21 @@ def test_corpus_is_large_enough_and_both_halves_cover_the_new_categories() -> No
             assert labels[category] >= 2, (split, labels)
 
 
-@pytest.mark.parametrize(
-    ("name", "label"), [(n, lab) for n, lab, _ in FAILURES if n not in KNOWN_MISSES]
-)
-def test_failure_log_top_category_is_its_root_cause(name: str, label: str) -> None:
-    diagnosis = diagnose_file(CORPUS / name)
-    top = diagnosis.top
-    assert top is not None, f"{name}: nothing found"
-    assert top.category == label, f"{name}: top is {top.category}, want {label}"
-    assert top.severity == "error" and top.line >= 1 and top.explanation and top.fixes
+def _expected(name: str, label: str) -> Check:
+    """Benign: nothing at error level, no red live line. A known miss: no wrong error. Any other
+    failure: its label on top, at error level, with its line, text, explanation and fixes."""
+    if label == "benign":
+        return no_error(live_lines=True)
+    if name in KNOWN_MISSES:
+        return no_wrong_error(label)
+    return top_in({label}, error_only=True)
 
 
-@pytest.mark.parametrize("name", sorted(KNOWN_MISSES))
-def test_a_known_miss_names_no_wrong_category(name: str) -> None:
-    label = name.split("/")[0]
-    assert all(
-        f.category == label or f.severity != "error" for f in diagnose_file(CORPUS / name).findings
-    )
+def test_every_log_gets_its_root_cause_as_top_error_and_benign_ones_no_error() -> None:
+    """Every row of SOURCES.tsv against what its label asks (_expected), all misses at once."""
+    table = {row["file"]: _expected(row["file"], row["label"]) for row in _rows()}
+    assert set(KNOWN_MISSES) <= {name for name, _, _ in FAILURES}
+    assert_no_misses("logcorpus3", table_misses(CORPUS, table))
 
 
 @pytest.mark.parametrize("split", ["train", "holdout"])
@@ -95,15 +99,6 @@ def test_rate_of_right_top_categories_meets_the_target_on_each_half(split: str) 
     names = [(n, lab) for n, lab, s in FAILURES if s == split]
     right = sum(top_category(n) == lab for n, lab in names)
     assert right / len(names) >= TARGET, (split, right, len(names))
-
-
-@pytest.mark.parametrize("name", BENIGN)
-def test_benign_log_raises_nothing_at_error_level(name: str) -> None:
-    diagnosis = diagnose_file(CORPUS / name)
-    assert not diagnosis.has_error, [(f.category, f.text) for f in diagnosis.findings]
-    for line in (CORPUS / name).read_text(encoding="utf-8").splitlines():
-        flag = classify_line(line)
-        assert flag is None or flag.severity != "error", (line, flag)
 
 
 def score() -> dict[str, dict[str, list[int]]]:
