@@ -100,7 +100,7 @@ class _SlowSource:
 
     def read(self) -> GpuSnapshot:
         start = time.monotonic()
-        time.sleep(0.03)
+        time.sleep(0.03)  # the slowness under test (the scenario itself), not a wait
         snap = self.inner.read()
         self.spans.append((start, time.monotonic()))
         return snap

@@ -2,6 +2,9 @@
 
 Processes are found the way an operator would, independently of trainwiz's own bookkeeping:
 every live process whose /proc/PID/cmdline or /proc/PID/environ mentions the run directory.
+Every wait here goes through ``tests.waiting.wait_until``: it polls the event against a
+deadline and, on time-out, says what it waited for and what it saw (the run's state and the
+end of its train.log), so a failure explains itself without a re-run.
 """
 
 from __future__ import annotations
@@ -10,14 +13,17 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from tests.trainwiz_cli import cli as run_cli
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
+ENDED = ("finished", "failed", "stopped")
+LOG_LINES = 15  # of train.log in a time-out's message: the lines that say why, not the run
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -63,21 +69,62 @@ def _no_constant(name: str) -> None:
     raise AssertionError(f"metrics.jsonl holds bare {name}: not JSON")
 
 
+def log_tail(run_dir: Path, lines: int = LOG_LINES) -> list[str]:
+    """The last ``lines`` lines of the run's train.log (none yet: an empty list)."""
+    try:
+        text = (run_dir / "train.log").read_text(errors="replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+def run_seen(run_dir: Path) -> dict[str, Any]:
+    """What a wait on a run saw when it gave up: status.json's state and message as written
+    (no CLI: the record may be the broken thing), the metric steps, the end of train.log."""
+    seen: dict[str, Any] = {"run": run_dir.name}
+    try:
+        status = json.loads((run_dir / "status.json").read_text())
+        seen["state"], seen["message"] = status.get("state"), status.get("message")
+    except (OSError, ValueError, AttributeError) as exc:
+        seen["status.json"] = f"unreadable: {type(exc).__name__}: {exc}"
+    try:
+        seen["steps"] = metrics_count(run_dir)
+    except AssertionError as bad:  # a bare NaN: say so instead of hiding the rest
+        seen["steps"] = str(bad)
+    seen["train.log"] = log_tail(run_dir)
+    return seen
+
+
+def _state(run_dir: Path) -> dict:
+    return json.loads((run_dir / "status.json").read_text())
+
+
 def wait_steps(run_dir: Path, n: int, timeout: float = 300) -> None:
     """Until the run has logged ``n`` steps (fails at once, with the log, if it ended first)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def reached_or_ended() -> str | AssertionError | None:
         try:
-            if sum(1 for m in metric_lines(run_dir) if m["kind"] == "step") >= n:
-                return
-        except json.JSONDecodeError:
-            pass  # a line mid-write
-        status = json.loads((run_dir / "status.json").read_text())
-        if status["state"] in ("finished", "failed", "stopped"):
-            tail = (run_dir / "train.log").read_text(errors="replace")[-3000:]
-            raise AssertionError(f"run ended before {n} steps: {status}\n{tail}")
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {n} metric steps in {run_dir}")
+            count = metrics_count(run_dir)  # -1 while a line is mid-write: not yet
+        except AssertionError as bad:  # a bare NaN (metric_lines): fails now, not at the deadline
+            return bad
+        if count >= n:
+            return "reached"
+        return "ended" if _state(run_dir)["state"] in ENDED else None
+
+    why = wait_until(
+        reached_or_ended,
+        what=f"{n} metric steps in {run_dir}",
+        timeout=timeout,
+        seen=lambda: run_seen(run_dir),
+        interval=0.1,
+    )
+    if isinstance(why, AssertionError):
+        raise why
+    # The run may have logged its last steps between the two reads above: count once more now
+    # that nothing writes any more.
+    if why == "ended" and metrics_count(run_dir) < n:
+        tail = (run_dir / "train.log").read_text(errors="replace")[-3000:]
+        raise AssertionError(f"run ended before {n} steps: {_state(run_dir)}\n{tail}")
 
 
 def end_runs(home: Path) -> None:
@@ -90,14 +137,20 @@ def end_runs(home: Path) -> None:
 
 
 def wait_final(run_dir: Path, timeout: float = 180) -> dict:
-    deadline = time.monotonic() + timeout
-    run = {}
-    while time.monotonic() < deadline:
-        run = runs_json()[run_dir.name]
-        if run["state"] in ("finished", "failed", "stopped"):
-            return run
-        time.sleep(0.5)
-    raise AssertionError(f"run {run_dir.name} never ended: {run}")
+    """The run's record from ``trainwiz runs --json`` once it has ended (as a user reads it)."""
+    last: dict[str, dict] = {}
+
+    def ended() -> dict | None:
+        last["run"] = runs_json()[run_dir.name]
+        return last["run"] if last["run"]["state"] in ENDED else None
+
+    return wait_until(
+        ended,
+        what=f"run {run_dir.name} to end ({'/'.join(ENDED)} in `trainwiz runs`)",
+        timeout=timeout,
+        seen=lambda: {"record": last.get("run"), "train.log": log_tail(run_dir)},
+        interval=0.5,  # each poll is a CLI process: leave the CPU to the training
+    )
 
 
 def processes_of(run_dir: Path) -> dict[int, str]:
@@ -118,28 +171,58 @@ def processes_of(run_dir: Path) -> dict[int, str]:
     return found
 
 
+def _role_of(cmd: str) -> str | None:
+    if "backend.runs.watch" in cmd:
+        return "watcher"
+    if "torchrun" in cmd:
+        return "torchrun"
+    if "train_entry.py" in cmd:
+        return "trainer"
+    return None
+
+
 def role_pid(run_dir: Path, role: str, timeout: float = 60) -> int:
     """The pid of the run's watcher, torchrun or trainer (by its command line)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for pid, cmd in processes_of(run_dir).items():
-            if role == "watcher" and "backend.runs.watch" in cmd:
-                return pid
-            if role == "torchrun" and "torchrun" in cmd:
-                return pid
-            if role == "trainer" and "train_entry.py" in cmd and "torchrun" not in cmd:
-                return pid
-        time.sleep(0.1)
-    raise AssertionError(f"no {role} process for {run_dir}: {processes_of(run_dir)}")
+
+    def found() -> int | None:
+        pids = [pid for pid, cmd in processes_of(run_dir).items() if _role_of(cmd) == role]
+        return pids[0] if pids else None
+
+    return wait_until(
+        found,
+        what=f"a {role} process of {run_dir}",
+        timeout=timeout,
+        seen=lambda: {"processes": processes_of(run_dir), **run_seen(run_dir)},
+        interval=0.1,
+    )
 
 
 def assert_nothing_left(run_dir: Path, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    left = processes_of(run_dir)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.2)
-        left = processes_of(run_dir)
-    assert not left, f"processes of the run still alive: {left}"
+    """Until no process of the run is alive (by /proc, not by trainwiz's record)."""
+    wait_until(
+        lambda: not processes_of(run_dir),
+        what=f"no process of the run {run_dir.name} left alive",
+        timeout=timeout,
+        seen=lambda: {"processes of the run still alive": processes_of(run_dir)},
+        interval=0.1,
+    )
+
+
+def holders(path: Path) -> dict[int, str]:
+    """pid -> cmdline of every live process with ``path`` open (by /proc/PID/fd)."""
+    target = str(path.resolve())
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+            if target in links:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                found[int(entry.name)] = cmd.decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
 
 
 def metrics_count(run_dir: Path) -> int:

@@ -8,12 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from backend import paths
+from backend.runs.procs import deleted_runs
 from tests.faults.helpers import (
     assert_nothing_left,
     cli,
@@ -22,6 +22,7 @@ from tests.faults.helpers import (
     short_preset,
     wait_steps,
 )
+from tests.waiting import wait_until
 
 
 @pytest.mark.training
@@ -41,7 +42,13 @@ def test_stop_and_runs_handle_a_deleted_run_with_live_processes() -> None:
     env = {**os.environ, "TRAINWIZ_RUN_DIR": str(gone.resolve())}
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], env=env)
     try:
-        time.sleep(0.3)
+        # What `runs` and `stop` look for: a live process whose environment names the gone dir.
+        wait_until(
+            lambda: sleeper.pid in {p.pid for p in deleted_runs(paths.runs_dir()).get(run_id, [])},
+            what=f"pid {sleeper.pid} seen as a live process of the deleted run {run_id}",
+            timeout=20,
+            seen=lambda: {"deleted runs": deleted_runs(paths.runs_dir()), "exit": sleeper.poll()},
+        )
         listed = cli("runs")
         assert listed.returncode == 0
         assert f"run {run_id}: directory deleted, 1 process(es) still running" in listed.stderr

@@ -7,12 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from backend.rundir import create_run_dir
+from backend.runs.procs import run_processes
 from tests.faults.helpers import cli, runs_json
+from tests.waiting import wait_until
 
 GARBLE = {
     "truncated": b'{"run_id": "x", "state": "runn',
@@ -41,7 +42,13 @@ def test_while_the_run_runs_it_is_reported_not_rewritten() -> None:
     env = {**os.environ, "TRAINWIZ_RUN_DIR": str(run_dir.resolve())}
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
-        time.sleep(0.3)
+        # What makes the run "running" to `runs`: a live process whose environment names it.
+        wait_until(
+            lambda: proc.pid in {p.pid for p in run_processes(run_dir)},
+            what=f"pid {proc.pid} seen as a live process of {run_dir.name}",
+            timeout=20,
+            seen=lambda: {"run processes": run_processes(run_dir), "exit": proc.poll()},
+        )
         record = runs_json()[run_dir.name]
         assert record["state"] == "running" and "not a valid status" in record["message"]
         assert (run_dir / "status.json").read_bytes() == GARBLE["truncated"]

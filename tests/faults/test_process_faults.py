@@ -13,19 +13,23 @@ from pathlib import Path
 
 import pytest
 
+from backend.runs.procs import pid_alive
 from tests.faults.helpers import (
     assert_nothing_left,
     cli,
+    holders,
     kill,
     launch_detached,
     metrics_count,
     processes_of,
     role_pid,
+    run_seen,
     runs_json,
     short_preset,
     wait_final,
     wait_steps,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
 
@@ -33,8 +37,19 @@ LONG = 5000  # steps: the run never ends on its own within a test
 
 
 def _assert_metrics_frozen(run_dir: Path) -> None:
+    """Nothing can write metrics.jsonl any more: no process holds it open, and it did not grow
+    while the last holder went away. The callers have already seen every process of the run
+    gone; this also catches a writer the run-dir scan would miss (one that writes seldom would
+    slip through any fixed watch, an open handle does not)."""
     before = metrics_count(run_dir)
-    time.sleep(3)
+    metrics = run_dir / "metrics.jsonl"
+    wait_until(
+        lambda: not holders(metrics),
+        what=f"no process holding {metrics} open",
+        timeout=20,
+        seen=lambda: holders(metrics),
+        interval=0.1,
+    )
     assert metrics_count(run_dir) == before, "metrics.jsonl still grows after the run ended"
 
 
@@ -67,8 +82,14 @@ def test_sigkill_of_the_trainer_is_named_in_the_record(home: Path, tmp_path: Pat
 def test_sigkill_of_the_watcher_then_stop_ends_everything(home: Path, tmp_path: Path) -> None:
     run_dir = launch_detached(short_preset(tmp_path, LONG))
     wait_steps(run_dir, 2)
-    kill(role_pid(run_dir, "watcher"))
-    time.sleep(0.5)
+    watcher = role_pid(run_dir, "watcher")
+    kill(watcher)
+    wait_until(  # SIGKILL lands asynchronously: `runs` must look at a watcher really gone
+        lambda: not pid_alive(watcher),
+        what=f"the SIGKILLed watcher pid {watcher} gone (or a zombie)",
+        timeout=20,
+        seen=lambda: run_seen(run_dir),
+    )
     run = runs_json()[run_dir.name]
     assert run["state"] == "running"  # training goes on without its watcher: true
     assert "watcher died" in run["message"]

@@ -12,13 +12,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from backend.rundir import LAUNCH, create_run_dir, update_status, write_json
 from backend.runs.launch import start_watcher
-from tests.faults.helpers import ROOT, assert_nothing_left, cli, runs_json
+from tests.faults.helpers import ROOT, assert_nothing_left, cli, log_tail, runs_json
+from tests.waiting import pilot_until, wait_until
 
 SLEEPER = (
     "import json, os, time\n"
@@ -43,13 +45,20 @@ def _run(code: str = SLEEPER, name: str = "unit") -> Path:
 
 
 def _wait(run_dir: Path, states: tuple[str, ...], timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = runs_json()[run_dir.name]
-        if run["state"] in states:
-            return run
-        time.sleep(0.2)
-    raise AssertionError(f"{run_dir.name} never reached {states}: {runs_json()[run_dir.name]}")
+    """The run's record from ``trainwiz runs --json`` once its state is one of ``states``."""
+    last: dict[str, dict] = {}
+
+    def reached() -> dict | None:
+        last["run"] = runs_json()[run_dir.name]
+        return last["run"] if last["run"]["state"] in states else None
+
+    return wait_until(
+        reached,
+        what=f"run {run_dir.name} in state {'/'.join(states)} (by `trainwiz runs`)",
+        timeout=timeout,
+        seen=lambda: {"record": last.get("run"), "train.log": log_tail(run_dir)},
+        interval=0.2,
+    )
 
 
 def _proc_state(pid: int) -> str:
@@ -57,10 +66,20 @@ def _proc_state(pid: int) -> str:
 
 
 @pytest.fixture
-def stranger() -> subprocess.Popen[bytes]:
+def stranger() -> Iterator[subprocess.Popen[bytes]]:
     """An unrelated process group (``setsid sleep 600``) that nothing may signal."""
     proc = subprocess.Popen(["setsid", "sleep", "600"])
-    time.sleep(0.2)
+    # Ready once setsid made its own session and exec'd sleep: before that its pgid is ours,
+    # and the record below would name this test's own process group.
+    wait_until(
+        lambda: (
+            os.getsid(proc.pid) == proc.pid
+            and Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[0] == b"sleep"
+        ),
+        what=f"pid {proc.pid} to be `sleep 600` leading its own session",
+        timeout=20,
+        seen=lambda: (proc.poll(), Path(f"/proc/{proc.pid}/cmdline").read_bytes()),
+    )
     yield proc
     proc.kill()
     proc.wait()
@@ -193,6 +212,7 @@ async def test_attach_opens_the_monitor_on_a_corrupt_run() -> None:
     from screens.monitor import MonitorScreen
     from tui.app import TrainwizApp
     from tui.commands.runs import attach_preset
+    from widgets.throughput import ThroughputMeter
 
     run_dir = _run("print('done')")
     _wait(run_dir, ("finished",))
@@ -205,8 +225,20 @@ async def test_attach_opens_the_monitor_on_a_corrupt_run() -> None:
 
     app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="monitor", attach_run=run_dir)
     async with app.run_test(size=(100, 30)) as pilot:
-        for _ in range(20):
-            await pilot.pause(0.1)
+
+        def shown() -> str:
+            """The run state the monitor shows: set once its worker has read the corrupt files
+            and the screen has handled what it posted (not merely once the screen mounted)."""
+            assert isinstance(app.screen, MonitorScreen) and app.screen.run is not None
+            return app.screen.query_one(ThroughputMeter).state
+
+        await pilot_until(
+            pilot,
+            shown,
+            what="the monitor attached to the corrupt run, showing its state",
+            timeout=30,
+            seen=lambda: (type(app.screen).__name__, getattr(app.screen, "run", None)),
+        )
         assert isinstance(app.screen, MonitorScreen) and app.screen.run is not None
         assert app.screen.run.run_dir == run_dir
 

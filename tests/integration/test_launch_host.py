@@ -12,14 +12,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from backend.monitor.metrics import MetricsFollower, StepRecord
+from backend.paths import runs_dir
+from tests.faults.helpers import log_tail, run_seen
 from tests.trainwiz_cli import cli
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
 
@@ -37,14 +39,30 @@ def runs_json() -> dict[str, dict]:
     return {r["run_id"]: r for r in json.loads(cli("runs", "--json").stdout)}
 
 
+def _seen(run_dir: Path, record: dict | None = None) -> dict:
+    """What a wait on a run saw when it gave up: its state (the record ``runs`` printed, else
+    status.json as written) and the end of its train.log."""
+    if record is None:
+        return run_seen(run_dir)
+    keys = ("state", "message", "cause", "exit_code")
+    return {**{k: record.get(k) for k in keys}, "train.log": log_tail(run_dir)}
+
+
 def wait_state(run_id: str, states: tuple[str, ...], timeout: float = 300) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run = runs_json()[run_id]
-        if run["state"] in states:
-            return run
-        time.sleep(0.5)
-    raise AssertionError(f"run {run_id} never reached {states}: {runs_json()[run_id]}")
+    """The run's record from ``trainwiz runs --json`` once its state is one of ``states``."""
+    last: dict[str, dict] = {}
+
+    def reached() -> dict | None:
+        last["run"] = runs_json()[run_id]
+        return last["run"] if last["run"]["state"] in states else None
+
+    return wait_until(
+        reached,
+        what=f"run {run_id} in state {'/'.join(states)} (by `trainwiz runs`)",
+        timeout=timeout,
+        seen=lambda: _seen(runs_dir() / run_id, last.get("run")),
+        interval=0.5,  # each poll is a CLI process: leave the CPU to the training
+    )
 
 
 def metric_lines(run_dir: Path) -> list[dict]:
@@ -55,12 +73,14 @@ def metric_lines(run_dir: Path) -> list[dict]:
 
 
 def wait_steps(run_dir: Path, n: int, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sum(1 for m in metric_lines(run_dir) if m["kind"] == "step") >= n:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"fewer than {n} metric steps in {run_dir}")
+    """Until the run has logged ``n`` metric steps (a line mid-write is read again next time)."""
+    wait_until(
+        lambda: sum(1 for m in metric_lines(run_dir) if m["kind"] == "step") >= n,
+        what=f"{n} metric steps in {run_dir}",
+        timeout=timeout,
+        seen=lambda: _seen(run_dir),
+        interval=0.1,
+    )
 
 
 def short_preset(tmp_path: Path, max_steps: int) -> Path:
@@ -121,9 +141,16 @@ def test_sigkill_of_the_launcher_leaves_training_running(home: Path, tmp_path: P
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not list((home / "runs").glob("*/metrics.jsonl")) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(
+        lambda: list((home / "runs").glob("*/metrics.jsonl")),
+        what=f"the launched run's metrics.jsonl under {home / 'runs'}",
+        timeout=60,
+        seen=lambda: {
+            "launcher exit": launcher.poll(),
+            "runs": sorted(str(p) for p in (home / "runs").glob("*/*")),
+        },
+        interval=0.1,
+    )
     (run_dir,) = (home / "runs").iterdir()
     wait_steps(run_dir, 3)
     launcher.send_signal(signal.SIGKILL)

@@ -13,13 +13,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from backend.entry import ENTRY_DIR
+from tests.integration.test_launch_host import wait_state
 from tests.trainwiz_cli import cli
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
@@ -29,13 +29,9 @@ STEPS = 60
 
 
 def wait_final(run_id: str, timeout: float = 400) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        runs = {r["run_id"]: r for r in json.loads(cli("runs", "--json").stdout)}
-        if runs[run_id]["state"] in ("finished", "failed", "stopped"):
-            return runs[run_id]
-        time.sleep(1)
-    raise AssertionError(f"run {run_id} did not end")
+    """The run's record once it has ended: ``test_launch_host.wait_state``, which says on
+    time-out what it waited for and what it saw (the record, the end of train.log)."""
+    return wait_state(run_id, ("finished", "failed", "stopped"), timeout)
 
 
 def test_lora_run_saves_an_adapter_that_merges(tiny_model: Path, tmp_path: Path) -> None:

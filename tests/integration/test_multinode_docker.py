@@ -29,6 +29,8 @@ from backend.ports import any_free_port
 from backend.runs.docker_runner import LABEL_RUN, client
 from backend.runs.multinode import docker_nodes
 from backend.runs.multinode.agents import NodeLog
+from backend.runs.procs import pid_alive
+from tests.faults.helpers import ENDED, run_seen
 from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     cli,
     home,
@@ -43,6 +45,7 @@ from tests.integration.test_multinode_ssh import (  # noqa: F401 (fixtures)
     sshd_port,
     wait_no_leftovers,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.training, pytest.mark.slow]
 
@@ -103,19 +106,35 @@ def run_containers(run_id: str, daemon: docker.DockerClient | None = None) -> li
     return handle.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
 
 
+def _containers(run_id: str) -> dict[str, str]:
+    """name -> status of the run's containers, for a wait's time-out message."""
+    return {c.name: c.status for c in run_containers(run_id)}
+
+
+def _steps(run_dir: Path) -> int:
+    return sum(1 for m in metric_lines(run_dir) if m["kind"] == "step")
+
+
 def test_two_nodes_two_containers_one_run(
     tmp_path: Path, home: Path, sshd_port: int, ssh_keys: dict[str, str], env_image: str
 ) -> None:
     node = f"127.0.0.1:{sshd_port}"
     data = docker_ssh_data(home, ssh_keys, [node, node], max_steps=6)
     run_id, run_dir = launch(write_preset(tmp_path, data))
-    seen: set[str] = set()
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and len(seen) < 2:
-        seen |= {c.name for c in run_containers(run_id)}
-        if json.loads((run_dir / "status.json").read_text())["state"] in ("failed", "finished"):
-            break
-        time.sleep(0.3)
+    seen: set[str] = set()  # every container of the run seen while it ran (each is removed)
+
+    def both_or_ended() -> bool:
+        seen.update(c.name for c in run_containers(run_id))
+        ended = json.loads((run_dir / "status.json").read_text())["state"] in ENDED
+        return len(seen) >= 2 or ended
+
+    wait_until(
+        both_or_ended,
+        what=f"both node containers of {run_id} (or the run's end)",
+        timeout=300,
+        seen=lambda: {"containers": sorted(seen), **run_seen(run_dir)},
+        interval=0.3,
+    )
     assert seen == {f"trainwiz-{run_id}-node0", f"trainwiz-{run_id}-node1"}
     final = wait_state(run_id, ("finished", "failed", "stopped"))
     log = (run_dir / "train.log").read_bytes().decode()
@@ -180,8 +199,25 @@ def test_stop_without_a_watcher_still_removes_every_nodes_container(
     run_id, run_dir = launch(write_preset(tmp_path, data))
     wait_steps(run_dir, 1, timeout=300)
     status = json.loads((run_dir / "status.json").read_text())
-    os.kill(status["watcher_pid"], signal.SIGKILL)
-    time.sleep(1)
+    watcher = status["watcher_pid"]
+    os.kill(watcher, signal.SIGKILL)
+    wait_until(  # SIGKILL lands asynchronously
+        lambda: not pid_alive(watcher),
+        what=f"the SIGKILLed watcher pid {watcher} gone (or a zombie)",
+        timeout=20,
+        seen=lambda: Path(f"/proc/{watcher}/stat").read_text(),
+    )
+    # Then a step logged after its death: the training (rank 0 writes metrics.jsonl from its
+    # container) went on without the watcher, past the first output its ssh clients could no
+    # longer hand to it; only then are the containers looked at.
+    after = _steps(run_dir)
+    wait_until(
+        lambda: _steps(run_dir) > after,
+        what=f"a metric step after step {after}, logged with the watcher gone",
+        timeout=120,
+        seen=lambda: {"containers": _containers(run_id), **run_seen(run_dir)},
+        interval=0.2,
+    )
     assert {c.status for c in run_containers(run_id)} == {"running"}
     stopped = json.loads(cli("stop", run_id, "--timeout", "5", "--json", check=False).stdout)
     assert stopped["state"] == "stopped", stopped["message"]

@@ -9,12 +9,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from backend.runs.procs import pid_alive
 from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     cli,
     home,
@@ -24,6 +24,7 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     wait_steps,
 )
 from tests.integration.test_multinode_ssh import free_port, wait_no_leftovers
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
 
@@ -112,8 +113,14 @@ def test_a_job_whose_watcher_is_gone_is_followed_through_slurm(slurm: str, tmp_p
     run_id, run_dir = launch(slurm_preset(tmp_path, 20))
     wait_steps(run_dir, 1)
     status = runs_json()[run_id]
-    os.kill(status["watcher_pid"], signal.SIGKILL)
-    time.sleep(0.5)
+    watcher = status["watcher_pid"]
+    os.kill(watcher, signal.SIGKILL)
+    wait_until(  # SIGKILL lands asynchronously: `runs` must look at a watcher really gone
+        lambda: not pid_alive(watcher),
+        what=f"the SIGKILLed watcher pid {watcher} gone (or a zombie)",
+        timeout=20,
+        seen=lambda: Path(f"/proc/{watcher}/stat").read_text(),
+    )
     assert runs_json()[run_id]["state"] == "running"
     final = wait_state(run_id, ("finished", "failed", "stopped"), timeout=300)
     assert final["state"] == "finished", final["message"]

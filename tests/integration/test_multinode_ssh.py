@@ -8,12 +8,16 @@ test sshd's own file and is removed afterwards.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
+import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,11 +30,14 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     wait_state,
     wait_steps,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SSHD_DIR = Path("/var/lib/trainwiz-sshd")
+AUTHORIZED = SSHD_DIR / "authorized_keys"  # shared by every test, worker and suite on this sshd
+AUTHORIZED_LOCK = SSHD_DIR / "authorized_keys.lock"  # flock'd around every edit of it
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +52,62 @@ def sshd_port() -> int:
     return int(out.stdout.strip().splitlines()[-1])
 
 
+@contextmanager
+def _authorized_keys_locked() -> Iterator[Path]:
+    """The shared authorized_keys file, under an exclusive lock held beside it.
+
+    Every test (in every pytest-xdist worker, and every suite sharing this sshd) edits the one
+    file: an edit is a read-modify-write, so two unlocked ones lose each other's entry. The lock
+    is a separate file, never replaced or deleted, so every holder locks the same inode (the
+    keys file itself is replaced by each removal).
+    """
+    lock = os.open(AUTHORIZED_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the close below, whatever happens
+        yield AUTHORIZED
+    finally:
+        os.close(lock)
+
+
+def _add_authorized_key(entry: str) -> None:
+    """Append ``entry`` (one line) to the shared authorized_keys, under the lock."""
+    line = entry if entry.endswith("\n") else entry + "\n"
+    with _authorized_keys_locked() as path:
+        if path.exists() and path.stat().st_size and not _ends_with_newline(path):
+            line = "\n" + line  # a last line without its newline must not absorb ours
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def _remove_authorized_key(comment: str) -> None:
+    """Drop every line naming ``comment``, under the lock: the rest is written to a temp file
+    beside it and renamed over it, so sshd (which reads it at every login, unlocked) sees the
+    old file or the new one, never a half-written one. The temp file gets the old file's mode
+    and owner: sshd's StrictModes refuses a key file that is group/world writable or owned by
+    anyone but root or the user (scripts/ci-sshd.sh makes it root's, 0644)."""
+    with _authorized_keys_locked() as path:
+        kept = [x for x in path.read_text().splitlines(keepends=True) if comment not in x]
+        info = path.stat()
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write("".join(kept))
+                handle.flush()
+                os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
+                os.fchown(handle.fileno(), info.st_uid, info.st_gid)
+                os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+
 @pytest.fixture
 def ssh_keys(tmp_path: Path, sshd_port: int) -> Iterator[dict[str, str]]:
     """A fresh key pair, its authorized_keys entry, and known_hosts pinning the test sshd."""
@@ -57,12 +120,9 @@ def ssh_keys(tmp_path: Path, sshd_port: int) -> Iterator[dict[str, str]]:
     )
     host_key = (SSHD_DIR / "host_ed25519.pub").read_text().split()[:2]
     (keys / "known_hosts").write_text(f"[127.0.0.1]:{sshd_port} {' '.join(host_key)}\n")
-    authorized = SSHD_DIR / "authorized_keys"
-    with open(authorized, "a", encoding="utf-8") as handle:
-        handle.write((keys / "id.pub").read_text())
+    _add_authorized_key((keys / "id.pub").read_text())
     yield {"identity_file": str(keys / "id"), "known_hosts_file": str(keys / "known_hosts")}
-    lines = authorized.read_text().splitlines(keepends=True)
-    authorized.write_text("".join(x for x in lines if comment not in x))
+    _remove_authorized_key(comment)
 
 
 def ssh_preset(tmp_path: Path, keys: dict[str, str], nodes: list[str], **launch: object) -> Path:
@@ -102,10 +162,14 @@ def leftovers(run_id: str) -> list[str]:
 
 
 def wait_no_leftovers(run_id: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while leftovers(run_id) and time.monotonic() < deadline:
-        time.sleep(0.3)
-    assert leftovers(run_id) == []
+    """Until no process on this machine names the run (every node's agent and shell ended)."""
+    wait_until(
+        lambda: leftovers(run_id) == [],
+        what=f"no process left whose command line names {run_id}",
+        timeout=timeout,
+        seen=lambda: leftovers(run_id),
+        interval=0.3,
+    )
 
 
 def launch(preset: Path) -> tuple[str, Path]:
