@@ -13,9 +13,11 @@ import pytest
 from textual.pilot import Pilot
 
 from backend.checks import CHECKS, CheckResult
+from backend.i18n import _
 from backend.preset.schema import Preset
 from screens.checks import ChecksScreen
 from tests.backend.test_checks_network import _Hub
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 from widgets.check_list import CheckList
 
@@ -50,19 +52,48 @@ def _preset(tmp_path: Path, endpoint: str) -> Preset:
 
 
 async def _settle(pilot: Pilot[Any], app: TrainwizApp) -> ChecksScreen:
+    """Wait until every check has landed and the run is over."""
     screen = app.screen
     assert isinstance(screen, ChecksScreen)
-    for _ in range(200):
-        await pilot.pause(0.05)
-        if not screen.running and len(screen.query_one(CheckList).results) == len(CHECKS):
-            break
+    await pilot_until(
+        pilot,
+        lambda: not screen.running and len(screen.query_one(CheckList).results) == len(CHECKS),
+        what="every check to land and the run to finish",
+        timeout=30,
+        seen=lambda: _status(screen),
+    )
     return screen
+
+
+def _status(screen: Any) -> str:
+    """The status line of the Checks step."""
+    return str(screen.query_one("#checks-status").render())
+
+
+def _where(app: TrainwizApp) -> str:
+    return f"step {app.current_step!r}, screen {type(app.screen).__name__}"
+
+
+def _banner(app: TrainwizApp) -> str:
+    """The blockers banner of the screen shown, or why there is none."""
+    banners = app.screen.query("#step-blockers")
+    if not banners:
+        return f"no #step-blockers on {type(app.screen).__name__}"
+    banner = banners.first()
+    return f"display={banner.display}: {banner.render()}"
 
 
 async def _highlight(pilot: Pilot[Any], screen: ChecksScreen, check_id: str) -> str:
     check_list = screen.query_one(CheckList)
     check_list.highlighted = check_list.get_option_index(check_id)
-    await pilot.pause()
+    title = _(check_list.titles.get(check_id, check_id))  # as the pane shows it
+    await pilot_until(
+        pilot,
+        lambda: title in str(screen.query_one("#checks-detail-text").render()),
+        what=f"the detail pane to show the {check_id} check",
+        timeout=20,
+        seen=lambda: str(screen.query_one("#checks-detail-text").render()),
+    )
     return str(screen.query_one("#checks-detail-text").render())
 
 
@@ -82,21 +113,40 @@ async def test_failure_blocks_its_step_then_rerun_clears_it(tmp_path: Path) -> N
         # Blocked means "can't run", not "can't look": Continue opens Model with the blocker
         # shown, and fetching is refused with the reason.
         await pilot.press("c")
-        for _ in range(200):
-            if app.current_step == "model" and app.screen.query("#step-blockers"):
-                break
-            await pilot.pause(0.05)
+        await pilot_until(
+            pilot,
+            lambda: app.current_step == "model" and app.screen.query("#step-blockers"),
+            what="the Model step with its blockers banner",
+            timeout=20,
+            seen=lambda: _where(app),
+        )
         assert app.current_step == "model"
         banner = app.screen.query_one("#step-blockers")
+        await pilot_until(
+            pilot,
+            lambda: banner.display and "hf_endpoint" in str(banner.render()),
+            what="the Model step's banner to name hf_endpoint",
+            timeout=20,
+            seen=lambda: _banner(app),
+        )
         assert banner.display and "hf_endpoint" in str(banner.render())
         app.screen.action_fetch()  # type: ignore[attr-defined]
-        await pilot.pause()
+        await pilot_until(
+            pilot,
+            lambda: any("hf_endpoint" in str(n.message) for n in app._notifications),
+            what="fetching to be refused with a notification naming hf_endpoint",
+            timeout=20,
+            seen=lambda: [str(n.message) for n in app._notifications],
+        )
         assert any("hf_endpoint" in str(n.message) for n in app._notifications)
         await pilot.press("ctrl+b")
-        for _ in range(200):
-            if app.current_step == "checks":
-                break
-            await pilot.pause(0.05)
+        await pilot_until(
+            pilot,
+            lambda: app.current_step == "checks",
+            what="the Checks step again",
+            timeout=20,
+            seen=lambda: _where(app),
+        )
         assert app.current_step == "checks"
         # Bring the endpoint up on that port, re-run: nothing blocks, continue moves on.
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Hub)
@@ -108,12 +158,21 @@ async def test_failure_blocks_its_step_then_rerun_clears_it(tmp_path: Path) -> N
             assert screen.blocked == {}
             assert not app.blocked
             await pilot.press("c")
-            for _ in range(200):
-                if app.current_step == "model":
-                    break
-                await pilot.pause(0.05)
+            await pilot_until(
+                pilot,
+                lambda: app.current_step == "model",
+                what="the Model step",
+                timeout=20,
+                seen=lambda: _where(app),
+            )
             assert app.current_step == "model"
-            await pilot.pause(0.2)
+            await pilot_until(
+                pilot,
+                lambda: not app.screen.query_one("#step-blockers").display,
+                what="the Model step's blockers banner to go",
+                timeout=20,
+                seen=lambda: _banner(app),
+            )
             assert not app.screen.query_one("#step-blockers").display
         finally:
             server.shutdown()
@@ -137,7 +196,13 @@ async def test_warnings_do_not_block_and_skips_say_why(tmp_path: Path) -> None:
             assert "launch.runner: host" in detail
             assert "model" not in screen.blocked
             await pilot.press("c")
-            await pilot.pause(0.2)
+            await pilot_until(
+                pilot,
+                lambda: app.current_step == "model",
+                what="Continue to pass the warning and open the Model step",
+                timeout=20,
+                seen=lambda: f"{_where(app)}; checks: {_status(screen)}",
+            )
             assert app.current_step == "model"
     finally:
         server.shutdown()
@@ -168,13 +233,22 @@ async def test_a_failure_disables_its_step_while_the_other_checks_still_run(
         async with app.run_test(size=(140, 40)) as pilot:
             screen = app.screen
             assert isinstance(screen, ChecksScreen)
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if "Disabled here" in str(screen.query_one("#checks-status").render()):
-                    break
+            await pilot_until(
+                pilot,
+                lambda: "Disabled here" in _status(screen),
+                what='"Disabled here" on the Checks status line',
+                timeout=20,
+                seen=lambda: _status(screen),
+            )
             assert screen.running
             app.goto_step("launch")
-            await pilot.pause()
+            await pilot_until(
+                pilot,
+                lambda: app.screen.query_one("#step-blockers").display,
+                what="the Launch step's blockers banner while the checks run",
+                timeout=20,
+                seen=lambda: f"{_where(app)}; {_banner(app)}",
+            )
             banner = str(app.screen.query_one("#step-blockers").render())
             assert app.screen.query_one("#step-blockers").display, "no banner while checks run"
             assert "gpus: no NVIDIA driver" in banner
@@ -204,13 +278,24 @@ async def test_failures_landing_out_of_order_are_shown_in_the_checks_order(
     app = TrainwizApp(_preset(tmp_path, "http://127.0.0.1:9"), "test")
     try:
         async with app.run_test(size=(140, 40)) as pilot:
-            for _ in range(100):
-                await pilot.pause(0.05)
-                if len(app.machine.checks or []) == 2:
-                    break
+            await pilot_until(
+                pilot,
+                lambda: len(app.machine.checks or []) == 2,
+                what="both failures to land",
+                timeout=20,
+                seen=lambda: [r.id for r in app.machine.checks or []],
+            )
             assert [r.id for r in app.machine.checks or []] == ["nvidia_driver", "ram"]
             app.goto_step("launch")
-            await pilot.pause()
+            await pilot_until(
+                pilot,
+                lambda: (
+                    "ram: needs 400 GiB" in str(app.screen.query_one("#step-blockers").render())
+                ),
+                what="the Launch step's banner to list both failures",
+                timeout=20,
+                seen=lambda: f"{_where(app)}; {_banner(app)}",
+            )
             banner = str(app.screen.query_one("#step-blockers").render())
             assert banner.index("nvidia_driver: no driver") < banner.index("ram: needs 400 GiB")
             assert "Fix: install cuda-drivers" in banner

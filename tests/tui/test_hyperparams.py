@@ -16,6 +16,7 @@ from backend.preset import load_preset
 from backend.preset.loader import load_preset as load_path
 from backend.preset.schema import Preset
 from screens.hyperparams import HyperparamsScreen, field_id
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 from widgets.form_field import FormField
 
@@ -62,11 +63,13 @@ def _cuda(tmp_path: Path) -> Preset:
 
 
 async def _open(pilot: Pilot[Any], app: TrainwizApp) -> HyperparamsScreen:
-    for _ in range(100):
-        await pilot.pause(0.05)
-        screen = app.screen
-        if isinstance(screen, HyperparamsScreen) and not screen.workers:
-            break
+    await pilot_until(
+        pilot,
+        lambda: isinstance(app.screen, HyperparamsScreen) and not app.screen.workers,
+        what="the Hyperparameters step with its workers done",
+        timeout=20,
+        seen=lambda: f"screen {type(app.screen).__name__}, workers {list(app.screen.workers)}",
+    )
     screen = app.screen
     assert isinstance(screen, HyperparamsScreen)
     await settle(pilot, screen)
@@ -81,17 +84,26 @@ async def _type(pilot: Pilot[Any], screen: HyperparamsScreen, path: str, text: s
     """Set the text as typing would end (one real Input.Changed), then let the screen react."""
     editor = field(screen, path).editor
     assert isinstance(editor, Input)
+    before = edits(screen)
     editor.value = text
-    await settle(pilot, screen)
+    await settle(pilot, screen, since=before)
 
 
-async def settle(pilot: Pilot[Any], screen: HyperparamsScreen) -> None:
-    """Wait until the side pane (computed off the UI thread) shows the latest edit."""
-    for _ in range(200):
-        await pilot.pause(0.02)
-        if screen.settled:
-            return
-    raise AssertionError("the side pane never caught up with the edits")
+def edits(screen: HyperparamsScreen) -> int:
+    """How many edits the screen has heard of (each starts a side-pane computation)."""
+    return screen._side_seq
+
+
+async def settle(pilot: Pilot[Any], screen: HyperparamsScreen, since: int | None = None) -> None:
+    """Wait until the side pane (computed off the UI thread) shows the latest edit; with
+    ``since`` (``edits`` before the edit) also until the screen has heard of that edit."""
+    await pilot_until(
+        pilot,
+        lambda: screen.settled and (since is None or edits(screen) > since),
+        what="the side pane to catch up with the edits",
+        timeout=20,
+        seen=lambda: f"edits {edits(screen)} (before: {since}), settled {screen.settled}",
+    )
 
 
 def text_of(screen: HyperparamsScreen, widget_id: str) -> str:
@@ -113,14 +125,30 @@ async def test_range_and_type_errors_show_and_never_reach_the_preset(tmp_path: P
         assert "less than or equal to 1" in field(screen, "warmup_ratio").message
         assert len(screen.problems) == 3
         await pilot.press("f6")  # save refused while fields are red
-        await pilot.pause(0.1)
+        await pilot_until(
+            pilot,
+            lambda: any("Not done" in str(n.title) for n in app._notifications),
+            what="the save to be refused with a notification",
+            timeout=20,
+            seen=lambda: (type(app.screen).__name__, [n.title for n in app._notifications]),
+        )
         assert isinstance(app.screen, HyperparamsScreen)
         await _type(pilot, screen, "per_device_train_batch_size", "8")
         assert field(screen, "per_device_train_batch_size").message == ""
         assert app.preset.training.per_device_train_batch_size == 8
         # Loading another preset rebuilds the form from it and forgets the old errors.
         app.set_preset(load_preset("vicuna-7b-4xa100-40g"), "v")
-        await pilot.pause(0.5)
+        await pilot_until(
+            pilot,
+            lambda: (
+                getattr(field(screen, "per_device_train_batch_size").editor, "value", None) == "2"
+                and screen.settled
+                and "x 16 accumulation" in text_of(screen, "#hp-derived")
+            ),
+            what="the form rebuilt from the loaded preset",
+            timeout=20,
+            seen=lambda: (screen.problems, text_of(screen, "#hp-derived")),
+        )
         editor = field(screen, "per_device_train_batch_size").editor
         assert isinstance(editor, Input) and editor.value == "2"
         assert screen.problems == [] and "x 16 accumulation" in text_of(screen, "#hp-derived")
@@ -149,10 +177,13 @@ async def test_derived_values_follow_every_edit(tmp_path: Path) -> None:
         bigger = tmp_path / "more.json"
         bigger.write_text(json.dumps([{"id": str(i), "conversations": []} for i in range(100)]))
         await _type(pilot, screen, "data_path", str(bigger))
-        for _ in range(40):
-            await pilot.pause(0.05)
-            if "100 records" in text_of(screen, "#hp-derived"):
-                break
+        await pilot_until(
+            pilot,
+            lambda: screen.settled and "100 records" in text_of(screen, "#hp-derived"),
+            what="the bigger dataset to be counted",
+            timeout=20,
+            seen=lambda: text_of(screen, "#hp-derived"),
+        )
         assert "steps per epoch: 12" in text_of(screen, "#hp-derived")  # ceil(100/4)//2
 
 
@@ -162,8 +193,9 @@ async def test_cross_field_messages(tmp_path: Path) -> None:
         screen = await _open(pilot, app)
         select = field(screen, "eval_strategy").editor
         assert isinstance(select, Select)
+        before = edits(screen)
         select.value = "steps"
-        await settle(pilot, screen)
+        await settle(pilot, screen, since=before)
         assert "set eval_data_path" in field(screen, "eval_strategy").message
         # tiny-cpu's model has 512 positions: 1024 needs RoPE scaling.
         await _type(pilot, screen, "model_max_length", "1024")
@@ -171,8 +203,9 @@ async def test_cross_field_messages(tmp_path: Path) -> None:
         assert "512 positions" in message and "RoPE scaling" in message and "x2" in message
         box = field(screen, "bf16").editor
         assert isinstance(box, Checkbox)
+        before = edits(screen)
         box.value = True
-        await settle(pilot, screen)
+        await settle(pilot, screen, since=before)
         assert "launch.device is cpu" in field(screen, "bf16").message
         assert "CPU" in text_of(screen, "#hp-memory")
 
@@ -191,8 +224,9 @@ async def test_sm80_and_gpu_count_checks(tmp_path: Path, monkeypatch: pytest.Mon
         await _type(pilot, screen, "launch.nproc_per_node", "1")
         assert field(screen, "launch.nproc_per_node").message == ""
         gpu = screen.query_one("#hp-gpu", Select)
+        before = edits(screen)
         gpu.value = "v100"
-        await settle(pilot, screen)
+        await settle(pilot, screen, since=before)
         assert "needs compute capability 8.0+" in field(screen, "bf16").message
         assert "sm70" in field(screen, "tf32").message
 
@@ -204,23 +238,42 @@ async def test_tune_rewrites_the_form_and_save_writes_it(
     app = TrainwizApp(preset, "seed", start_step="hyperparams")
     async with app.run_test(size=(160, 50)) as pilot:
         screen = await _open(pilot, app)
+        before = edits(screen)
         screen.query_one("#hp-gpu", Select).value = "a100"
-        await settle(pilot, screen)
+        await settle(pilot, screen, since=before)
         assert "CPU offload" in text_of(screen, "#hp-memory")
         await pilot.press("f5")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: screen.settled and "training.fsdp" in text_of(screen, "#hp-tune-result"),
+            what="Tune's result in the side pane",
+            timeout=20,
+            seen=lambda: text_of(screen, "#hp-tune-result"),
+        )
         assert app.preset.training.fsdp == "full_shard auto_wrap"
         fsdp_input = field(screen, "fsdp").editor
         assert isinstance(fsdp_input, Input) and fsdp_input.value == "full_shard auto_wrap"
         result = text_of(screen, "#hp-tune-result")
         assert "training.fsdp" in result and "fits on the GPU without CPU offload" in result
         await pilot.press("f6")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: app.screen.query("#save-path"),
+            what="the save dialog",
+            timeout=20,
+            seen=lambda: type(app.screen).__name__,
+        )
         path = tmp_path / "tuned.yaml"
         dialog_input = app.screen.query_one("#save-path", Input)
         dialog_input.value = str(path)
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: path.exists() and not app.screen.query("#save-path"),
+            what=f"the preset saved to {path} and the dialog closed",
+            timeout=20,
+            seen=lambda: (type(app.screen).__name__, path.exists()),
+        )
     saved = load_path(path)
     assert saved.training.fsdp == "full_shard auto_wrap"
     assert (
@@ -236,10 +289,17 @@ async def test_tune_on_a_24g_gpu_switches_a_7b_full_fine_tune_to_lora_and_lists_
     app = TrainwizApp(preset, "seed", start_step="hyperparams")
     async with app.run_test(size=(160, 50)) as pilot:
         screen = await _open(pilot, app)
+        before = edits(screen)
         screen.query_one("#hp-gpu", Select).value = "a10"
-        await settle(pilot, screen)
+        await settle(pilot, screen, since=before)
         await pilot.press("f5")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: screen.settled and "training.method" in text_of(screen, "#hp-tune-result"),
+            what="Tune's result in the side pane",
+            timeout=20,
+            seen=lambda: text_of(screen, "#hp-tune-result"),
+        )
         assert app.preset.training.method == "lora" and not app.preset.training.fsdp
         method = field(screen, "method").editor
         assert getattr(method, "value", None) == "lora"

@@ -11,22 +11,27 @@ from textual.widgets import DataTable, Static
 from backend.images.host import Gpu, HostGpus
 from backend.preset import load_preset
 from screens.image import ImageScreen
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 SEED_HOST = HostGpus("535.54.03", "12.2", [Gpu("NVIDIA A100-SXM4-80GB", (8, 0))] * 8, 1 << 40, 128)
 H200 = HostGpus("580.159.04", "13.0", [Gpu("NVIDIA H200", (9, 0))], 2 << 40, 16)
 
 
-async def wait_for(pilot: Pilot[Any], predicate: Any, rounds: int = 400) -> None:
-    for _ in range(rounds):
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not reached")
-
-
 def text_of(screen: ImageScreen, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
+
+
+async def surveyed(pilot: Pilot[Any], screen: ImageScreen, reasons: str = "") -> None:
+    """Wait for the survey of the images against the machine, and for the reasons pane to
+    show ``reasons``."""
+    await pilot_until(
+        pilot,
+        lambda: screen.survey is not None and reasons in text_of(screen, "#image-reasons"),
+        what=f"the image survey, with {reasons!r} in the reasons pane",
+        timeout=30,
+        seen=lambda: (text_of(screen, "#image-host"), text_of(screen, "#image-reasons")),
+    )
 
 
 @pytest.fixture()
@@ -40,8 +45,7 @@ async def test_seed_image_on_seed_server(seed_machine: None) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         assert isinstance(screen, ImageScreen)
-        await wait_for(pilot, lambda: screen.survey is not None)
-        await pilot.pause()
+        await surveyed(pilot, screen, reasons="(the preset's image)")
         host = text_of(screen, "#image-host")
         assert "driver 535.54.03 · CUDA ≤ 12.2 · 8× NVIDIA A100-SXM4-80GB (sm80)" in host
         assert "suggested: pytorch/pytorch:2.7.1-cuda11.8-cudnn9-devel" in host
@@ -62,14 +66,23 @@ async def test_choosing_an_image_updates_the_preset(seed_machine: None) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         assert isinstance(screen, ImageScreen)
-        await wait_for(pilot, lambda: screen.survey is not None)
+        await surveyed(pilot, screen)
         table = screen.query_one(DataTable)
         table.focus()
         table.move_cursor(row=0)
         await pilot.pause()
         first = screen._visible_rows()[0].image.ref
         await pilot.press("enter")
-        await pilot.pause()
+        await pilot_until(
+            pilot,
+            lambda: (
+                app.preset.environment.image == first
+                and "(the preset's image)" in text_of(screen, "#image-reasons")
+            ),
+            what=f"the preset to take {first} and the reasons pane to say so",
+            timeout=20,
+            seen=lambda: (app.preset.environment.image, text_of(screen, "#image-reasons")),
+        )
         assert app.preset.environment.image == first
         assert "(the preset's image)" in text_of(screen, "#image-reasons")
 
@@ -81,8 +94,7 @@ async def test_h200_flags_the_seed_image(monkeypatch: pytest.MonkeyPatch) -> Non
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         assert isinstance(screen, ImageScreen)
-        await wait_for(pilot, lambda: screen.survey is not None)
-        await pilot.pause()
+        await surveyed(pilot, screen, reasons="✗ Hopper")
         reasons = text_of(screen, "#image-reasons")
         assert "✗ Hopper (sm90) needs CUDA ≥ 11.8; image has 11.7" in reasons
         assert screen.survey is not None and screen.survey.suggestion is not None

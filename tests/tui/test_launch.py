@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 
 from backend.preset import load_preset
 from backend.rundir import list_run_dirs
@@ -12,6 +14,7 @@ from backend.runs import read_status, stop_run
 from backend.runs.spec import plan_spec
 from screens.dialogs import ConfirmDialog
 from screens.launch import LaunchScreen
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 
@@ -19,19 +22,74 @@ def _app(preset: str = "tiny-cpu") -> TrainwizApp:
     return TrainwizApp(load_preset(preset), preset, start_step="launch")
 
 
-async def _planned(app: TrainwizApp, pilot) -> LaunchScreen:
+async def _planned(app: TrainwizApp, pilot: Pilot[Any]) -> LaunchScreen:
     screen = app.screen
     assert isinstance(screen, LaunchScreen)
-    for _ in range(100):
-        if screen.plan is not None:
-            break
-        await pilot.pause(0.05)
+    await pilot_until(
+        pilot,
+        lambda: screen.plan is not None,
+        what="the Launch step's plan",
+        timeout=20,
+        seen=lambda: _text(screen, "#launch-status"),
+    )
     assert screen.plan is not None
     return screen
 
 
-def _text(screen: LaunchScreen, selector: str) -> str:
+def _text(screen: Any, selector: str) -> str:
     return str(screen.query_one(selector).render())
+
+
+def _screen_name(app: TrainwizApp) -> str:
+    return type(app.screen).__name__
+
+
+async def _confirm(app: TrainwizApp, pilot: Pilot[Any]) -> None:
+    """Press l and wait for the launch's confirmation."""
+    await pilot.press("l")
+    await pilot_until(
+        pilot,
+        lambda: isinstance(app.screen, ConfirmDialog),
+        what="the launch's confirmation",
+        timeout=20,
+        seen=lambda: _screen_name(app),
+    )
+
+
+async def _monitoring(app: TrainwizApp, pilot: Pilot[Any]) -> None:
+    """Wait until the Monitor step shows the launched run with its followers started."""
+    await pilot_until(
+        pilot,
+        lambda: app.current_step == "monitor",
+        what="the Monitor step after the launch",
+        timeout=30,
+        seen=lambda: (
+            f"step {app.current_step!r}, screen {_screen_name(app)}, "
+            f"notes {[str(n.message) for n in app._notifications]}"
+        ),
+    )
+
+    def ready() -> bool:
+        screen: Any = app.screen
+        run = getattr(screen, "run", None)
+        return bool(
+            screen.is_mounted
+            and run is not None
+            and run.run_dir == app.current_run
+            and screen.query("#log")
+            and any(w.node is screen and w.group == "monitor-log" for w in app.workers)
+        )
+
+    await pilot_until(  # the Monitor mounts fully (its log follower runs) before the app closes
+        pilot,
+        ready,
+        what="the Monitor to follow the launched run",
+        timeout=30,
+        seen=lambda: (
+            f"screen {_screen_name(app)}, run {getattr(app.screen, 'run', None)}, "
+            f"workers {list(app.workers)}"
+        ),
+    )
 
 
 async def test_plan_is_shown_command_by_command() -> None:
@@ -53,12 +111,17 @@ async def test_cancel_in_the_confirmation_starts_nothing() -> None:
     app = _app()
     async with app.run_test(size=(120, 40)) as pilot:
         await _planned(app, pilot)
-        await pilot.press("l")
-        await pilot.pause(0.1)
+        await _confirm(app, pilot)
         assert isinstance(app.screen, ConfirmDialog)
         assert "Launch tiny-cpu?" in str(app.screen.query_one("#confirm-summary").render())
         await pilot.press("n")
-        await pilot.pause(0.1)
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, LaunchScreen),
+            what="n to close the confirmation",
+            timeout=20,
+            seen=lambda: _screen_name(app),
+        )
         assert isinstance(app.screen, LaunchScreen)
         assert list_run_dirs() == []
 
@@ -69,15 +132,10 @@ async def test_confirmed_launch_starts_a_detached_run_and_opens_the_monitor() ->
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await _planned(app, pilot)
-            await pilot.press("l")
-            await pilot.pause(0.1)
+            await _confirm(app, pilot)
             await pilot.press("y")
-            for _ in range(200):
-                if app.current_step == "monitor":
-                    break
-                await pilot.pause(0.05)
+            await _monitoring(app, pilot)
             assert app.current_step == "monitor"
-            await pilot.pause(0.5)  # let the Monitor mount fully before the app closes
             run_dir = app.current_run
             assert run_dir is not None and run_dir.parent.name == "runs"
             status = read_status(run_dir)
@@ -106,23 +164,30 @@ async def test_a_busy_master_port_replaced_by_launch_is_said() -> None:
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await _planned(app, pilot)
-            await pilot.press("l")
-            await pilot.pause(0.1)
+            await _confirm(app, pilot)
             await pilot.press("y")
-            for _ in range(200):
-                if app.current_step == "monitor":
-                    break
-                await pilot.pause(0.05)
+            await pilot_until(
+                pilot,
+                lambda: app.current_step == "monitor",
+                what="the Monitor step after the launch",
+                timeout=30,
+                seen=lambda: f"step {app.current_step!r}, screen {_screen_name(app)}",
+            )
             assert app.current_step == "monitor"
             run_dir = app.current_run
-            said: list[str] = []
-            for _ in range(100):  # notify() posts a message: give the app a moment to take it
-                said = [str(n.message) for n in app._notifications]
-                if len(said) > 1:
-                    break
-                await pilot.pause(0.05)
+            await pilot_until(  # notify() posts a message: the app takes it a moment later
+                pilot,
+                lambda: any(
+                    "launch.master_port 29511 is in use here: using" in str(n.message)
+                    for n in app._notifications
+                ),
+                what="a notification that the busy master_port was replaced",
+                timeout=20,
+                seen=lambda: [str(n.message) for n in app._notifications],
+            )
+            said = [str(n.message) for n in app._notifications]
             assert any("launch.master_port 29511 is in use here: using" in m for m in said), said
-            await pilot.pause(0.5)
+            await _monitoring(app, pilot)
     finally:
         holder.close()
         if run_dir is not None:
@@ -135,13 +200,15 @@ async def test_a_refused_launch_is_explained(tmp_path: Path) -> None:
     app = TrainwizApp(preset, "tiny-cpu", start_step="launch")
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _planned(app, pilot)
-        await pilot.press("l")
-        await pilot.pause(0.1)
+        await _confirm(app, pilot)
         await pilot.press("y")
-        for _ in range(100):
-            if "refused" in _text(screen, "#launch-status"):
-                break
-            await pilot.pause(0.05)
+        await pilot_until(
+            pilot,
+            lambda: "refused" in _text(screen, "#launch-status"),
+            what="the launch to be refused on the status line",
+            timeout=20,
+            seen=lambda: _text(screen, "#launch-status"),
+        )
         status = _text(screen, "#launch-status")
         assert "Launch refused" in status and "environment.venv" in status
         assert app.current_step == "launch"
@@ -180,8 +247,20 @@ async def test_after_run_all_the_launch_step_names_the_run(tmp_path: Path) -> No
         app.last_launched = run  # what Run all's finish records, beside current_run
         app.current_run = run
         app.goto_step("hyperparams")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: app.current_step == "hyperparams" and app.screen.is_mounted,
+            what="the Hyperparameters step",
+            timeout=20,
+            seen=lambda: f"step {app.current_step!r}, screen {_screen_name(app)}",
+        )
         app.goto_step("launch")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: f"Launched run {run.name}" in _text(app.screen, "#launch-status"),
+            what="the Launch step to name the run",
+            timeout=20,
+            seen=lambda: f"screen {_screen_name(app)}: {_text(app.screen, '#launch-status')}",
+        )
         status = _text(app.screen, "#launch-status")
         assert "Not launched" not in status and f"Launched run {run.name}" in status

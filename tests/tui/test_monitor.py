@@ -19,6 +19,7 @@ from backend.monitor import (
 )
 from backend.monitor.owner import OwnerResolver
 from screens.monitor import MonitorScreen
+from tests.waiting import pilot_until
 from widgets.gpu_panel import GpuPanel, render_snapshot
 from widgets.log_pane import LogPane, OpenTroubleshoot
 from widgets.loss_chart import LossChart
@@ -84,23 +85,44 @@ def expected_log_lines(log: Path) -> list[str]:
     return [s for s in split_segments(log.read_text(encoding="utf-8")) if not is_progress(s)]
 
 
+def monitor_state(app: App) -> str:  # type: ignore[type-arg]
+    """What the monitor shows: log lines, the meter's step and state, the GPU panel's state."""
+    screen = app.screen
+    pane = screen.query_one(LogPane)
+    meter = screen.query_one(ThroughputMeter)
+    gpus = screen.query_one(GpuPanel)
+    summary = meter.summary
+    step = None if summary is None else (summary.step, summary.max_steps, summary.finished)
+    snap = gpus.snapshot
+    return (
+        f"{type(screen).__name__}: {pane.model.total} log lines, meter {step} {meter.state!r}, "
+        f"gpus {None if snap is None else snap.state}"
+    )
+
+
 async def settle(pilot: Pilot, app: App, expect_lines: int) -> None:  # type: ignore[type-arg]
     """Waits (by pumping the event loop, not by timing) until every worker's data has landed."""
-    for _ in range(2000):
-        await pilot.pause()
+
+    def landed() -> bool:
         pane = app.screen.query_one(LogPane)
         meter = app.screen.query_one(ThroughputMeter)
         gpus = app.screen.query_one(GpuPanel)
-        if (
+        return bool(
             pane.model.total >= expect_lines
             and meter.summary is not None
             and meter.summary.finished
             and gpus.snapshot is not None
             and meter.state
-        ):
-            await pilot.pause()
-            return
-    raise AssertionError("monitor did not settle")
+        )
+
+    await pilot_until(
+        pilot,
+        landed,
+        what=f"the monitor to settle ({expect_lines} log lines, a finished run, a GPU sample)",
+        timeout=30,
+        seen=lambda: monitor_state(app),
+    )
+    await pilot.pause()
 
 
 def build(tmp_path: Path, log: Path = LOG_2G) -> MonitorHarness:
@@ -176,7 +198,13 @@ async def test_log_pane_keys_search_follow_and_troubleshoot(tmp_path: Path) -> N
         assert not pane.follow
         assert "paused" in str(app.screen.query_one("#log-header").render())
         await pilot.press("t")
-        await pilot.pause()
+        await pilot_until(
+            pilot,
+            lambda: app.troubleshoot,
+            what="t to ask the app for Troubleshoot",
+            timeout=20,
+            seen=lambda: app.troubleshoot,
+        )
         assert len(app.troubleshoot) == 1
         msg = app.troubleshoot[0]
         assert msg.run_id == "20261130-033306-h200-2g"
@@ -214,10 +242,13 @@ async def test_flagged_lines_are_counted_coloured_and_jumped_to(tmp_path: Path) 
 async def test_no_run_and_no_driver_are_said_plainly(tmp_path: Path) -> None:
     app = MonitorHarness(MonitorScreen(None))
     async with app.run_test(size=(80, 24)) as pilot:
-        for _ in range(500):
-            await pilot.pause()
-            if app.screen.query_one(GpuPanel).snapshot is not None:
-                break
+        await pilot_until(
+            pilot,
+            lambda: app.screen.query_one(GpuPanel).snapshot is not None,
+            what="the GPU panel's first sample",
+            timeout=20,
+            seen=lambda: str(app.screen.query_one(GpuPanel).render()),
+        )
         panel = app.screen.query_one(GpuPanel)
         assert panel.snapshot is not None and panel.snapshot.state == "no_driver"
         assert "no NVIDIA driver" in str(panel.render())
@@ -293,10 +324,13 @@ async def test_live_run_updates_as_the_log_grows(tmp_path: Path) -> None:
     )
     async with app.run_test(size=(120, 40)) as pilot:
         meter = app.screen.query_one(ThroughputMeter)
-        for _ in range(2000):
-            await pilot.pause()
-            if meter.summary is not None and meter.summary.step == 3 and meter.state:
-                break
+        await pilot_until(
+            pilot,
+            lambda: meter.summary is not None and meter.summary.step == 3 and meter.state,
+            what="the meter at step 3 of the running run",
+            timeout=30,
+            seen=lambda: monitor_state(app),
+        )
         s = meter.summary
         assert s is not None and (s.step, s.max_steps, s.finished) == (3, 10, False)
         assert meter.state == "running" and s.eta_s is not None and s.eta_s > 0
@@ -306,10 +340,13 @@ async def test_live_run_updates_as_the_log_grows(tmp_path: Path) -> None:
         status = json.loads((run / "status.json").read_text())
         (run / "status.json").write_text(json.dumps({**status, "state": "finished"}))
         await settle(pilot, app, len(expected_log_lines(LOG_2G)))
-        for _ in range(2000):  # the status poll is its own worker: wait for it, not a timer
-            if meter.state == "finished":
-                break
-            await pilot.pause(0.01)
+        await pilot_until(  # the status poll is its own worker: wait for it, not a timer
+            pilot,
+            lambda: meter.state == "finished",
+            what="the status poll to see the run finished",
+            timeout=30,
+            seen=lambda: monitor_state(app),
+        )
         assert meter.summary is not None and meter.summary.step == 10
         assert meter.state == "finished"
         assert app.screen.query_one(LossChart).view.points == 10  # type: ignore[union-attr]

@@ -12,10 +12,12 @@ from tests.tui.test_monitor import (
     MonitorHarness,
     expected_log_lines,
     make_run,
+    monitor_state,
     one_row_trace,
     replay_factory,
     settle,
 )
+from tests.waiting import pilot_until
 from widgets.loss_chart import LossChart
 from widgets.throughput import ThroughputMeter
 
@@ -79,10 +81,13 @@ async def test_meter_shows_token_rates_and_mfu_from_metrics(tmp_path: Path) -> N
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app, len(expected_log_lines(LOG_2G)))
         meter = app.screen.query_one(ThroughputMeter)
-        for _ in range(2000):
-            if meter.summary is not None and meter.summary.source == "metrics":
-                break
-            await pilot.pause()
+        await pilot_until(
+            pilot,
+            lambda: meter.summary is not None and meter.summary.source == "metrics",
+            what="the meter to take its figures from metrics.jsonl",
+            timeout=30,
+            seen=lambda: f"source {getattr(meter.summary, 'source', None)}; {monitor_state(app)}",
+        )
         s = meter.summary
         assert s is not None and s.source == "metrics"
         shown = str(meter.render())
@@ -121,14 +126,25 @@ async def test_chart_with_100k_steps_keeps_the_spike(tmp_path: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app, len(expected_log_lines(LOG_2G)))
         chart = app.screen.query_one(LossChart)
-        for _ in range(5000):  # the metrics worker reads the 100k-line file in slices
-            if (
+
+        def chart_state() -> str:
+            view = chart.view
+            if view is None:
+                return "no chart yet"
+            summary = view.summary
+            return f"{view.points} points from {summary.source}, finished {summary.finished}"
+
+        await pilot_until(
+            pilot,
+            lambda: (
                 chart.view is not None
                 and chart.view.summary.source == "metrics"
-                and (chart.view.summary.finished)
-            ):
-                break
-            await pilot.pause()
+                and chart.view.summary.finished
+            ),
+            what="the chart to take all 100k steps of metrics.jsonl",
+            timeout=60,  # the metrics worker reads the 100k-line file in slices
+            seen=chart_state,
+        )
         view = chart.view
         assert view is not None and view.points == n
         xs, ys = view.loss

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from backend.monitor.nodegpu import NodeGpuSource
 from screens.monitor import MonitorScreen
 from tests.tui.test_monitor import TRACE_2G, MonitorHarness
+from tests.waiting import pilot_until, wait_until
 from widgets.gpu_panel import GpuPanel, render_snapshot
 from widgets.log_pane import LogPane
 
@@ -56,13 +56,19 @@ def start_samplers(run: Path, interval: float = 60.0) -> dict[str, subprocess.Po
         argv = [sys.executable, str(SAMPLER), f"--node={node}", f"--host={host}"]
         argv += [f"--out-dir={run / 'nodes'}", f"--interval={interval}", f"--replay={TRACE_2G}"]
         procs[node] = subprocess.Popen([*argv, f"--replay-start={row}"])
-    deadline = time.monotonic() + 30
     for node in ROWS:
-        path = run / "nodes" / node / "gpu.jsonl"
-        while not (path.exists() and len(path.read_text().splitlines()) >= 2):
-            assert time.monotonic() < deadline, f"{node}'s sampler wrote nothing"
-            time.sleep(0.05)
+        wrote_a_sample(run / "nodes" / node / "gpu.jsonl", node)
     return procs
+
+
+def wrote_a_sample(path: Path, node: str) -> None:
+    """Wait until a sampler's file has its header line and a sample."""
+    wait_until(
+        lambda: len(path.read_text().splitlines()) >= 2,
+        what=f"{node}'s sampler to write its header and a sample",
+        timeout=30,
+        seen=lambda: path.read_text() if path.exists() else "no file",
+    )
 
 
 @contextmanager
@@ -104,10 +110,13 @@ async def test_panel_shows_every_gpu_of_every_node(node_run: tuple[Path, dict]) 
     app = MonitorHarness(MonitorScreen(run, gpu_interval=0.05))  # the source picked for the run
     async with app.run_test(size=(120, 40)) as pilot:
         panel = app.screen.query_one(GpuPanel)
-        for _ in range(400):
-            await pilot.pause(0.02)
-            if panel.snapshot is not None and len(panel.snapshot.gpus) == 4:
-                break
+        await pilot_until(
+            pilot,
+            lambda: panel.snapshot is not None and len(panel.snapshot.gpus) == 4,
+            what="the GPU panel to show both nodes' 4 GPUs",
+            timeout=20,
+            seen=lambda: str(panel.render()),
+        )
         snap = panel.snapshot
         assert snap is not None and snap.source == "nodes"
         assert [(n.node, n.host, n.state, n.gpus) for n in snap.nodes] == [
@@ -128,10 +137,13 @@ async def test_panel_shows_every_gpu_of_every_node(node_run: tuple[Path, dict]) 
         assert node1[1].startswith("GPU0 H200") and " 22.2/140G 100%  57°C  615/700W" in node1[1]
         # Logs from every node, each line naming its node.
         pane = app.screen.query_one(LogPane)
-        for _ in range(200):
-            await pilot.pause(0.02)
-            if pane.model.total >= len(LOG_LINES):
-                break
+        await pilot_until(
+            pilot,
+            lambda: pane.model.total >= len(LOG_LINES),
+            what=f"the log pane to show all {len(LOG_LINES)} lines",
+            timeout=20,
+            seen=lambda: [line.text for line in pane.model.lines],
+        )
         shown = [line.text for line in pane.model.lines]
         assert any(x.startswith("[node0 gpu-a] ") for x in shown)
         assert any(x.startswith("[node1 gpu-b] ") for x in shown)

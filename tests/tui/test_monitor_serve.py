@@ -7,15 +7,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from backend.preset import load_preset
 from backend.results.serve import serve_processes
 from backend.results.serve_run import read_record
 from screens.monitor import MonitorScreen
+from screens.run_actions import RunActions
 from tests.backend.test_results_add_up import make_run, trained_lora_run
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,23 +28,35 @@ def attached(run_dir: Path) -> TrainwizApp:
                        start_step="monitor", attach_run=run_dir)  # fmt: skip
 
 
-async def wait_for(pilot, check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        await pilot.pause(0.2)
+def offers_of(app: TrainwizApp) -> Any:
+    """The Monitor's run actions as checked (None until the check has answered)."""
+    bars = app.screen.query(RunActions)
+    return bars.first().offers if bars else None
+
+
+def actions_note(app: TrainwizApp) -> str:
+    """The actions bar's line (what Resume and Chat will do, or why not), or the screen shown."""
+    bars = app.screen.query("#run-actions-note")
+    return str(bars.first().render()) if bars else f"no actions bar on {type(app.screen).__name__}"
 
 
 async def test_serve_key_is_dimmed_without_a_model(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path, "finished", checkpoint=None)
     app = attached(run_dir)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(1.0)
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, MonitorScreen) and offers_of(app) is not None,
+            what="the Monitor to check what the run offers",
+            timeout=20,
+            seen=lambda: actions_note(app),
+        )
         screen = app.screen
         assert isinstance(screen, MonitorScreen)
         assert screen.check_action("serve", ()) is None  # shown, dimmed
         await pilot.press("v")
-        await pilot.pause(0.5)
+        await pilot.pause()  # the key was handled in press(): a serve would have started now
+        assert not [w for w in app.workers if w.group == "monitor-serve"]
         assert read_record(run_dir) is None and serve_processes(run_dir) == []
 
 
@@ -52,12 +66,29 @@ async def test_serve_key_serves_a_finished_lora_run(tmp_path: Path, tiny_model: 
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             screen = app.screen
-            await wait_for(pilot, lambda: screen.check_action("serve", ()) is True, 30, "serve")
+            await pilot_until(
+                pilot,
+                lambda: screen.check_action("serve", ()) is True,
+                what="Serve to be offered",
+                timeout=30,
+                seen=lambda: actions_note(app),
+            )
             await pilot.press("v")
-            await wait_for(pilot, lambda: bool((read_record(run_dir) or {}).get("ready")), 240,
-                           "the model to be served")  # fmt: skip
-            await pilot.pause(0.5)
+            await pilot_until(
+                pilot,
+                lambda: bool((read_record(run_dir) or {}).get("ready")),
+                what="the model to be served",
+                timeout=240,  # a real model loads in a fresh server process
+                seen=lambda: (read_record(run_dir), [n.message for n in app._notifications]),
+            )
             record = read_record(run_dir) or {}
+            await pilot_until(
+                pilot,
+                lambda: any(record["base_url"] in n.message for n in app._notifications),
+                what="a notification with the server's URL",
+                timeout=30,
+                seen=lambda: [n.message for n in app._notifications],
+            )
             shown = [n.message for n in app._notifications]
             assert any(record["base_url"] in m for m in shown), shown
         body = {"model": run_dir.name, "messages": [{"role": "user", "content": "Hi"}],

@@ -20,6 +20,7 @@ from textual.pilot import Pilot
 from backend.rundir import RunStatus, create_run_dir, write_status
 from screens.monitor import MonitorScreen
 from tests.tui.test_monitor import LOG_2G, MonitorHarness, one_row_trace, replay_factory
+from tests.waiting import pilot_until
 from widgets.throughput import ThroughputMeter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,14 +53,23 @@ def run_with(trainer_world: int, planned: int) -> Path:
 async def shown(pilot: Pilot, app: MonitorHarness, note: str = "") -> str:  # type: ignore[type-arg]
     """The meter's text once the metrics, the status and ``note`` have landed (the worker posts
     the note with the status after it read the start line; pumped, never a fixed sleep)."""
-    for _ in range(3000):
-        await pilot.pause(0.01)
-        meter = app.screen.query_one(ThroughputMeter)
-        settled = meter.summary is not None and meter.summary.finished and meter.state
-        if settled and meter.note == note:
-            await pilot.pause()
-            return str(meter.render())
-    raise AssertionError(f"monitor did not settle (note {meter.note!r})")
+
+    def meter() -> ThroughputMeter:
+        return app.screen.query_one(ThroughputMeter)
+
+    def settled() -> bool:
+        summary = meter().summary
+        return bool(summary is not None and summary.finished and meter().state)
+
+    await pilot_until(
+        pilot,
+        lambda: settled() and meter().note == note,
+        what=f"the meter to show the finished run with note {note!r}",
+        timeout=30,
+        seen=lambda: f"state {meter().state!r}, note {meter().note!r}, summary {meter().summary}",
+    )
+    await pilot.pause()
+    return str(meter().render())
 
 
 def runs_text() -> str:

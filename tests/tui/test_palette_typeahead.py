@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 from textual import events
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 
 import backend.planner.gpu as planner_gpu
 from backend.preset import load_preset
 from screens.hyperparams import HyperparamsScreen, field_id
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 from widgets.form_field import FormField
 
@@ -39,11 +40,26 @@ def _value(screen: HyperparamsScreen, path: str) -> str:
     return str(getattr(screen.query_one(f"#{field_id(path)}", FormField).editor, "value", ""))
 
 
+def _where(app: Any) -> str:
+    """The screen shown and the focused widget."""
+    return f"screen {type(app.screen).__name__}, focus {app.focused!r}"
+
+
+def _options(app: Any) -> list[str]:
+    """The palette's entries (empty when the palette is not shown)."""
+    if not isinstance(app.screen, CommandPalette):
+        return []
+    return [str(option.prompt) for option in app.screen.query_one(CommandList).options]
+
+
 async def _open(pilot: Pilot[Any], app: TrainwizApp) -> HyperparamsScreen:
-    for _ in range(200):
-        await pilot.pause(0.05)
-        if isinstance(app.screen, HyperparamsScreen) and app.screen.settled:
-            break
+    await pilot_until(
+        pilot,
+        lambda: isinstance(app.screen, HyperparamsScreen) and app.screen.settled,
+        what="the Hyperparameters step with its side pane computed",
+        timeout=20,
+        seen=lambda: _where(app),
+    )
     assert isinstance(app.screen, HyperparamsScreen)
     return app.screen
 
@@ -51,21 +67,35 @@ async def _open(pilot: Pilot[Any], app: TrainwizApp) -> HyperparamsScreen:
 async def _palette(pilot: Pilot[Any], query: str, shown: str) -> None:
     await pilot.press("ctrl+p")
     await pilot.press(*query)
-    for _ in range(100):
-        await pilot.pause(0.05)
-        palette = pilot.app.screen
-        if isinstance(palette, CommandPalette) and any(
-            shown in str(option.prompt) for option in palette.query_one("CommandList").options
-        ):
-            return
-    raise AssertionError(f"the palette never listed {shown!r}")
+    await pilot_until(
+        pilot,
+        lambda: any(shown in option for option in _options(pilot.app)),
+        what=f"the palette to list {shown!r}",
+        timeout=20,
+        seen=lambda: f"{_where(pilot.app)}, entries {_options(pilot.app)}",
+    )
 
 
 async def _gone(pilot: Pilot[Any], screen: HyperparamsScreen, path: str, value: str) -> None:
-    for _ in range(100):
-        await pilot.pause(0.05)
-        if pilot.app.screen is screen and _value(screen, path) == value:
-            return
+    """Wait until the palette has closed and the keys typed after Enter have reached ``path``."""
+    await pilot_until(
+        pilot,
+        lambda: pilot.app.screen is screen and _value(screen, path) == value,
+        what=f"the palette closed and {path} showing {value!r}",
+        timeout=20,
+        seen=lambda: f"{_where(pilot.app)}, {path} = {_value(screen, path)!r}",
+    )
+
+
+async def _rejected(pilot: Pilot[Any], screen: HyperparamsScreen) -> None:
+    """Wait until the screen has heard of a value typed into a field that it rejects."""
+    await pilot_until(
+        pilot,
+        screen.leave_problems,
+        what="the typed value to be rejected",
+        timeout=20,
+        seen=lambda: f"learning_rate = {_value(screen, 'learning_rate')!r}",
+    )
 
 
 async def test_keys_after_edit_field_land_in_that_field() -> None:
@@ -86,7 +116,7 @@ async def test_keys_after_a_refused_run_all_land_in_the_rejected_field() -> None
         screen = await _open(pilot, app)
         screen.focus_field("learning_rate")
         await pilot.press("end", *["backspace"] * 12, *"0x10")
-        await pilot.pause(0.3)
+        await _rejected(pilot, screen)
         assert screen.leave_problems()
         for round_number in range(3):
             await _palette(pilot, "Run all steps", "Run all steps (replay")
@@ -94,7 +124,7 @@ async def test_keys_after_a_refused_run_all_land_in_the_rejected_field() -> None
             await _gone(pilot, screen, "learning_rate", "2e-4")
             assert _value(screen, "learning_rate") == "2e-4", round_number
             await pilot.press("end", *["backspace"] * 8, *"0x10")
-            await pilot.pause(0.3)
+            await _rejected(pilot, screen)
 
 
 async def test_keys_after_an_enter_that_keeps_the_palette_open_go_to_the_palette() -> None:
@@ -104,15 +134,24 @@ async def test_keys_after_an_enter_that_keeps_the_palette_open_go_to_the_palette
         await _open(pilot, app)
         await pilot.press("ctrl+p")
         await pilot.press(*"zzqx")
-        await pilot.pause(0.5)
+        await pilot_until(  # the search is over: Enter then has nothing to run
+            pilot,
+            lambda: (
+                [o.id for o in app.screen.query_one(CommandList).options]
+                == [CommandPalette._NO_MATCHES]
+            ),
+            what="the palette to find no match for 'zzqx'",
+            timeout=20,
+            seen=lambda: f"{_where(app)}, entries {_options(app)}",
+        )
         _burst(app, "enter", *"yy")
-        for _ in range(60):
-            await pilot.pause(0.05)
-            palette = app.screen
-            if isinstance(palette, CommandPalette) and palette.query_one(
-                "CommandInput"
-            ).value.endswith("yy"):  # type: ignore[attr-defined]
-                break
+        await pilot_until(
+            pilot,
+            lambda: app.screen.query_one("CommandInput").value.endswith("yy"),  # type: ignore[attr-defined]
+            what="the keys typed after Enter to reach the palette's input",
+            timeout=20,
+            seen=lambda: f"{_where(app)}, input {app.screen.query_one('CommandInput').value!r}",  # type: ignore[attr-defined]
+        )
         palette = app.screen
         assert isinstance(palette, CommandPalette)
         assert palette.query_one("CommandInput").value == "zzqxyy"  # type: ignore[attr-defined]

@@ -13,8 +13,9 @@ import json
 import os
 import shutil
 import signal
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -37,6 +38,7 @@ from tests.integration.test_resume_host import (
     preset_file,
     worker_pids,
 )
+from tests.waiting import pilot_until, wait_until
 from tui.app import TrainwizApp
 
 pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
@@ -61,12 +63,23 @@ def attached(run_dir: Path) -> TrainwizApp:
     )
 
 
-async def until(pilot: Pilot, check, timeout: float = 60, what: str = "") -> None:  # type: ignore[no-untyped-def,type-arg]
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:.0f} s for {what or check}")
-        await pilot.pause(0.1)
+async def until(
+    pilot: Pilot,  # type: ignore[type-arg]
+    check: Callable[[], object],
+    what: str,
+    timeout: float = 30,
+) -> None:
+    """``pilot_until`` with what the wizard shows on a time-out: the screen, the actions bar's
+    line and the last notifications."""
+    await pilot_until(pilot, check, what=what, timeout=timeout, seen=lambda: shown(pilot.app))
+
+
+def shown(app: Any) -> str:
+    """The screen shown, the actions bar's line and the last notifications."""
+    notes = [str(n.message) for n in app._notifications][-3:]
+    bars = app.screen.query("#run-actions-note")
+    line = str(bars.first().render()) if bars else "-"
+    return f"screen {type(app.screen).__name__}, actions {line!r}, notifications {notes}"
 
 
 def note(app: TrainwizApp) -> str:
@@ -96,10 +109,12 @@ def chat_workers(run_dir: Path) -> list[int]:
 
 
 def no_chat_worker_within(run_dir: Path, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while chat_workers(run_dir):
-        assert time.monotonic() < deadline, f"chat worker left running: {chat_workers(run_dir)}"
-        time.sleep(0.1)
+    wait_until(
+        lambda: not chat_workers(run_dir),
+        what="the chat worker to end",
+        timeout=timeout,
+        seen=lambda: f"chat worker left running: {chat_workers(run_dir)}",
+    )
 
 
 async def test_resume_from_the_monitor_then_chat_with_the_result(tmp_path: Path) -> None:
@@ -191,13 +206,17 @@ async def test_live_then_crashed_run_without_checkpoint_says_why_not(tmp_path: P
                     what="the monitor to see the failure")  # fmt: skip
         assert "no complete checkpoint" in note(app) and "no saved model" in note(app)
         await pilot.press("r")  # disabled: nothing starts
-        await pilot.pause(0.3)
+        await pilot.pause()  # the key was handled in press(): a confirmation would be up now
         assert isinstance(app.screen, MonitorScreen)
 
         # the palette's Chat refuses as the dimmed `a` does, with the same reason
         assert "not available" in app.chat_help() and "no saved model" in app.chat_help()
         app.action_chat()
-        await pilot.pause(0.3)
+        await until(
+            pilot,
+            lambda: any(n.title == "Chat not available" for n in app._notifications),
+            what="the palette's Chat to be refused with a notification",
+        )
         assert isinstance(app.screen, MonitorScreen)  # no chat view opened to fail later
         said = [n.message for n in app._notifications if n.title == "Chat not available"]
         assert said and "no saved model" in said[-1]

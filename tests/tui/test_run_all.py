@@ -13,6 +13,7 @@ from backend.preset import parse_preset_text
 from backend.runs import refresh, wait_for
 from screens.dialogs import ConfirmDialog
 from screens.replay import RunAllScreen
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
@@ -34,32 +35,54 @@ async def test_run_all_replays_and_opens_the_monitor_on_the_run() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+r")
-        for _ in range(200):  # it asks first, saying what runs and where
-            await pilot.pause(0.05)
-            if isinstance(app.screen, ConfirmDialog):
-                break
+        await pilot_until(  # it asks first, saying what runs and where
+            pilot,
+            lambda: isinstance(app.screen, ConfirmDialog),
+            what="Run all's confirmation",
+            timeout=20,
+            seen=lambda: type(app.screen).__name__,
+        )
         assert isinstance(app.screen, ConfirmDialog)
         assert app.current_run is None
         await pilot.press("y")
-        screen = None
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if isinstance(app.screen, RunAllScreen):
-                screen = app.screen
-                break
-        assert screen is not None
-        for _ in range(3600):  # warnings on this machine: accept them as --yes would
-            await pilot.pause(0.05)
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, RunAllScreen),
+            what="the Run all screen",
+            timeout=20,
+            seen=lambda: type(app.screen).__name__,
+        )
+        screen = app.screen
+        assert isinstance(screen, RunAllScreen)
+
+        def stopped() -> bool:
+            result = screen.result
+            return not screen.running and result is not None and bool(result.failed_step)
+
+        def status() -> str:
+            return f"{type(app.screen).__name__}: {screen.query_one('#run-all-status').render()}"
+
+        for _attempt in range(3):  # warnings on this machine: accept them as --yes would
+            await pilot_until(
+                pilot,
+                lambda: app.current_run is not None or stopped(),
+                what="Run all to launch the run (or stop at a step)",
+                timeout=180,  # the real pipeline: checks, the tiny model, the launch
+                seen=status,
+            )
             if app.current_run is not None:
                 break
-            if not screen.running and screen.result is not None and screen.result.failed_step:
-                assert screen.result.failed_step == "checks", screen.result.reports
-                await pilot.press("y")
+            assert screen.result is not None
+            assert screen.result.failed_step == "checks", screen.result.reports
+            await pilot.press("y")
         assert app.current_run is not None
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.current_step == "monitor":
-                break
+        await pilot_until(
+            pilot,
+            lambda: app.current_step == "monitor",
+            what="the Monitor step on the run",
+            timeout=20,
+            seen=lambda: f"step {app.current_step!r}, screen {type(app.screen).__name__}",
+        )
         assert app.current_step == "monitor"
         outcomes = {r.step: r.outcome for r in screen.result.reports}  # type: ignore[union-attr]
         assert outcomes["model"] in ("done", "skipped") and outcomes["launch"] == "done"

@@ -24,6 +24,7 @@ import backend.planner.gpu as planner_gpu
 from backend.planner.fields import form_fields
 from backend.preset import load_preset
 from screens.hyperparams import HyperparamsScreen, field_id
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 from widgets.form_field import FormField
 
@@ -34,11 +35,15 @@ def _no_local_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def _until(pilot: Pilot[Any], ready: Any, what: str) -> None:
-    for _ in range(300):
-        if ready():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"never: {what}")
+    """``pilot_until`` saying which step is shown and how far the Hyperparameters form is."""
+    app: Any = pilot.app
+
+    def seen() -> str:
+        form = app.step_screen("hyperparams")
+        built = None if form is None else (getattr(form, "built", None), form.settled)
+        return f"step {app.current_step!r}, screen {type(app.screen).__name__}, form {built}"
+
+    await pilot_until(pilot, ready, what=what, timeout=20, seen=seen)
 
 
 async def test_a_first_visit_reparses_no_stylesheet(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,13 +56,23 @@ async def test_a_first_visit_reparses_no_stylesheet(monkeypatch: pytest.MonkeyPa
 
     app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="model")
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.5)
+        await _until(  # the start's own work is over: the model step, the form built ahead
+            pilot,
+            lambda: (
+                app.screen.is_mounted and getattr(app.step_screen("hyperparams"), "built", False)
+            ),
+            "the model step shown, the Hyperparameters form built ahead",
+        )
         monkeypatch.setattr(Stylesheet, "reparse", counting)
         for step_id in ("image", "hyperparams", "launch"):
             assert app.step_screen(step_id) is None or step_id == "hyperparams"
             assert app.goto_step(step_id)
-            await _until(pilot, lambda s=step_id: app.screen is app.step_screen(s), step_id)
-            await pilot.pause(0.2)
+            await _until(
+                pilot,
+                lambda s=step_id: app.screen is app.step_screen(s) and app.screen.is_mounted,
+                f"the {step_id} step shown and mounted",
+            )
+            await pilot.pause()
         assert reparses == []
 
 
@@ -78,7 +93,18 @@ async def test_hyperparameters_is_built_while_an_earlier_step_is_shown() -> None
         await _until(pilot, lambda: app.screen is ahead, "the move shows the built screen")
         rows = list(ahead.query(FormField))
         assert [r.path for r in rows] == [f.path for f in form_fields()]
-        await pilot.pause(0.2)
+
+        def learning_rate() -> object:
+            editor = ahead.query_one(f"#{field_id('learning_rate')}", FormField).editor
+            return getattr(editor, "value", None)
+
+        await pilot_until(
+            pilot,
+            lambda: learning_rate() == "0.00042",
+            what="learning_rate to show the edit made meanwhile",
+            timeout=20,
+            seen=lambda: f"learning_rate shows {learning_rate()!r}",
+        )
         editor = ahead.query_one(f"#{field_id('learning_rate')}", FormField).editor
         assert isinstance(editor, Input) and editor.value == "0.00042"
 

@@ -6,14 +6,17 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import OptionList, Static, TextArea
 
 from backend.preset import Preset, load_preset
 from backend.runs.diagnose_run import diagnosable_runs
 from screens.fix_review import FixReviewDialog
 from screens.troubleshoot import TroubleshootScreen
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -38,6 +41,33 @@ def _static_text(screen: TroubleshootScreen, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
 
 
+def _screen_name(app: TrainwizApp) -> str:
+    return type(app.screen).__name__
+
+
+async def _shown(pilot: Pilot[Any], app: TrainwizApp, kind: type) -> None:
+    """Wait until the screen on top is a ``kind``."""
+    await pilot_until(
+        pilot,
+        lambda: isinstance(app.screen, kind),
+        what=f"the {kind.__name__}",
+        timeout=20,
+        seen=lambda: _screen_name(app),
+    )
+
+
+async def _diagnosed(pilot: Pilot[Any], screen: TroubleshootScreen) -> None:
+    """Wait for the diagnosis to land on the screen (with its findings listed)."""
+    await pilot_until(
+        pilot,
+        lambda: screen.diagnosis is not None,
+        what="the diagnosis",
+        timeout=30,
+        seen=lambda: _static_text(screen, "#ts-status"),
+    )
+    await pilot.pause()  # the first finding's highlight (a message) shows its fixes again
+
+
 def test_list_runs_reads_state() -> None:
     _make_run()
     runs = diagnosable_runs()
@@ -54,13 +84,12 @@ async def test_pick_run_review_fix_and_save_when_launch_unavailable(
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+t")
-        await pilot.pause(0.2)
+        await _shown(pilot, app, TroubleshootScreen)
         screen = app.screen
         assert isinstance(screen, TroubleshootScreen)
         screen.query_one("#ts-runs", OptionList).focus()
         await pilot.press("enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
+        await _diagnosed(pilot, screen)
         assert screen.diagnosis is not None
         assert screen.diagnosis.findings[0].category == "cuda_oom"
         assert "vicuna-7b-4xa100-40g" in _static_text(screen, "#ts-status")
@@ -71,14 +100,22 @@ async def test_pick_run_review_fix_and_save_when_launch_unavailable(
         fixes.focus()
         fixes.highlighted = batch_index
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await _shown(pilot, app, FixReviewDialog)
         dialog = app.screen
         assert isinstance(dialog, FixReviewDialog)
         assert any(line.startswith("+  per_device_train_batch_size: 1") for line in dialog.diff)
         assert app.preset.name == "tiny-cpu"  # nothing applied before confirmation
+        saved = Path(os.environ["TRAINWIZ_HOME"]) / "presets" / "vicuna-7b-4xa100-40g.fixed.yaml"
         await pilot.press("y")
-        await pilot.pause(0.2)
-    saved = Path(os.environ["TRAINWIZ_HOME"]) / "presets" / "vicuna-7b-4xa100-40g.fixed.yaml"
+        await pilot_until(
+            pilot,
+            lambda: saved.is_file() and app.preset == load_preset(saved),
+            what=f"the fixed preset saved to {saved} and loaded",
+            timeout=20,
+            seen=lambda: (
+                f"screen {_screen_name(app)}, preset {app.preset.name!r}, saved {saved.is_file()}"
+            ),
+        )
     assert saved.is_file()
     fixed = load_preset(saved)
     assert fixed.training.per_device_train_batch_size == 1
@@ -93,25 +130,30 @@ async def test_cancel_changes_nothing_and_relaunch_callback_gets_fixed_preset() 
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
         app.push_screen(TroubleshootScreen(run_id=RUN_ID, relaunch=launched.append))
-        await pilot.pause(0.2)
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
+        await _shown(pilot, app, TroubleshootScreen)
         screen = app.screen
         assert isinstance(screen, TroubleshootScreen)
+        await _diagnosed(pilot, screen)
         assert (
             screen.diagnosis is not None and screen.diagnosis.findings[0].category == "port_in_use"
         )
         screen.query_one("#ts-fixes", OptionList).focus()
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await _shown(pilot, app, FixReviewDialog)
         assert isinstance(app.screen, FixReviewDialog)
         await pilot.press("escape")
-        await pilot.pause(0.1)
+        await _shown(pilot, app, TroubleshootScreen)
         assert launched == []
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await _shown(pilot, app, FixReviewDialog)
         await pilot.press("y")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: launched,
+            what="the relaunch callback to get the fixed preset",
+            timeout=20,
+            seen=lambda: _screen_name(app),
+        )
     assert len(launched) == 1
     assert launched[0].launch.master_port != load_preset("vicuna-7b-4xa100-40g").launch.master_port
 
@@ -121,7 +163,7 @@ async def test_pasted_log_and_path_and_no_runs() -> None:
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+t")
-        await pilot.pause(0.2)
+        await _shown(pilot, app, TroubleshootScreen)
         screen = app.screen
         assert isinstance(screen, TroubleshootScreen)
         runs = screen.query_one("#ts-runs", OptionList)
@@ -131,16 +173,26 @@ async def test_pasted_log_and_path_and_no_runs() -> None:
             "  ModuleNotFoundError: No module named 'torch'\n"
         )
         await pilot.press("ctrl+r")
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
+        await _diagnosed(pilot, screen)
         assert screen.diagnosis is not None
         assert screen.diagnosis.findings[0].category == "flash_attn_build"
         assert "tiny-cpu" in _static_text(screen, "#ts-status")  # fixes against the open preset
         screen.query_one("#ts-path").focus()
         await pilot.press(*"/nonexistent.log", "enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: "no such file" in _static_text(screen, "#ts-status"),
+            what="the status line to say the file is missing",
+            timeout=20,
+            seen=lambda: _static_text(screen, "#ts-status"),
+        )
         assert "no such file" in _static_text(screen, "#ts-status")
         await pilot.press("escape")
-        await pilot.pause(0.1)
+        await pilot_until(
+            pilot,
+            lambda: not isinstance(app.screen, TroubleshootScreen),
+            what="escape to close Troubleshoot",
+            timeout=20,
+            seen=lambda: _screen_name(app),
+        )
         assert not isinstance(app.screen, TroubleshootScreen)

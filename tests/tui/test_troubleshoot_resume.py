@@ -18,6 +18,7 @@ from screens.dialogs import ConfirmDialog
 from screens.monitor import MonitorScreen
 from screens.troubleshoot import TroubleshootScreen
 from tests.snapshots.test_run_actions_snapshot import recorded_run
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 
@@ -28,13 +29,25 @@ async def test_resume_fix_first_and_it_opens_the_monitor_resume() -> None:
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
         await pilot.press("ctrl+t")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, TroubleshootScreen),
+            what="the Troubleshoot screen",
+            timeout=20,
+            seen=lambda: type(app.screen).__name__,
+        )
         screen = app.screen
         assert isinstance(screen, TroubleshootScreen)
         screen.query_one("#ts-runs", OptionList).focus()
         await pilot.press("enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await pilot_until(
+            pilot,
+            lambda: screen.diagnosis is not None,
+            what="the run's diagnosis",
+            timeout=30,
+            seen=lambda: str(screen.query_one("#ts-status", Static).render()),
+        )
+        await pilot.pause()  # the first finding's highlight (a message) shows its fixes again
         assert screen.diagnosis is not None
         top = screen.diagnosis.findings[0]
         assert top.severity == "error" and top.category == "host_oom"
@@ -46,17 +59,26 @@ async def test_resume_fix_first_and_it_opens_the_monitor_resume() -> None:
         fixes.focus()
         fixes.highlighted = 0
         await pilot.press("enter")
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if isinstance(app.screen, ConfirmDialog):
-                break
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, ConfirmDialog),
+            what="the Monitor's Resume confirmation",
+            timeout=20,
+            seen=lambda: f"screen {type(app.screen).__name__}, step {app.current_step!r}",
+        )
         assert isinstance(app.screen, ConfirmDialog), type(app.screen)
         assert app.current_run == run and app.current_step == "monitor"
         body = str(app.screen.query_one("#confirm-summary", Static).render())
         assert "Resume run" in body and "checkpoint-10" in body
         assert (run / "status.json").read_text() == before  # nothing starts before the yes
         await pilot.press("n")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, MonitorScreen),
+            what="n to close the confirmation onto the Monitor",
+            timeout=20,
+            seen=lambda: type(app.screen).__name__,
+        )
         assert isinstance(app.screen, MonitorScreen)
         assert json.loads((run / "status.json").read_text())["state"] == "failed"
         assert app.resume_requested is None
