@@ -14,7 +14,9 @@ from textual.pilot import Pilot
 
 import screens.checks
 from backend.checks import CheckResult
+from backend.i18n import _
 from backend.preset import load_preset
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 from widgets.check_list import CheckList
 
@@ -47,13 +49,24 @@ def _settled(app: TrainwizApp, highlight: str | None = None) -> Callable[[Pilot[
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = app.screen
         assert isinstance(screen, screens.checks.ChecksScreen)
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if not screen.running:
-                break
+        await pilot_until(
+            pilot,
+            lambda: not screen.running and screen.results,
+            what="the recorded checks to land",
+            timeout=20,
+            seen=lambda: str(screen.query_one("#checks-status").render()),
+        )
         if highlight:
             check_list = screen.query_one(CheckList)
             check_list.highlighted = check_list.get_option_index(highlight)
+            title = _(check_list.titles.get(highlight, highlight))  # as the pane shows it
+            await pilot_until(
+                pilot,
+                lambda: title in str(screen.query_one("#checks-detail-text").render()),
+                what=f"the detail pane to show the {highlight} check",
+                timeout=20,
+                seen=lambda: str(screen.query_one("#checks-detail-text").render()),
+            )
         await pilot.pause()
 
     return run_before

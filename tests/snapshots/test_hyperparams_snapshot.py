@@ -13,6 +13,7 @@ from textual.widgets import Select
 import backend.planner.gpu as planner_gpu
 from backend.preset import load_preset
 from screens.hyperparams import HyperparamsScreen
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 
@@ -23,19 +24,30 @@ def _no_local_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _planned_for(app: TrainwizApp, gpu: str) -> Callable[[Pilot[Any]], Any]:
     async def run_before(pilot: Pilot[Any]) -> None:
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if isinstance(app.screen, HyperparamsScreen) and not app.screen.workers:
-                break
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, HyperparamsScreen) and not app.workers,
+            what="the Hyperparameters step with its workers done",
+            timeout=20,
+            seen=lambda: f"screen {type(app.screen).__name__}, workers {list(app.workers)}",
+        )
         screen = app.screen
         assert isinstance(screen, HyperparamsScreen)
+        before = screen._side_seq  # edits the screen has heard of
         screen.query_one("#hp-gpu", Select).value = gpu
-        for _ in range(200):  # the side pane is computed off the UI thread: wait for it
-            await pilot.pause(0.05)
-            if screen.settled and not screen.workers:
-                break
+        await pilot_until(  # the side pane is computed off the UI thread: wait for it
+            pilot,
+            lambda: (
+                screen._side_seq > before and screen.built and screen.settled and not app.workers
+            ),
+            what=f"every row built and the side pane planned for {gpu}",
+            timeout=20,
+            seen=lambda: (
+                f"built {screen.built}, settled {screen.settled}, workers {list(app.workers)}"
+            ),
+        )
         assert screen.settled
-        await pilot.pause(0.1)
+        await pilot.pause()
 
     return run_before
 

@@ -14,16 +14,20 @@ from textual.pilot import Pilot
 from backend.preset import load_preset
 from screens.image import ImageScreen
 from tests.tui.test_image import H200, SEED_HOST
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 
 async def _surveyed(pilot: Pilot[Any]) -> None:
     screen = pilot.app.screen
     assert isinstance(screen, ImageScreen)
-    for _ in range(400):
-        if screen.survey is not None:
-            break
-        await pilot.pause(0.05)
+    await pilot_until(
+        pilot,
+        lambda: screen.survey is not None,
+        what="the image survey",
+        timeout=30,
+        seen=lambda: str(screen.query_one("#image-host").render()),
+    )
     assert screen.survey is not None
     await pilot.pause()
 

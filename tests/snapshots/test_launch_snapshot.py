@@ -14,7 +14,9 @@ from textual.pilot import Pilot
 import backend.images
 import backend.images.build
 from backend.preset import load_preset
+from screens.dialogs import ConfirmDialog
 from screens.launch import LaunchScreen
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 
@@ -29,11 +31,27 @@ def _stable(monkeypatch: pytest.MonkeyPatch) -> None:
 async def _planned(pilot: Pilot[Any]) -> None:
     screen = pilot.app.screen
     assert isinstance(screen, LaunchScreen)
-    for _ in range(100):
-        if screen.plan is not None:
-            break
-        await pilot.pause(0.05)
+    await pilot_until(
+        pilot,
+        lambda: screen.plan is not None,
+        what="the Launch step's plan",
+        timeout=20,
+        seen=lambda: str(screen.query_one("#launch-status").render()),
+    )
     await pilot.pause()
+
+
+async def confirming(pilot: Pilot[Any]) -> None:
+    """Press l on the planned Launch step and wait for the confirmation to be up."""
+    await _planned(pilot)
+    await pilot.press("l")
+    await pilot_until(
+        pilot,
+        lambda: isinstance(pilot.app.screen, ConfirmDialog) and pilot.app.screen.is_mounted,
+        what="the launch's confirmation",
+        timeout=20,
+        seen=lambda: type(pilot.app.screen).__name__,
+    )
 
 
 def test_launch_plan_120x40(snap_compare: Any) -> None:
@@ -48,9 +66,4 @@ def test_launch_confirm_80x24(snap_compare: Any) -> None:
         load_preset("vicuna-7b-4xa100-40g"), "vicuna-7b-4xa100-40g", start_step="launch"
     )
 
-    async def confirm(pilot: Pilot[Any]) -> None:
-        await _planned(pilot)
-        await pilot.press("l")
-        await pilot.pause(0.2)
-
-    assert snap_compare(app, terminal_size=(80, 24), run_before=confirm)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=confirming)

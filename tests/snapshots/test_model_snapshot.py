@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 from backend.preset import load_preset
 from screens.model import ModelScreen
 from tests.backend.test_model_validate import shared_tiny
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 
 HOME = Path("/tmp/trainwiz-snapshot-model-home")
@@ -31,10 +32,16 @@ def _home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFact
 async def _checked(pilot: Pilot[Any]) -> None:
     screen = pilot.app.screen
     assert isinstance(screen, ModelScreen)
-    for _ in range(1200):
-        if screen.report is not None and screen.data_report is not None:
-            break
-        await pilot.pause(0.05)
+    await pilot_until(
+        pilot,
+        lambda: screen.report is not None and screen.data_report is not None,
+        what="the model validated and the data checked",
+        timeout=30,
+        seen=lambda: (
+            str(screen.query_one("#model-status").render()),
+            str(screen.query_one("#data-report").render()),
+        ),
+    )
     assert screen.data_report is not None
     await pilot.pause()
 

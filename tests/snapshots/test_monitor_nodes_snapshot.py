@@ -12,6 +12,7 @@ from backend.monitor.owner import OwnerResolver
 from screens.monitor import MonitorScreen
 from tests.tui.test_monitor import MonitorHarness
 from tests.tui.test_monitor_nodes import LOG_LINES, pinned, replayed_nodes
+from tests.waiting import pilot_until
 from widgets.gpu_panel import GpuPanel
 from widgets.log_pane import LogPane
 from widgets.throughput import ThroughputMeter
@@ -28,20 +29,33 @@ def _app(run: Path) -> MonitorHarness:
 
 async def _settle(pilot: Pilot) -> None:  # type: ignore[type-arg]
     app = pilot.app
-    for _ in range(1000):
-        await pilot.pause()
+
+    def landed() -> bool:
         panel = app.screen.query_one(GpuPanel)
         pane = app.screen.query_one(LogPane)
         meter = app.screen.query_one(ThroughputMeter)
-        if (
+        return bool(
             panel.snapshot
             and len(panel.snapshot.gpus) == 4
             and pane.model.total >= len(LOG_LINES)
             and meter.state
-        ):
-            await pilot.pause()
-            return
-    raise AssertionError("monitor did not settle")
+        )
+
+    def seen() -> str:
+        snap = app.screen.query_one(GpuPanel).snapshot
+        gpus = None if snap is None else len(snap.gpus)
+        pane = app.screen.query_one(LogPane)
+        meter = app.screen.query_one(ThroughputMeter)
+        return f"{gpus} GPUs, {pane.model.total} log lines, meter state {meter.state!r}"
+
+    await pilot_until(
+        pilot,
+        landed,
+        what="both nodes' 4 GPUs, every log line and the run's state",
+        timeout=30,
+        seen=seen,
+    )
+    await pilot.pause()
 
 
 def test_monitor_two_nodes_120x40(snap_compare: Any, tmp_path: Path) -> None:

@@ -23,9 +23,11 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from screens.chat import ChatScreen
+from screens.dialogs import ConfirmDialog
 from screens.monitor import MonitorScreen
 from screens.run_actions import RunActions
-from tests.tui.test_monitor import MonitorHarness, one_row_trace, replay_factory
+from tests.tui.test_monitor import MonitorHarness, monitor_state, one_row_trace, replay_factory
+from tests.waiting import pilot_until
 
 REC = Path(__file__).resolve().parents[1] / "fixtures" / "resumeui"
 RUN_ID = "20261201-124616-tiny-resume"
@@ -93,12 +95,11 @@ def chart_drawn(chart: Any) -> bool:
 
 
 async def settled(pilot: Pilot, app: Any) -> None:  # type: ignore[type-arg]
-    for _ in range(3000):
-        await pilot.pause()
+    def landed() -> bool:
         screen = app.screen
         bars = screen.query(RunActions)
         meter = screen.query_one("ThroughputMeter")
-        if (
+        return bool(
             bars
             and bars.first().offers is not None
             and meter.summary is not None
@@ -106,10 +107,22 @@ async def settled(pilot: Pilot, app: Any) -> None:  # type: ignore[type-arg]
             and meter.state == "failed"
             and screen.query_one("LogPane").model.total > 40
             and chart_drawn(screen.query_one("LossChart"))
-        ):
-            await pilot.pause()
-            return
-    raise AssertionError("the monitor did not settle")
+        )
+
+    def seen() -> str:
+        bars = app.screen.query(RunActions)
+        offers = bars.first().offers if bars else None
+        chart = chart_drawn(app.screen.query_one("LossChart"))
+        return f"{monitor_state(app)}, offers {offers is not None}, chart drawn {chart}"
+
+    await pilot_until(
+        pilot,
+        landed,
+        what="the monitor to settle on the failed run (offers, step 10, log, chart)",
+        timeout=30,
+        seen=seen,
+    )
+    await pilot.pause()
 
 
 def test_monitor_resume_offered_120x40(snap_compare: Any, tmp_path: Path) -> None:
@@ -136,7 +149,13 @@ def test_monitor_resume_confirmation_80x24(snap_compare: Any, tmp_path: Path) ->
     async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
         await settled(pilot, app)
         await pilot.press("r")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, ConfirmDialog) and app.screen.is_mounted,
+            what="the Resume confirmation",
+            timeout=20,
+            seen=lambda: type(app.screen).__name__,
+        )
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
@@ -165,15 +184,14 @@ def chat_snapshot(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> b
 
     async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
         app._chat.query_one("#chat-input", Input).cursor_blink = False  # one frame, not two
-        for _ in range(500):
-            await pilot.pause()
-            if app._chat.ready:
-                break
+        status = lambda: str(app._chat.query_one("#chat-status").render())  # noqa: E731
+        await pilot_until(
+            pilot, lambda: app._chat.ready, what="the chat to be ready", timeout=20, seen=status
+        )
         await pilot.press(*PROMPT, "enter")
-        for _ in range(500):
-            await pilot.pause()
-            if app._chat.replies:
-                break
+        await pilot_until(
+            pilot, lambda: app._chat.replies, what="the recorded reply", timeout=20, seen=status
+        )
         await pilot.pause()
 
     return bool(snap_compare(app, terminal_size=size, run_before=run_before))

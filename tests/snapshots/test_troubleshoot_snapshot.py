@@ -12,7 +12,9 @@ from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import OptionList
 
+from screens.fix_review import FixReviewDialog
 from screens.troubleshoot import TroubleshootScreen
+from tests.waiting import pilot_until
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
@@ -38,9 +40,19 @@ def _make_run() -> None:
 
 
 async def _diagnosed(pilot: Pilot[Any]) -> None:
-    await pilot.pause(0.2)
+    app = pilot.app
+
+    def diagnosis() -> object:
+        screen = app.screen
+        return screen.diagnosis if isinstance(screen, TroubleshootScreen) else None
+
+    def status() -> str:
+        found = app.screen.query("#ts-status")
+        return str(found.first().render()) if found else type(app.screen).__name__
+
+    await pilot_until(pilot, diagnosis, what="the diagnosis", timeout=30, seen=status)
     await pilot.app.workers.wait_for_complete()
-    await pilot.pause(0.2)
+    await pilot.pause()  # the first finding's highlight (a message) shows its fixes again
 
 
 def test_troubleshoot_120x40(snap_compare: Any) -> None:
@@ -57,6 +69,12 @@ def test_troubleshoot_fix_review_120x40(snap_compare: Any) -> None:
         fixes.focus()
         fixes.highlighted = 1  # halve the per-device batch, double accumulation
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: isinstance(pilot.app.screen, FixReviewDialog) and pilot.app.screen.is_mounted,
+            what="the fix review dialog",
+            timeout=20,
+            seen=lambda: type(pilot.app.screen).__name__,
+        )
 
     assert snap_compare(_Host(), terminal_size=(120, 40), run_before=review)

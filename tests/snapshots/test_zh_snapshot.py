@@ -24,7 +24,8 @@ from backend.i18n import current_language, set_language
 from backend.preset import load_preset
 from tests.snapshots.test_checks_snapshot import RECORDED, _settled
 from tests.snapshots.test_hyperparams_snapshot import _planned_for
-from tests.snapshots.test_launch_snapshot import _planned
+from tests.snapshots.test_launch_snapshot import confirming
+from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 from widgets.step_indicator import StepIndicator
 
@@ -94,24 +95,23 @@ def test_zh_launch_confirm_80x24(snap_compare: Any) -> None:
         load_preset("vicuna-7b-4xa100-40g"), "vicuna-7b-4xa100-40g", start_step="launch"
     )
 
-    async def confirm(pilot: Pilot[Any]) -> None:
-        await _planned(pilot)
-        await pilot.press("l")
-        await pilot.pause(0.2)
-
-    assert snap_compare(app, terminal_size=(80, 24), run_before=confirm)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=confirming)
 
 
 def _footer_words(app: TrainwizApp) -> set[str]:
     return {key.description for key in app.screen.query(FooterKey)}
 
 
-async def _until(pilot: Pilot[Any], done: Callable[[], bool], rounds: int = 200) -> None:
+async def _footer_shows(pilot: Pilot[Any], words: set[str]) -> None:
     """The footer recomposes in the new language a frame or more later (more under load)."""
-    for _ in range(rounds):
-        if done():
-            return
-        await pilot.pause(0.05)
+    app: Any = pilot.app
+    await pilot_until(
+        pilot,
+        lambda: words <= _footer_words(app),
+        what=f"the footer to show {sorted(words)}",
+        timeout=20,
+        seen=lambda: sorted(_footer_words(app)),
+    )
 
 
 async def test_palette_language_switch_is_live() -> None:
@@ -125,7 +125,7 @@ async def test_palette_language_switch_is_live() -> None:
         assert isinstance(screen, screens.checks.ChecksScreen)
         results = screen.results
         app.action_switch_language()
-        await _until(pilot, lambda: {"Next", "Quit", "Re-run"} <= _footer_words(app))
+        await _footer_shows(pilot, {"Next", "Quit", "Re-run"})
         assert current_language() == "en"
         assert screen.results is results and not screen.running  # words only: no re-run
         status = str(screen.query_one("#checks-status").render())
@@ -135,6 +135,6 @@ async def test_palette_language_switch_is_live() -> None:
         assert "preset: vicuna-7b-4xa100-40g" in app.sub_title
 
         app.action_switch_language()
-        await _until(pilot, lambda: "下一步" in _footer_words(app))
+        await _footer_shows(pilot, {"下一步"})
         assert current_language() == "zh_CN"
         assert "下一步" in _footer_words(app)
