@@ -21,6 +21,7 @@ from textual.widgets import OptionList, Static
 from backend.diagnosis import diagnose_file
 from backend.runs.multinode.agents import NodeLog, NodeState
 from screens.troubleshoot import TroubleshootScreen
+from tests.waiting import pilot_until
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "logcorpus"
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +29,12 @@ NCCL = CORPUS / "nccl" / "llamafactory-6269-watchdog-reduce-scatter-timeout.log"
 OOM = CORPUS / "cuda_oom" / "fastchat-1781-vicuna7b-a100-40g.log"
 KILLED = CORPUS / "host_oom_killed" / "cppo-6-childfailed-sigkill-root-cause.log"
 RUN_ID = "20261201-120000-tiny-ssh"
+
+
+def _status(screen: object) -> str:
+    """Troubleshoot's status line (empty on another screen)."""
+    found = screen.query("#ts-status")  # type: ignore[attr-defined]
+    return str(found.first().render()) if found else ""
 
 
 def two_node_log(path: Path, node1_log: Path) -> Path:
@@ -113,9 +120,14 @@ async def test_troubleshoot_names_the_node(tmp_path: Path) -> None:
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
         app.push_screen(TroubleshootScreen(run_id=RUN_ID))
-        await pilot.pause(0.2)
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: getattr(app.screen, "diagnosis", None) is not None,
+            what="the run's diagnosis on the Troubleshoot screen",
+            timeout=30,
+            seen=lambda: f"{type(app.screen).__name__}: {_status(app.screen)}",
+        )
+        await pilot.pause()  # the first finding's highlight (a message) shows its fixes again
         screen = app.screen
         assert isinstance(screen, TroubleshootScreen) and screen.diagnosis is not None
         found = screen.query_one("#ts-findings", OptionList)

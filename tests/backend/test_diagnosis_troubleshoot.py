@@ -16,9 +16,16 @@ from backend.preset.schema import Preset
 from backend.runs.diagnose_run import diagnosable_runs
 from screens.fix_review import FixReviewDialog
 from screens.troubleshoot import TroubleshootScreen
+from tests.waiting import pilot_until
 
 RUN_ID = "20261201-140000-slurm-cut"
 CORPUS3 = Path(__file__).resolve().parents[1] / "fixtures" / "logcorpus3"
+
+
+def _status(screen: object) -> str:
+    """Troubleshoot's status line (empty on another screen)."""
+    found = screen.query("#ts-status")  # type: ignore[attr-defined]
+    return str(found.first().render()) if found else ""
 
 
 def _make_run() -> Path:
@@ -44,9 +51,14 @@ async def test_a_node_only_slurm_run_offers_its_time_limit_as_a_preset_change() 
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
         app.push_screen(TroubleshootScreen(run_id=RUN_ID, relaunch=launched.append))
-        await pilot.pause(0.2)
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: getattr(app.screen, "diagnosis", None) is not None,
+            what="the run's diagnosis on the Troubleshoot screen",
+            timeout=30,
+            seen=lambda: f"{type(app.screen).__name__}: {_status(app.screen)}",
+        )
+        await pilot.pause()  # the first finding's highlight (a message) shows its fixes again
         screen = app.screen
         assert isinstance(screen, TroubleshootScreen) and screen.diagnosis is not None
         top = screen.diagnosis.findings[0]
@@ -61,7 +73,13 @@ async def test_a_node_only_slurm_run_offers_its_time_limit_as_a_preset_change() 
         fixes.focus()
         fixes.highlighted = index
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: isinstance(app.screen, FixReviewDialog),
+            what="the fix review dialog",
+            timeout=20,
+            seen=lambda: type(app.screen).__name__,
+        )
         dialog = app.screen
         assert isinstance(dialog, FixReviewDialog)
         assert any(line.startswith("+    time_limit: 1-00:00:00") for line in dialog.diff), (
@@ -69,5 +87,11 @@ async def test_a_node_only_slurm_run_offers_its_time_limit_as_a_preset_change() 
         )
         assert launched == []  # nothing before confirmation
         await pilot.press("y")
-        await pilot.pause(0.2)
+        await pilot_until(
+            pilot,
+            lambda: launched,
+            what="the relaunch callback to get the fixed preset",
+            timeout=20,
+            seen=lambda: type(app.screen).__name__,
+        )
     assert len(launched) == 1 and launched[0].launch.slurm.time_limit == "1-00:00:00"
