@@ -68,11 +68,14 @@ async def pilot_until(
     seen: Callable[[], object] | None = None,
 ) -> T:
     """``wait_until`` for a Textual Pilot: between polls the app runs (``pilot.pause``), so
-    messages, workers' callbacks and refreshes land; the check sees the app as a user would."""
+    messages, workers' callbacks and refreshes land; the check sees the app as a user would.
+    Each poll lets the screen's pending messages run (``pause(0)``) but never waits for the
+    whole process to go idle: a bare ``pause()`` waits up to a second for that whenever any
+    thread is busy, as on a machine running tests side by side."""
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
-        await pilot.pause()
+        await pilot.pause(0)
         try:
             result = check()
         except Exception as exc:  # a widget not mounted yet, a query that finds nothing yet
