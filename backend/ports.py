@@ -85,9 +85,11 @@ def claims_dir() -> Path:
     return path
 
 
-def claim_port(port: int, run_dir: Path) -> None:
+def claim_port(port: int | None, run_dir: Path) -> None:
     """Record that ``run_dir`` chose ``port`` (call under ``PortLock``): held until that run
-    ends or its folder is gone, whatever home it lives in."""
+    ends or its folder is gone, whatever home it lives in. A spec without a port claims none."""
+    if port is None:
+        return
     path = claims_dir() / str(port)
     part = path.with_name(f".{port}.{os.getpid()}.part")
     part.write_text(str(run_dir.resolve()), encoding="utf-8")

@@ -12,7 +12,7 @@ if ! command -v sbatch >/dev/null || ! command -v munged >/dev/null; then
 fi
 
 host=$(hostname -s)
-cpus=$(nproc)
+cpus=$(nproc --all)  # the machine's CPUs (plain nproc obeys OMP_NUM_THREADS, which the tests set)
 mem_mb=$(awk '/MemTotal/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
 conf_dir=/etc/slurm
 state_dir=/var/lib/trainwiz-slurm
@@ -65,16 +65,21 @@ chmod 0400 /etc/munge/munge.key
 
 running() { pgrep -x "$1" >/dev/null; }
 if ! running munged; then
-    runuser -u munge -- /usr/sbin/munged
+    runuser -u munge -- /usr/sbin/munged </dev/null >/dev/null 2>&1
 fi
 if [ "$changed" = 1 ]; then  # a new config: restart what runs with the old one
     for daemon in slurmd slurmctld; do
         if [ -f "/run/$daemon.pid" ]; then kill "$(cat "/run/$daemon.pid")" 2>/dev/null || true; fi
     done
-    sleep 1
+    for _ in $(seq 1 150); do  # until they are gone: one still saving its state counts as running
+        running slurmd || running slurmctld || break
+        sleep 0.2
+    done
 fi
-running slurmctld || /usr/sbin/slurmctld
-running slurmd || /usr/sbin/slurmd
+# The daemons never hold the caller's stdout/stderr: a caller that reads them to the end (a test
+# fixture's subprocess.run) would otherwise wait for as long as the daemons live.
+running slurmctld || /usr/sbin/slurmctld </dev/null >/dev/null 2>&1
+running slurmd || /usr/sbin/slurmd </dev/null >/dev/null 2>&1
 
 for _ in $(seq 1 60); do
     state=$(sinfo -h -N -n "$host" -o '%T' 2>/dev/null || true)

@@ -44,7 +44,7 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
     echo "$port"; exit 0
 fi
 /usr/sbin/sshd -t -f "$conf"
-/usr/sbin/sshd -f "$conf"
+/usr/sbin/sshd -f "$conf" </dev/null >/dev/null 2>&1  # never holds a caller's pipes
 for _ in $(seq 1 50); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; exit 0; fi
     sleep 0.1

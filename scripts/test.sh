@@ -1,43 +1,109 @@
 #!/usr/bin/env bash
-# The project's test command (README, CI): install with the dev tools, then every quality gate:
-# ruff, mypy, import-linter, and pytest (unit, Pilot, snapshot, and the integration tests: real
-# Docker, sshd, Slurm and real CPU training; as root on Debian/Ubuntu this starts those services).
+# The project's test command (README, CI):
 #
-# System tools some tests drive for real: tmux (the wizard in a real terminal, tests/e2e),
-# git-lfs (git-lfs clones), busybox-static (a one-binary image for the Docker tests). Installed
-# here when missing and we are root on Debian/Ubuntu; otherwise the tests that need one skip
-# and say which package is missing.
+#   bash scripts/test.sh            everything, as CI runs it: install, start the services, ruff,
+#                                   mypy, import-linter, then the whole pytest suite (unit, Pilot,
+#                                   snapshots, the wizard in tmux, faults, hostile presets, real
+#                                   Docker, sshd, Slurm and CPU trainings) on parallel workers
+#   bash scripts/test.sh --quick    the fast tier for the edit-test loop (docs/testing.md): no
+#                                   services, no trainings, no real terminal; under 3 minutes
+#   bash scripts/test.sh [--quick] PYTEST-ARGS...   the same with pytest arguments added
+#
+# As root on Debian/Ubuntu the full run installs the system tools the tests drive (tmux, git-lfs,
+# busybox-static, Docker, OpenSSH, Slurm + munge, debootstrap) in one apt call and starts the
+# services (a Docker engine with a local base image, sshd on 127.0.0.1, a one-host Slurm cluster)
+# in the background while the static checks run. Elsewhere the tests that need a missing tool or
+# service skip and say which. Each phase prints its time; pytest prints its 30 slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+    quick=1
+    shift
+fi
+start_all=$(date +%s)
+phase_start=$start_all
+phase() { phase_start=$(date +%s); echo "== $1"; }
+phase_end() { echo "== phase $1: $(( $(date +%s) - phase_start )) s"; }
+as_root_with_apt() { [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; }
 
 install_system_tools() {
     local missing=()
     command -v tmux >/dev/null 2>&1 || missing+=(tmux)
     command -v git-lfs >/dev/null 2>&1 || missing+=(git-lfs)
     command -v busybox >/dev/null 2>&1 || [ -x /bin/busybox ] || missing+=(busybox-static)
+    command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+    command -v sbatch >/dev/null 2>&1 || missing+=(slurm-wlm)
+    command -v munged >/dev/null 2>&1 || missing+=(munge)
+    command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+    command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
     [ ${#missing[@]} -eq 0 ] && return 0
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "== installing system tools: ${missing[*]}"
+    if as_root_with_apt; then
+        echo "installing system tools: ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     else
-        echo "== not installing ${missing[*]} (needs root and apt-get): the tests that need" \
+        echo "not installing ${missing[*]} (needs root and apt-get): the tests that need" \
              "them are skipped, each saying which package is missing" >&2
     fi
 }
 
-install_system_tools
-# The services the integration tests use, started here so this one command works on a fresh
-# machine (each script is idempotent; .ci/run calls them too): a Docker engine with the local
-# base image, sshd on 127.0.0.1 and a one-host Slurm cluster for the multi-node tests.
-if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    bash scripts/ci-docker.sh
-    bash scripts/ci-sshd.sh >/dev/null
-    bash scripts/ci-slurm.sh >/dev/null
+# ---- install --------------------------------------------------------------------------------
+phase "install"
+[ "$quick" = 1 ] || install_system_tools
+# The quick tier skips pip when nothing it installs from changed since the last install.
+stamp=".venv/.trainwiz-dev-$(sha256sum pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"
+if [ "$quick" = 1 ] && [ -f "$stamp" ]; then
+    echo "the dev install is current ($stamp)"
+else
+    bash scripts/install.sh --dev
+    rm -f .venv/.trainwiz-dev-*
+    touch "$stamp"
 fi
-bash scripts/install.sh --dev
+phase_end install
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff"; ruff check . && ruff format --check .
-echo "== mypy"; mypy
-echo "== import-linter"; lint-imports
-echo "== pytest"; python -m pytest "$@"
+
+# ---- services, in the background while the static checks run -------------------------------
+services_pid=""
+services_log=$(mktemp /tmp/trainwiz-services.XXXXXX)
+if [ "$quick" = 0 ] && as_root_with_apt; then
+    (
+        t=$(date +%s)
+        bash scripts/ci-docker.sh
+        bash scripts/ci-sshd.sh
+        bash scripts/ci-slurm.sh
+        echo "== phase services: $(( $(date +%s) - t )) s (beside the static checks)"
+    ) >"$services_log" 2>&1 &
+    services_pid=$!
+fi
+
+phase "ruff"; ruff check . && ruff format --check .; phase_end ruff
+phase "mypy"; mypy; phase_end mypy
+phase "import-linter"; lint-imports; phase_end import-linter
+
+if [ -n "$services_pid" ]; then
+    phase "services"
+    if ! wait "$services_pid"; then
+        cat "$services_log"
+        echo "== the services did not start (their log is above)" >&2
+        exit 1
+    fi
+    cat "$services_log"
+    phase_end "waiting for services"
+fi
+rm -f "$services_log"
+
+# ---- pytest ---------------------------------------------------------------------------------
+phase "pytest"
+# Parallel workers; tests of one shared service run in its group on one worker (tests/conftest.py).
+workers=(-n "${TRAINWIZ_TEST_WORKERS:-3}" --dist loadgroup)
+if [ "$quick" = 1 ]; then
+    python -m pytest "${workers[@]}" --quick "$@"
+else
+    python -m pytest "${workers[@]}" "$@"
+fi
+phase_end pytest
+echo "== total: $(( $(date +%s) - start_all )) s"

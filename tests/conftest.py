@@ -1,12 +1,89 @@
-"""Shared test setup: every test gets its own TRAINWIZ_HOME, so no test sees another's runs."""
+"""Shared test setup: every test gets its own TRAINWIZ_HOME, so no test sees another's runs.
+
+The suite runs on parallel workers (pytest-xdist, ``--dist loadgroup``): tests that share one
+machine-wide service run in that service's group, one at a time on one worker, as they did when
+the suite ran serially; every other test is independent (own home, OS-chosen ports, machine-wide
+port claims for launches) and goes to whichever worker is free. ``--quick`` keeps the fast tier
+for the edit-test loop (docs/testing.md).
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A test that drives one of these shared services runs in its group (one worker, one at a time):
+# the Docker engine (images are built, tagged and removed by name), the one-node Slurm cluster
+# (two CPUs: a second job queues behind the first), and the snapshot tests' fixed home (the
+# screens print TRAINWIZ_HOME, so every picture needs the same path).
+SERVICE_GROUPS: dict[str, str] = {"docker": "docker", "slurm": "slurm"}
+FULL_ONLY_MARKS = ("slow", "training", "docker")
+FULL_ONLY_FOLDERS = ("e2e", "integration")
+FULL_ONLY_FIXTURES = ("slurm", "sshd_port", "tiny_model", "finished_tiny_run")
+# pytest-timeout's backstop (pyproject: 120 s) for a test of the fast tier; a training, a service
+# or the real terminal gets this one. Both only bound a hang: a test's own waits fail first.
+LONG_TIMEOUT_S = 600
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--quick",
+        action="store_true",
+        help="the fast tier only: no trainings, services, real terminal or slow tests",
+    )
+
+
+def _group(item: pytest.Item) -> str | None:
+    for mark, group in SERVICE_GROUPS.items():
+        if item.get_closest_marker(mark) is not None or mark in getattr(item, "fixturenames", ()):
+            return group
+    if item.path.parent.name == "snapshots":
+        return "snapshots"
+    return None
+
+
+def _full_only(item: pytest.Item) -> bool:
+    folder = item.path.relative_to(ROOT / "tests").parts[0]
+    return (
+        folder in FULL_ONLY_FOLDERS
+        or any(item.get_closest_marker(m) is not None for m in FULL_ONLY_MARKS)
+        or any(f in getattr(item, "fixturenames", ()) for f in FULL_ONLY_FIXTURES)
+    )
+
+
+def _start_order(item: pytest.Item) -> int:
+    group = _group(item)
+    if group in ("docker", "slurm"):
+        return 0
+    if _full_only(item):
+        return 1
+    return 2
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--quick"):
+        kept = [item for item in items if not _full_only(item)]
+        config.hook.pytest_deselected(items=[i for i in items if _full_only(i)])
+        items[:] = kept
+    # Longest first: the serial service groups, then trainings and other long tests, then the
+    # fast tier (a group is one unit of work: started last, it would end the run alone).
+    items.sort(key=_start_order)
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if _full_only(item) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(LONG_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -39,15 +116,47 @@ def _fresh_url_opener() -> Iterator[None]:
     urllib.request.install_opener(None)  # type: ignore[arg-type]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process the suite starts inherits this: one compute thread per torch process (the
+    workers already run tests side by side on the few cores; a tiny model gains nothing from a
+    second thread, and oversubscribed threads only slow each other), and Python caching its
+    bytecode (a CLI child process then compiles the project once per suite, not once each)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
+
+def shared_once(
+    tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]
+) -> Path:
+    """``make(path)`` once for the whole run, whichever worker asks first; the others wait on
+    its lock and reuse the result (a worker's basetemp is a child of the run's shared one)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    target = root / "shared" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{name}.lock", "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (target.parent / f"{name}.done").exists():
+                shutil.rmtree(target, ignore_errors=True)
+                make(target)
+                (target.parent / f"{name}.done").touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return target
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The embedded default's tiny Llama, made once per session by the model code itself
+    """The embedded default's tiny Llama, made once per test run by the model code itself
     (``make_tiny``, the spec in presets/tiny-cpu.yaml; tiny-cpu-lora uses the same one): tests
     copy it into their own TRAINWIZ_HOME instead of each building another."""
     from backend.model.tiny import make_tiny
     from backend.preset.loader import load_preset
 
-    preset = load_preset(Path(__file__).resolve().parents[1] / "presets" / "tiny-cpu.yaml")
-    target = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    make_tiny(target, preset.model.tiny)
-    return target
+    preset = load_preset(ROOT / "presets" / "tiny-cpu.yaml")
+    return shared_once(
+        tmp_path_factory, "tiny-llama", lambda target: make_tiny(target, preset.model.tiny)
+    )

@@ -53,9 +53,7 @@ def wait_until(
                 return result
             last = result
         if time.monotonic() >= deadline:
-            raise WaitTimeout(
-                f"waited {timeout:g} s for {what}; saw {_describe(seen, last)}"
-            )
+            raise WaitTimeout(f"waited {timeout:g} s for {what}; saw {_describe(seen, last)}")
         time.sleep(interval)
 
 
@@ -85,7 +83,5 @@ async def pilot_until(
                 return result
             last = result
         if time.monotonic() >= deadline:
-            raise WaitTimeout(
-                f"waited {timeout:g} s for {what}; saw {_describe(seen, last)}"
-            )
+            raise WaitTimeout(f"waited {timeout:g} s for {what}; saw {_describe(seen, last)}")
         await pilot.pause(POLL_S)

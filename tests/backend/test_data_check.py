@@ -73,6 +73,7 @@ def test_cli_data_check_json_and_exit_codes(
     assert "needs a JSON list" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_token_stats_truncation_and_masked_records(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

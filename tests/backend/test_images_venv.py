@@ -24,6 +24,7 @@ def tiny(**changes: object) -> Preset:
     return preset.model_copy(update={"environment": env})
 
 
+@pytest.mark.slow
 def test_failed_pip_leaves_no_venv_and_says_why() -> None:
     preset = tiny(torch_spec="trainwiz-no-such-torch==0.0.0")
     lines: list[str] = []

@@ -160,6 +160,7 @@ def test_packed_batch_equals_padded_loss_and_gradients(
         torch.testing.assert_close(packed_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
+@pytest.mark.slow
 def test_flex_attention_forward_gives_the_padded_loss(
     packing: ModuleType, tokenizer: Any, model_dir: Path
 ) -> None:

@@ -261,6 +261,7 @@ def trained_lora_run(tmp_path: Path, tiny_model: Path) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_chat_works_on_a_finished_lora_run(tmp_path: Path, tiny_model: Path) -> None:
     from backend.results.offers import chat_offer
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +88,7 @@ def test_multi_gpu_preset_is_predicted_only(tmp_path: Path) -> None:
     assert reason.startswith("predicted only")  # no 8-GPU machine here: never measured
 
 
+@pytest.mark.slow
 def test_probe_runs_for_real_on_the_cpu_and_records_the_machine(
     tmp_path: Path, tiny_model: Path, _trainwiz_home: Path
 ) -> None:

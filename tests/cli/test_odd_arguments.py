@@ -120,6 +120,7 @@ def test_every_subcommand_is_tried() -> None:
     assert len(CASES) > 300
 
 
+@pytest.mark.slow
 def test_odd_arguments_never_give_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from backend.entry import ENTRY_SOURCE
 
 SCRIPT = """
@@ -23,6 +25,7 @@ print(os.path.exists(argv[1]))
 """
 
 
+@pytest.mark.slow
 def test_the_fsdp_config_file_is_in_the_run_dir_and_removed_at_exit(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(ENTRY_SOURCE)],

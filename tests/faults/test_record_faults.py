@@ -162,6 +162,7 @@ def _orphaned_run(tmp_path: Path) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(GARBAGE))
 @pytest.mark.parametrize("name", RUN_FILES)
 def test_each_corrupt_run_file_is_reported_never_fatal(name: str, how: str, tmp_path: Path) -> None:

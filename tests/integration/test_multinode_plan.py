@@ -14,6 +14,7 @@ from backend.planner.gpu import gpu_spec
 from backend.planner.multinode import scaling
 from backend.planner.settings import TrainSettings
 from backend.planner.shape import shape_from_config
+from backend.ports import any_free_port
 from tests.integration.test_launch_host import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,9 +49,13 @@ def test_schema_errors_name_the_field(tmp_path: Path) -> None:
 
 def test_each_node_step_is_one_quoted_ssh_command(tmp_path: Path) -> None:
     nodes = ["gpu-a", "me@gpu-b:2200"]
+    # A free port of its own: the store of an SSH run listens here, so tiny-cpu's 29511, bound
+    # by any run training on this machine at that moment, would move to the next free one.
+    port = any_free_port()
     path = preset_file(
-        tmp_path, scheduler="ssh", nnodes=2, nodes=nodes, env={"NCCL_DEBUG": "WARN x'y"}
-    )
+        tmp_path, scheduler="ssh", nnodes=2, nodes=nodes, env={"NCCL_DEBUG": "WARN x'y"},
+        master_port=port,
+    )  # fmt: skip
     plan = json.loads(cli("plan", str(path), "--json").stdout)
     steps = {s["id"]: s for s in plan["steps"]}
     for index, node in enumerate(nodes):
@@ -60,7 +65,7 @@ def test_each_node_step_is_one_quoted_ssh_command(tmp_path: Path) -> None:
         assert argv[-3:-1] == ["--", host]
         remote = shlex.split(argv[-1].split("; ", 1)[1].split(" && exec ", 1)[1])
         assert "NCCL_DEBUG=WARN x'y" in remote  # one word on the node, whatever it holds
-        assert "--nnodes=2" in remote and "--rdzv_endpoint=gpu-a:29511" in remote
+        assert "--nnodes=2" in remote and f"--rdzv_endpoint=gpu-a:{port}" in remote
         assert not any(a.startswith(("--node_rank", "--master_port")) for a in remote)
         # The node's GPU sampler: the same ssh, the sampler copied into the run dir.
         gpus = steps[f"node{index}-gpus"]["argv"]

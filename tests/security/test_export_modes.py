@@ -8,6 +8,8 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from tests.backend.test_lora_export import export, make_run
 
 
@@ -34,6 +36,7 @@ def test_an_adapter_export_is_0644_under_umask_022(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "shared").stat().st_mode) == 0o755
 
 
+@pytest.mark.slow
 def test_a_full_export_is_0644_under_umask_022(tmp_path: Path) -> None:
     """The same for a full fine-tune's export, which the worker writes by loading the model
     back and saving it (a real tiny Llama, its files left 0600 as the watcher writes them)."""

@@ -85,6 +85,7 @@ def _run_pasted(
     return _recorded(log)
 
 
+@pytest.mark.slow
 def test_every_text_field_payload_is_refused_or_planned_inert(tmp_path: Path) -> None:
     tried: collections.Counter[str] = collections.Counter()
     refused: collections.Counter[str] = collections.Counter()

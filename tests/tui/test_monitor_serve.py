@@ -11,6 +11,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from backend.preset import load_preset
 from backend.results.serve import serve_processes
 from backend.results.serve_run import read_record
@@ -60,6 +62,7 @@ async def test_serve_key_is_dimmed_without_a_model(tmp_path: Path) -> None:
         assert read_record(run_dir) is None and serve_processes(run_dir) == []
 
 
+@pytest.mark.slow
 async def test_serve_key_serves_a_finished_lora_run(tmp_path: Path, tiny_model: Path) -> None:
     run_dir = trained_lora_run(tmp_path, tiny_model)
     app = attached(run_dir)

@@ -110,6 +110,7 @@ async def test_keys_after_edit_field_land_in_that_field() -> None:
             assert not isinstance(app.screen, CommandPalette)
 
 
+@pytest.mark.slow
 async def test_keys_after_a_refused_run_all_land_in_the_rejected_field() -> None:
     app = TrainwizApp(load_preset("tiny-cpu"), "tiny-cpu", start_step="hyperparams")
     async with app.run_test(size=(120, 40)) as pilot:
