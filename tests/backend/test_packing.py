@@ -31,6 +31,9 @@ from backend.entry import ENTRY_DIR
 from backend.model.tiny import make_tiny
 from backend.preset.schema import TinyModelSpec
 
+# Real torch + FastChat models built per module: the full tier (docs/testing.md), not --quick.
+pytestmark = pytest.mark.slow
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 fastchat_train = pytest.importorskip("fastchat.train.train")
