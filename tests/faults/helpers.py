@@ -136,21 +136,29 @@ def end_runs(home: Path) -> None:
         end_processes(run_dir, 5.0)
 
 
-def wait_final(run_dir: Path, timeout: float = 180) -> dict:
-    """The run's record from ``trainwiz runs --json`` once it has ended (as a user reads it)."""
+def wait_state(
+    run_dir: Path, states: tuple[str, ...], timeout: float = 30, interval: float = 0.2
+) -> dict:
+    """The run's record from ``trainwiz runs --json`` once its state is one of ``states`` (as a
+    user reads it); each poll is a CLI process, so ``interval`` leaves the CPU to the run."""
     last: dict[str, dict] = {}
 
-    def ended() -> dict | None:
+    def reached() -> dict | None:
         last["run"] = runs_json()[run_dir.name]
-        return last["run"] if last["run"]["state"] in ENDED else None
+        return last["run"] if last["run"]["state"] in states else None
 
     return wait_until(
-        ended,
-        what=f"run {run_dir.name} to end ({'/'.join(ENDED)} in `trainwiz runs`)",
+        reached,
+        what=f"run {run_dir.name} in state {'/'.join(states)} (by `trainwiz runs`)",
         timeout=timeout,
         seen=lambda: {"record": last.get("run"), "train.log": log_tail(run_dir)},
-        interval=0.5,  # each poll is a CLI process: leave the CPU to the training
+        interval=interval,
     )
+
+
+def wait_final(run_dir: Path, timeout: float = 180) -> dict:
+    """The run's record once it has ended."""
+    return wait_state(run_dir, ENDED, timeout, interval=0.5)
 
 
 def processes_of(run_dir: Path) -> dict[int, str]:

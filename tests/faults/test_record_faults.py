@@ -19,7 +19,7 @@ import pytest
 
 from backend.rundir import LAUNCH, create_run_dir, update_status, write_json
 from backend.runs.launch import start_watcher
-from tests.faults.helpers import ROOT, assert_nothing_left, cli, log_tail, runs_json
+from tests.faults.helpers import ROOT, assert_nothing_left, cli, runs_json, wait_state
 from tests.waiting import pilot_until, wait_until
 
 SLEEPER = (
@@ -45,20 +45,7 @@ def _run(code: str = SLEEPER, name: str = "unit") -> Path:
 
 
 def _wait(run_dir: Path, states: tuple[str, ...], timeout: float = 30) -> dict:
-    """The run's record from ``trainwiz runs --json`` once its state is one of ``states``."""
-    last: dict[str, dict] = {}
-
-    def reached() -> dict | None:
-        last["run"] = runs_json()[run_dir.name]
-        return last["run"] if last["run"]["state"] in states else None
-
-    return wait_until(
-        reached,
-        what=f"run {run_dir.name} in state {'/'.join(states)} (by `trainwiz runs`)",
-        timeout=timeout,
-        seen=lambda: {"record": last.get("run"), "train.log": log_tail(run_dir)},
-        interval=0.2,
-    )
+    return wait_state(run_dir, states, timeout)
 
 
 def _proc_state(pid: int) -> str:
