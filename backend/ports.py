@@ -16,7 +16,9 @@ import os
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
+from backend.procinfo import same_process
 from backend.rundir import CorruptRun, list_run_dirs, read_status
 
 
@@ -110,7 +112,7 @@ def _machine_claims(exclude: Path | None) -> set[int]:
         if run_dir == skip:
             continue
         try:
-            live = run_dir.is_dir() and not read_status(run_dir).final
+            live = run_dir.is_dir() and _run_alive(read_status(run_dir))
         except (CorruptRun, OSError):
             live = run_dir.is_dir()  # a run dir being written: its claim stands
         if live:
@@ -118,6 +120,18 @@ def _machine_claims(exclude: Path | None) -> set[int]:
         else:
             path.unlink(missing_ok=True)
     return out
+
+
+def _run_alive(status: Any) -> bool:
+    """Not ended, and its watcher (once it has one) is still that process: a run killed with
+    its watcher (a test session torn down, a reboot) never keeps its port."""
+    if status.final:
+        return False
+    if status.watcher_pid is None:
+        return True  # a launch still starting: its claim stands
+    if status.watcher_start is None:
+        return Path(f"/proc/{status.watcher_pid}").exists()
+    return same_process(status.watcher_pid, status.watcher_start)
 
 
 class PortLock:

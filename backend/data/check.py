@@ -4,11 +4,14 @@ Structural checks mirror what FastChat's ``preprocess`` does with each record: a
 from ``human`` is silently dropped, any role other than human/gpt raises ``KeyError``, roles
 that do not alternate raise ``AssertionError``, and an empty value breaks the masking walk (the
 sample then trains on nothing). Every issue names the record index (and id). Token statistics
-need the tokenizer, so they run in the training python (``_token_stats.py``).
+need the tokenizer, so they run in the training python (``_token_stats.py``), under the chat
+template the run trains with (``template_choice``): FastChat's vicuna path, or the entry's exact
+masks for any other template, with the unmaskable records and a few samples' trained text.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -21,6 +24,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from backend import subproc
+from backend.entry.chat_masks import MOST_UNMASKABLE
+from backend.entry.template_choice import (
+    FASTCHAT_TEMPLATES,
+    SETTINGS,
+    TemplateError,
+    decide,
+    valid_setting,
+)
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
 from backend.model.tiny import training_python
@@ -44,10 +55,33 @@ class DataIssue(BaseModel):
         return f"record {self.index}{ident}: {self.kind}: {self.message}"
 
 
+class UnmaskableRecord(BaseModel):
+    index: int
+    id: str | None = None
+    reason: str
+
+
+class Segment(BaseModel):
+    text: str
+    trained: bool = Field(..., description="the loss is on this text (else masked)")
+
+
+class MaskSample(BaseModel):
+    index: int
+    id: str | None = None
+    segments: list[Segment] = Field(default_factory=list)
+
+
 class TokenStats(BaseModel):
     model_max_length: int
     tokenizer_class: str
-    template_source: str = Field(..., description="fastchat (its own template) or replica")
+    template_source: str = Field(
+        ..., description="fastchat (its own template), replica, or tokenizer (the model's own)"
+    )
+    chat_template: str = Field(
+        "vicuna", description="the template the run trains with: vicuna, model or a FastChat name"
+    )
+    chat_template_reason: str = ""
     n: int
     mean: float
     p50: int
@@ -66,6 +100,22 @@ class TokenStats(BaseModel):
         description="token length of every conversation checked (untruncated): the planner's "
         "padding, packing and real-throughput predictions read it",
     )
+    pad_token: str = Field("", description="the pad token a non-vicuna run uses, and why")
+    unmaskable: int = Field(
+        0, description="conversations the template's masks cannot locate exactly (training skips)"
+    )
+    unmaskable_records: list[UnmaskableRecord] = Field(default_factory=list)
+    truncated_away: int = Field(
+        0, description="conversations with no reply within model_max_length (training skips)"
+    )
+    samples: list[MaskSample] = Field(
+        default_factory=list, description="a few conversations as trained and masked text"
+    )
+
+    @property
+    def mostly_unmaskable(self) -> bool:
+        """More than half the checked conversations unmaskable: the launch refuses the data."""
+        return self.unmaskable > MOST_UNMASKABLE * (self.n + self.unmaskable)
 
 
 class DataReport(BaseModel):
@@ -83,8 +133,12 @@ class DataReport(BaseModel):
 
     @property
     def ok(self) -> bool:
-        """No structural error and no record that FastChat would mask out entirely."""
-        return self.errors == 0 and (self.tokens is None or self.tokens.mismatched == 0)
+        """No structural error, no record that FastChat would mask out entirely, and not more
+        than half the records unmaskable under the run's chat template."""
+        return self.errors == 0 and (
+            self.tokens is None
+            or (self.tokens.mismatched == 0 and not self.tokens.mostly_unmaskable)
+        )
 
 
 def _record_issues(index: int, record: Any, seen_ids: dict[str, int]) -> list[DataIssue]:
@@ -194,8 +248,11 @@ def check_data(
     model_dir: str | Path | None = None,
     max_length: int = 512,
     python: str | None = None,
+    chat_template: str = "auto",
 ) -> DataReport:
-    """Check every record; with ``model_dir``, add token statistics from its tokenizer."""
+    """Check every record; with ``model_dir``, add token statistics from its tokenizer under the
+    chat template the run would train with (``chat_template``: the preset's setting)."""
+    check_template_setting(chat_template)
     file = Path(path).expanduser()
     records = load_records(file)
     report = DataReport(path=str(file), n_records=len(records))
@@ -218,21 +275,54 @@ def check_data(
         )
     if model_dir is not None:
         try:
-            report.tokens = token_stats(file, Path(model_dir), max_length, sorted(bad), python)
+            decide(chat_template, str(Path(model_dir).expanduser()))
+        except TemplateError as exc:  # e.g. `model` for a tokenizer without a template
+            raise BadInput("--" + str(exc).replace("chat_template", "chat-template", 1)) from None
+        try:
+            report.tokens = token_stats(
+                file, Path(model_dir), max_length, sorted(bad), python, chat_template
+            )
         except TrainwizError as exc:
             report.tokens_unavailable = str(exc)
     return report
 
 
+def check_template_setting(setting: str) -> None:
+    """BadInput naming ``--chat-template`` and what it takes, for a setting no run accepts."""
+    if valid_setting(setting):
+        return
+    close = difflib.get_close_matches(setting, [*SETTINGS, *FASTCHAT_TEMPLATES], n=1)
+    raise BadInput(
+        _(
+            "--chat-template {setting}: use auto, vicuna, model or a FastChat template name "
+            "(e.g. llama-2, mistral, qwen-7b-chat){hint}"
+        ).format(
+            setting=setting,
+            hint=_("; did you mean {name}?").format(name=close[0]) if close else "",
+        )
+    )
+
+
 def token_stats(
-    file: Path, model_dir: Path, max_length: int, skip: list[int], python: str | None = None
+    file: Path,
+    model_dir: Path,
+    max_length: int,
+    skip: list[int],
+    python: str | None = None,
+    chat_template: str = "auto",
 ) -> TokenStats:
     """Run the helper with the training python; a missing transformers is reported, not raised."""
     if not model_dir.is_dir():
         raise BadInput(
             _("model directory {model_dir} does not exist: fix --model").format(model_dir=model_dir)
         )
-    job = {"data": str(file), "model": str(model_dir), "max_length": max_length, "skip": skip}
+    job = {
+        "data": str(file),
+        "model": str(model_dir),
+        "max_length": max_length,
+        "skip": skip,
+        "chat_template": chat_template,
+    }
     argv = [training_python(python), str(HELPER), json.dumps(job)]
     # Tokenizers need no framework: USE_TORCH=0 saves seconds of importing torch.
     env = dict(
@@ -256,6 +346,13 @@ def token_stats(
                 _("token statistics need transformers in the training python ({value})").format(
                     value=argv[0]
                 )
+            )
+        if "No module named 'fastchat'" in proc.stderr:
+            raise TrainwizError(
+                _(
+                    "chat template {template} is FastChat's: it needs fschat in the training "
+                    "python ({value})"
+                ).format(template=chat_template, value=argv[0])
             )
         tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
         raise TrainwizError(
@@ -286,4 +383,11 @@ def token_stats(
         mismatched=len(out["mismatched"]),
         mismatched_indexes=out["mismatched"][:MAX_LISTED],
         lengths=[int(x) for x in out["lengths"]],
+        chat_template=out.get("chat_template", "vicuna"),
+        chat_template_reason=out.get("chat_template_reason", ""),
+        pad_token=out.get("pad_token", ""),
+        unmaskable=len(out.get("unmaskable", [])),
+        unmaskable_records=out.get("unmaskable", [])[:MAX_LISTED],
+        truncated_away=len(out.get("truncated_away", [])),
+        samples=out.get("samples", []),
     )

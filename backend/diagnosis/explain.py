@@ -80,6 +80,13 @@ _EXPLAIN: dict[str, str] = {
         "When every sample mismatches the loss is 0. Cause: the tokenizer differs from what the "
         "vicuna template masking assumes (Llama-2/3 tokenizers, transformers >= 5 ignoring use_fast)."
     ),
+    "chat_template_mask": N_(
+        "The training data cannot be turned into masked samples with this tokenizer: FastChat's "
+        "train.py pads with the unk token and masks with Llama-1/2 arithmetic under the vicuna "
+        "template, which Llama-3, Qwen, Gemma and most current tokenizers do not fit (no pad or "
+        "unk token, no `legacy` attribute, other token counts). The trainwiz entry trains with the "
+        "tokenizer's own chat template and computes exact masks from it."
+    ),
     "disk_full": N_(
         "A write failed because the disk (or a quota) is full; checkpoints of a 7B model "
         "with optimizer state take tens of GB each."

@@ -14,7 +14,7 @@ from backend.diagnosis.explain import gib_from_text
 from backend.diagnosis.fixes_cluster import cluster_fixes
 from backend.diagnosis.fixes_env import container_fixes, flash_fixes, hf_fixes
 from backend.diagnosis.fixes_methods import method_fixes
-from backend.diagnosis.fixes_train import arch_fixes, hub_fixes, nan_fixes
+from backend.diagnosis.fixes_train import arch_fixes, hub_fixes, nan_fixes, template_fixes
 from backend.diagnosis.model import Fix, PresetChange
 from backend.i18n import _
 
@@ -136,14 +136,8 @@ def _oom_fixes(preset: Preset | None, match: str) -> list[Fix]:
                 _("parameters and optimizer state live in host RAM between uses"),
             )
         ]
-        if not t.fsdp_transformer_layer_cls_to_wrap:
-            changes.append(
-                _change(
-                    "training.fsdp_transformer_layer_cls_to_wrap",
-                    "LlamaDecoderLayer",
-                    _("auto_wrap needs the layer class (Llama/Vicuna)"),
-                )
-            )
+        # No layer class needed: auto_wrap without one wraps the model's own _no_split_modules
+        # (accelerate), i.e. whatever decoder layer this family has, never a Llama name.
         fixes.append(Fix(_("Offload FSDP to CPU"), _("slower steps and more host RAM"), changes))
     if t.model_max_length > 512:
         new_len = max(512, t.model_max_length // 2)
@@ -400,12 +394,15 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
         return arch_fixes(preset, every)
     if category == "loss_nan":
         return nan_fixes(preset, every)
+    if category == "chat_template_mask":
+        return template_fixes(preset, category)
     if category == "tokenization_mismatch":
         fixes = [
+            *template_fixes(preset, category),
             Fix(
                 _("Check the data against the vicuna template"),
                 _("`trainwiz data check` shows mismatching samples"),
-            )
+            ),
         ]
         if preset is not None and preset.environment.transformers.split(".")[0] >= "5":
             fixes.insert(

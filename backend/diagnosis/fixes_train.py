@@ -243,3 +243,40 @@ def nan_fixes(preset: Preset | None, match: str) -> list[Fix]:
         )
     )
     return fixes
+
+
+def template_fixes(preset: Preset | None, category: str) -> list[Fix]:
+    """Masking failures: train with the model's own chat template through the trainwiz entry.
+
+    FastChat's train.py masks with Llama-1/2 arithmetic under the vicuna template; the trainwiz
+    entry masks any template exactly (docs/chat-templates.md)."""
+    check = Fix(
+        _("See which text is trained on"),
+        _("`trainwiz data check --model DIR` shows the masks and counts unmaskable samples"),
+    )
+    if preset is None:
+        return [
+            Fix(
+                _("Train with the model's own chat template"),
+                _("training.chat_template: auto with launch.entry: trainwiz"),
+            ),
+            check,
+        ]
+    changes = []
+    if preset.launch.entry != "trainwiz":
+        changes.append(_change("launch.entry", "trainwiz", _("masks any chat template exactly")))
+    if preset.training.chat_template != "auto":
+        changes.append(_change("training.chat_template", "auto", _("the tokenizer's own template")))
+    if not changes and category == "tokenization_mismatch":
+        return []  # auto already: a Llama/Vicuna model on the vicuna path; the data is the cause
+    fixes = [check]
+    if changes:
+        fixes.insert(
+            0,
+            Fix(
+                _("Train with the model's own chat template"),
+                _("a tokenizer that carries a template trains with it, masks computed from it"),
+                changes,
+            ),
+        )
+    return fixes

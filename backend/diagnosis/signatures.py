@@ -27,7 +27,7 @@ from backend.diagnosis.signatures_cluster import (
     VERSIONS,
 )
 from backend.diagnosis.signatures_methods import EXTENSION_BUILDS, METHOD_MARKERS, METHODS
-from backend.diagnosis.signatures_train import ARCH, FOLDERS, HUB, NAN, TRAIN_MARKERS
+from backend.diagnosis.signatures_train import ARCH, FOLDERS, HUB, NAN, TEMPLATES, TRAIN_MARKERS
 from backend.i18n import N_
 
 # Tier: 0 root cause of a crash, 1 likely consequence of something else, 2 pure symptom, 3 not
@@ -247,6 +247,7 @@ SIGNATURES: tuple[Signature, ...] = (
         ("HfArgumentParser", "unexpected keyword argument", "unrecognized arguments"),
     ),
     # --- FastChat data ---
+    *TEMPLATES,
     _sig(
         "tokenization_mismatch",
         "warning",

@@ -162,3 +162,18 @@ TRAIN_MARKERS: tuple[Marker, ...] = (
     # multiprocessing creating a semaphore (it lives in /dev/shm): an ENOSPC right after is shm.
     Marker("semlock", re.compile(r"SemLock"), ("SemLock",)),
 )
+
+
+# A tokenizer FastChat's vicuna-only train.py cannot mask or pad (Llama-3, Qwen, Gemma...), and
+# the trainwiz entry refusing a template it cannot mask exactly (chat_masks.py).
+TEMPLATES: tuple[Signature, ...] = (
+    _sig(
+        "chat_template_mask",
+        "error",
+        N_("The data cannot be masked or padded with this tokenizer and template"),
+        r"Asking to pad but the tokenizer does not have a padding token"
+        r"|(?:Fast|Tokenizer)\w*'? (?:object )?has no attribute '?legacy'?"
+        r"|chat template (?P<template>[\w.-]+): \d+ of \d+ conversations cannot be masked exactly",
+        ("Asking to pad", "attribute 'legacy'", "attribute legacy", "cannot be masked exactly"),
+    ),
+)

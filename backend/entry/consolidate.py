@@ -50,6 +50,7 @@ _TOKENIZER_FILES = (
     "tokenizer_config.json",
     "special_tokens_map.json",
     "added_tokens.json",
+    "chat_template.jinja",
     "generation_config.json",
 )
 

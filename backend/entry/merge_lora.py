@@ -35,9 +35,15 @@ def merge_adapter(base_dir, adapter_dir, out_dir):
     out.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(out, safe_serialization=True)
     has_tokenizer = any(adapter.glob("tokenizer*"))
-    tokenizer = transformers.AutoTokenizer.from_pretrained(
-        str(adapter) if has_tokenizer else base_dir, use_fast=False
+    words = str(adapter) if has_tokenizer else base_dir
+    # A tokenizer with a chat template (Llama-3, Qwen: often fast-only) keeps it fast; a
+    # vicuna-era Llama keeps the slow sentencepiece tokenizer FastChat trained with.
+    own = pathlib.Path(words, "chat_template.jinja").is_file() or "chat_template" in (
+        pathlib.Path(words, "tokenizer_config.json").read_text(encoding="utf-8")
+        if pathlib.Path(words, "tokenizer_config.json").is_file()
+        else ""
     )
+    tokenizer = transformers.AutoTokenizer.from_pretrained(words, use_fast=own)
     tokenizer.save_pretrained(out)
     # The proof that the merge is usable: it loads back the way users will load it, no peft.
     again = transformers.AutoModelForCausalLM.from_pretrained(out)

@@ -200,8 +200,15 @@ def load_sources(path: str) -> list[list[dict[str, str]]]:
         return [record["conversations"] for record in json.load(handle)]
 
 
-def packed_dataset(path: str, tokenizer: Any, budget: int) -> PackedDataset:
-    examples = preprocess_each(load_sources(path), tokenizer)
+def packed_dataset(
+    path: str, tokenizer: Any, budget: int, examples_of: Any = None
+) -> PackedDataset:
+    """``examples_of(path)``: (ids, labels) per conversation from another template (chat_masks);
+    None: FastChat's own preprocess."""
+    if examples_of is None:
+        examples = preprocess_each(load_sources(path), tokenizer)
+    else:
+        examples = examples_of(path)
     rows = build_rows(examples, budget, int(tokenizer.pad_token_id))
     real = sum(int(r["real_tokens"]) for r in rows)
     fill = real / (len(rows) * budget) if rows else 0.0
@@ -213,7 +220,11 @@ def packed_dataset(path: str, tokenizer: Any, budget: int) -> PackedDataset:
 
 
 def make_data_module(
-    tokenizer: Any, data_args: Any, training_args: Any, options: PackOptions
+    tokenizer: Any,
+    data_args: Any,
+    training_args: Any,
+    options: PackOptions,
+    examples_of: Any = None,
 ) -> dict[str, Any]:
     """What FastChat's make_supervised_data_module returns, packed, plus the row collator."""
     max_len = int(training_args.model_max_length)
@@ -225,10 +236,10 @@ def make_data_module(
         )
     if getattr(data_args, "lazy_preprocess", False):
         log("lazy_preprocess is ignored: rows are packed once, before training starts")
-    train = packed_dataset(data_args.data_path, tokenizer, budget)
+    train = packed_dataset(data_args.data_path, tokenizer, budget, examples_of)
     evaluation = None
     if getattr(data_args, "eval_data_path", None):
-        evaluation = packed_dataset(data_args.eval_data_path, tokenizer, budget)
+        evaluation = packed_dataset(data_args.eval_data_path, tokenizer, budget, examples_of)
     return {"train_dataset": train, "eval_dataset": evaluation, "data_collator": collate}
 
 

@@ -34,6 +34,13 @@ def _packed_counted(dataset):
     return None
 
 
+def _lengths_counted(dataset):
+    lengths = getattr(dataset, "lengths", None)  # chat_masks.ChatDataset: unpadded rows
+    if isinstance(lengths, list):
+        return sum(int(n) for n in lengths), "counted"
+    return None
+
+
 def _lazy_sampled(dataset):
     raw = getattr(dataset, "raw_data", None)
     tokenizer = getattr(dataset, "tokenizer", None)
@@ -59,7 +66,7 @@ def per_epoch(dataset):
     """(real tokens per epoch, how it was found) or (None, why not); rank 0 only (it writes)."""
     if int(os.environ.get("RANK", "0")) != 0:
         return None, "not rank 0"
-    for way in (_packed_counted, _padded_counted, _lazy_sampled):
+    for way in (_packed_counted, _padded_counted, _lengths_counted, _lazy_sampled):
         try:
             found = way(dataset)
         except Exception as exc:  # an unknown dataset type: no real-token ETA, never a crash

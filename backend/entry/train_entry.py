@@ -45,6 +45,7 @@ from stepmetrics import (
 )
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # siblings, as under torchrun
+import chat_masks  # the run's chat template and exact loss masks (template_choice.py decides)
 import checkpoints  # docs/checkpoints.md
 import ending
 import evalsplit
@@ -52,6 +53,7 @@ import guards
 import memlimit  # TRAINWIZ_TRAIN_AS_HEADROOM_MB: a real host OOM on a small machine (tests)
 import ranks
 import tbreport
+import template_choice
 
 ATTN_CHOICES = ("auto", "flash_attention_2", "sdpa", "eager")
 
@@ -246,6 +248,61 @@ def trainer_kwargs(tokenizer):
     return {"tokenizer": tokenizer}
 
 
+def load_tokenizer(model_args, training_args, config, chat_setting):
+    """The tokenizer, the template it trains with (template_choice.py) and how it pads.
+
+    The vicuna path is FastChat's exactly: the slow tokenizer, pad = unk. Every other template
+    gets the fast tokenizer (Llama-3 and Qwen ship only ``tokenizer.json``) and a pad token that
+    never grows the vocabulary (chat_masks.ensure_pad_token).
+    """
+    try:
+        choice = template_choice.decide(chat_setting, model_args.model_name_or_path)
+    except template_choice.TemplateError as exc:
+        raise SystemExit(str(exc)) from None
+
+    def load(fast):
+        return transformers.AutoTokenizer.from_pretrained(
+            model_args.model_name_or_path,
+            cache_dir=training_args.cache_dir,
+            model_max_length=training_args.model_max_length,
+            padding_side=model_args.padding_side,
+            use_fast=fast,
+            trust_remote_code=model_args.trust_remote_code,
+        )
+
+    tokenizer = load(not choice.is_vicuna and choice.template != "auto")
+    if choice.template == "auto":  # not a local directory (a Hub id): decide on what loaded
+        own = getattr(tokenizer, "chat_template", None)
+        kind = getattr(config, "model_type", None)
+        spm = getattr(tokenizer, "sp_model", None) is not None  # Llama-1/2 sentencepiece
+        choice = template_choice.decide_from(chat_setting, own, kind, True, sentencepiece=spm)
+        if not choice.is_vicuna:
+            tokenizer = load(True)
+    if choice.is_vicuna:
+        if tokenizer.pad_token != tokenizer.unk_token:
+            tokenizer.pad_token = tokenizer.unk_token
+        return tokenizer, choice, None
+    return tokenizer, choice, chat_masks.ensure_pad_token(tokenizer)
+
+
+def make_data(tokenizer, data_args, training_args, pack, choice):
+    """FastChat's data module on the vicuna path, else the template's exact masks; packed or not."""
+    if choice.is_vicuna:
+        if pack.enabled:
+            return packing.make_data_module(tokenizer, data_args, training_args, pack)
+        return make_supervised_data_module(tokenizer=tokenizer, data_args=data_args)
+    if pack.enabled:
+        renderer = chat_masks.renderer_for(choice.template, tokenizer)
+        max_length = int(training_args.model_max_length)
+
+        def examples_of(path):
+            masked = chat_masks.masked_file(path, renderer, tokenizer, max_length)
+            return [(torch.tensor(i), torch.tensor(lab)) for i, lab in masked.examples]
+
+        return packing.make_data_module(tokenizer, data_args, training_args, pack, examples_of)
+    return chat_masks.make_data_module(tokenizer, data_args, training_args, choice.template)
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     requested = pop_option(argv, "attn_implementation") or "auto"
@@ -253,6 +310,9 @@ def main(argv=None):
     lora_args = lora.pop_lora_args(argv)  # None: full fine-tune (LoRA/QLoRA: lora.py)
     layer_opts = regional.pop_options(argv, pop_option)  # regional compile, selective recompute
     save_minutes, eval_split = pop_option(argv, "save_minutes"), pop_option(argv, "eval_split")
+    chat_setting = pop_option(argv, "chat_template") or "auto"
+    if not template_choice.valid_setting(chat_setting):
+        raise SystemExit(f"--{template_choice.setting_error(chat_setting)}")
     no_fsdp = ranks.without_fsdp_on_cpu(argv, torch)  # the plan's note: DDP on the CPU
     if no_fsdp:
         log(f"no FSDP on the CPU (plain DDP, every process holds the whole model): "
@@ -265,14 +325,16 @@ def main(argv=None):
     ending.on_sigterm()
     ending.finish(  # the process group ends cleanly on success, failure and stop (ending.py)
         lambda: train_ranks(model_args, data_args, training_args, requested, pack, lora_args,
-                            save_minutes, eval_split, active_kernels, added, layer_opts),
+                            save_minutes, eval_split, active_kernels, added, layer_opts,
+                            chat_setting),
         torch,
         ranks.rank(),
     )  # fmt: skip
 
 
 def train_ranks(model_args, data_args, training_args, requested, pack, lora_args,
-                save_minutes, eval_split, active_kernels, added, layer_opts=(False, None)):  # fmt: skip
+                save_minutes, eval_split, active_kernels, added, layer_opts=(False, None),
+                chat_setting="auto"):  # fmt: skip
     """Everything after the arguments: the model, the data, the trainer, the save."""
     checkpoints.fsdp_state_dict_type(training_args)
     if added:
@@ -326,20 +388,19 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
             gradient_checkpointing=bool(training_args.gradient_checkpointing),
         ),
     }  # fmt: skip
-    tokenizer = transformers.AutoTokenizer.from_pretrained(
-        model_args.model_name_or_path,
-        cache_dir=training_args.cache_dir,
-        model_max_length=training_args.model_max_length,
-        padding_side=model_args.padding_side,
-        use_fast=False,
-        trust_remote_code=model_args.trust_remote_code,
+    tokenizer, choice, pad_note = load_tokenizer(model_args, training_args, config, chat_setting)
+    log(
+        f"chat template {choice.template} ({choice.reason})"
+        + (f"; pad {pad_note}" if pad_note else "")
     )
-    if tokenizer.pad_token != tokenizer.unk_token:
-        tokenizer.pad_token = tokenizer.unk_token
-    if pack.enabled:
-        data_module = packing.make_data_module(tokenizer, data_args, training_args, pack)
-    else:
-        data_module = make_supervised_data_module(tokenizer=tokenizer, data_args=data_args)
+    try:
+        data_module = make_data(tokenizer, data_args, training_args, pack, choice)
+    except chat_masks.MostlyUnmaskable as exc:
+        log(str(exc.code))
+        MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), TokenCounter(), {}).end(
+            train_runtime=0.0, saved_to=None, ok=False, error=str(exc.code), reason="unmaskable"
+        )
+        raise SystemExit(5) from None
 
     n_params, flops_per_token = count_flops_per_token(model, config, training_args.model_max_length)
     gpu_name = torch.cuda.get_device_name() if torch.cuda.is_available() else None
@@ -355,6 +416,9 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
         "seq_len": training_args.model_max_length,
         "flops_6n": 6 * (n_params - true_numel(model.get_input_embeddings().weight)),
         "packing": pack.pack_tokens or training_args.model_max_length if pack.enabled else None,
+        "chat_template": choice.template,
+        "chat_template_reason": choice.reason,
+        "pad_token": pad_note,
         **active_kernels,
     }
     start_info.update(lora.start_fields(model, lora_args, start_info))  # method, LoRA FLOPs

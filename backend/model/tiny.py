@@ -1,5 +1,8 @@
 """The tiny model of the embedded default, made locally so that ``tiny-cpu`` needs no network.
 
+The spec's ``family`` picks whose tokenizer, chat template and config it copies (llama2, the
+default, is the sentencepiece Llama it always was; llama3, qwen2, mistral and gemma2 get a
+trained ``tokenizers`` tokenizer with the family's special tokens and chat template).
 The work runs in a subprocess with the training python (torch, transformers, sentencepiece are
 never imported by the wizard). Idempotent: a directory made from the same spec that validates
 is kept as is.
@@ -42,7 +45,10 @@ def tiny_is_current(target: Path, spec: TinyModelSpec) -> bool:
         marker = json.loads((target / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return marker.get("spec") == spec.model_dump() and validate_model_dir(target).ok
+    made = marker.get("spec") if isinstance(marker, dict) else None
+    if isinstance(made, dict) and "family" not in made:
+        made = {"family": "llama2", **made}  # made before the spec had families: a Llama 2
+    return made == spec.model_dump() and validate_model_dir(target).ok
 
 
 # What the tiny model script writes (a marker made before it listed its files means these).
@@ -50,7 +56,7 @@ TINY_FILES = frozenset(
     {
         "config.json", "generation_config.json", "model.safetensors", "tokenizer.model",
         "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json",
-        "added_tokens.json", MARKER,
+        "added_tokens.json", "chat_template.jinja", MARKER,
     }
 )  # fmt: skip
 
@@ -106,7 +112,8 @@ def make_tiny(
     python: str | None = None,
     force: bool = False,
 ) -> TinyResult:
-    """Create (or keep) the tiny Llama at ``target``; its tokenizer is trained on ``data``."""
+    """Create (or keep) the tiny model of ``spec.family`` (a Llama 2 by default) at ``target``;
+    its tokenizer is trained on ``data``."""
     spec = spec or TinyModelSpec()
     path = Path(target).expanduser()
     here = Path.cwd().resolve()

@@ -17,6 +17,7 @@ from backend.images.pipindex import has_credentials
 from backend.images.plan import method_packages
 from backend.images.ready import trains_in_built_venv
 from backend.model.modelscope import endpoint_env, revision_of
+from backend.plan.chat_template import template_note
 from backend.plan.deepspeed import config_path, config_text
 from backend.plan.hf_flags import training_flags
 from backend.plan.resolve import resolve_preset
@@ -136,6 +137,7 @@ def build_plan(
             # The container's own command is the training: nothing to exec into.
             train.where = "container"
             train.note = _("runs as the container's command (see the container step)")
+            train.note += "\n" + template_note(preset)
             train.included_in = "container"
             steps.append(train)
     else:
@@ -348,6 +350,8 @@ def _train_step(preset: Preset, run_dir: Path | None, target: str, decided: Deci
             "on CUDA, so this run trains with plain DDP (each process holds the whole model)"
         ).format(fsdp=preset.training.fsdp)
         note = f"{note}\n{cpu_note}" if note else cpu_note
+    chosen = template_note(preset)
+    note = f"{chosen}\n{note}" if note else chosen
     title = (
         _("Train on {nproc} process(es) with {entry}")
         if preset.training.method == "full"

@@ -19,7 +19,7 @@ _ALWAYS = ("data_path", "output_dir")
 # The entry's own options; FastChat's train_mem.py would reject them.
 _ENTRY_ONLY = (
     "attn_implementation", "packing", "pack_tokens", "save_minutes", "eval_split",
-    "compile_layers", "recompute_layers",
+    "compile_layers", "recompute_layers", "chat_template",
 )  # fmt: skip
 # Preset-only fields turned into other flags: method/lora -> FastChat's train_lora flags,
 # zero -> --deepspeed <generated config> (docs/lora.md).

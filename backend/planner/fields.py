@@ -17,7 +17,9 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
+from backend.errors import BadInput
 from backend.i18n import N_, _
+from backend.plan.chat_template import template_choice
 from backend.planner.gpu import GpuSpec
 from backend.planner.shape import ModelShape
 from backend.preset.schema import LaunchConfig, Preset, TrainingArgs
@@ -25,8 +27,8 @@ from backend.preset.schema import LaunchConfig, Preset, TrainingArgs
 Level = Literal["error", "warning", "info"]
 
 GROUPS: list[tuple[str, list[str]]] = [
-    ("Model and data", ["model_name_or_path", "data_path", "eval_data_path", "eval_split",
-                        "output_dir",
+    ("Model and data", ["model_name_or_path", "data_path", "chat_template", "eval_data_path",
+                        "eval_split", "output_dir",
                         "cache_dir", "lazy_preprocess", "padding_side", "trust_remote_code"]),
     ("Batch and length", ["per_device_train_batch_size", "gradient_accumulation_steps",
                           "per_device_eval_batch_size", "model_max_length", "num_train_epochs",
@@ -51,6 +53,10 @@ GROUPS: list[tuple[str, list[str]]] = [
 # field not named here falls back to its schema description, shown in English.
 HELP: dict[str, str] = {
     "model_name_or_path": N_("as the trainer sees it; None: model.dir (mapped through volumes)"),
+    "chat_template": N_(
+        "auto: the tokenizer's own template when it has one (Llama-3, Qwen, Mistral, Gemma), "
+        "FastChat's vicuna for a Llama/Vicuna without one; or vicuna, model, a FastChat name"
+    ),
     "eval_split": N_("hold out this fraction of data_path for eval loss (deterministic by seed)"),
     "save_minutes": N_("also checkpoint when this many minutes passed since the last one"),
     "data_path": N_("FastChat conversation JSON for training (list of {id, conversations})"),
@@ -248,6 +254,21 @@ def apply(preset: Preset, info: FieldInfo, raw: Any) -> tuple[Preset | None, str
     return updated, ""
 
 
+def _template_issue(preset: Preset) -> Issue:
+    """The form says which template trains and why (the same decision the entry makes)."""
+    try:
+        choice = template_choice(preset)
+    except BadInput as exc:
+        return Issue("chat_template", "error", str(exc))
+    return Issue(
+        "chat_template",
+        "info",
+        _("trains with {template}: {reason}").format(
+            template=choice.template, reason=choice.reason
+        ),
+    )
+
+
 def cross_checks(
     preset: Preset, gpu: GpuSpec | None, shape: ModelShape | None, visible_gpus: int | None
 ) -> list[Issue]:
@@ -292,6 +313,7 @@ def cross_checks(
         issues.append(
             Issue("eval_strategy", level, _("needs eval data: set eval_data_path or choose 'no'"))
         )
+    issues.append(_template_issue(preset))
     if tr.eval_data_path and tr.eval_strategy == "no":
         issues.append(Issue("eval_data_path", "info", _("unused while eval_strategy is 'no'")))
     if shape is not None and tr.model_max_length > shape.max_positions:

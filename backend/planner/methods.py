@@ -133,13 +133,14 @@ def method_from_preset(preset: Any) -> MethodSettings:
 
 
 def module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
-    """(in, out) features of each Llama linear layer, by its module name."""
-    h, kv, f = shape.hidden, shape.kv_dim, shape.ffn
+    """(in, out) features of each linear layer of a Llama-style decoder (Llama, Qwen2, Mistral,
+    Gemma share these module names), by its module name; q/o from heads x head_dim."""
+    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
     return {
-        "q_proj": (h, h),
+        "q_proj": (h, q),
         "k_proj": (h, kv),
         "v_proj": (h, kv),
-        "o_proj": (h, h),
+        "o_proj": (q, h),
         "gate_proj": (h, f),
         "up_proj": (h, f),
         "down_proj": (f, h),

@@ -31,10 +31,17 @@ class ModelShape:
     tied_embeddings: bool = False
     n_params_reported: int | None = None
     source: str = ""
+    head_dim_config: int | None = (
+        None  # config.json head_dim where heads x head_dim != hidden (Gemma)
+    )
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_dim_config or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -42,9 +49,10 @@ class ModelShape:
 
     @property
     def layer_params(self) -> int:
-        """One decoder layer: q,o (h x h), k,v (h x kv), gate/up/down (h x f), two RMSNorms."""
+        """One decoder layer: q,o (h x heads·head_dim), k,v (h x kv), gate/up/down (h x f), two
+        RMSNorms."""
         h = self.hidden
-        return 2 * h * h + 2 * h * self.kv_dim + 3 * h * self.ffn + 2 * h
+        return 2 * h * self.q_dim + 2 * h * self.kv_dim + 3 * h * self.ffn + 2 * h
 
     @property
     def root_params(self) -> int:
@@ -115,6 +123,7 @@ def shape_from_config(config: dict[str, Any], source: str = "config.json") -> Mo
         max_positions=int(max_pos),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
         source=source,
+        head_dim_config=int(config["head_dim"]) if config.get("head_dim") else None,
     )
 
 
@@ -136,7 +145,26 @@ _LLAMA7B = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads":
             "intermediate_size": 11008, "vocab_size": 32000}  # fmt: skip
 _LLAMA13B = {"hidden_size": 5120, "num_hidden_layers": 40, "num_attention_heads": 40,
              "intermediate_size": 13824, "vocab_size": 32000}  # fmt: skip
+_LLAMA3_8B = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+              "max_position_embeddings": 131072}  # fmt: skip
+_QWEN25_7B = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+              "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
+              "max_position_embeddings": 32768}  # fmt: skip
+_MISTRAL_7B = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32768,
+               "max_position_embeddings": 32768}  # fmt: skip
+_GEMMA2_9B = {"hidden_size": 3584, "num_hidden_layers": 42, "num_attention_heads": 16,
+              "num_key_value_heads": 8, "head_dim": 256, "intermediate_size": 14336,
+              "vocab_size": 256000, "max_position_embeddings": 8192,
+              "tie_word_embeddings": True}  # fmt: skip
 KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
+    "meta-llama/llama-3.1-8b-instruct": _LLAMA3_8B,
+    "meta-llama/llama-3.1-8b": _LLAMA3_8B,
+    "qwen/qwen2.5-7b-instruct": _QWEN25_7B,
+    "qwen/qwen2.5-7b": _QWEN25_7B,
+    "mistralai/mistral-7b-instruct-v0.3": _MISTRAL_7B,
+    "google/gemma-2-9b-it": _GEMMA2_9B,
     "lmsys/vicuna-7b-v1.3": {**_LLAMA7B, "max_position_embeddings": 2048},
     "lmsys/vicuna-7b-v1.5": {**_LLAMA7B, "max_position_embeddings": 4096},
     "lmsys/vicuna-13b-v1.3": {**_LLAMA13B, "max_position_embeddings": 2048},

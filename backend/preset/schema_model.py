@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import (
     Field,
@@ -24,10 +24,30 @@ from backend.preset.grammar import (
 )
 from backend.preset.schema_base import _Strict
 
+TinyFamily = Literal["llama2", "llama3", "qwen2", "mistral", "gemma2"]
+TINY_FAMILIES: tuple[str, ...] = get_args(TinyFamily)
+TINY_MIN_VOCAB = 384  # a family other than llama2: 256 bytes + its special tokens + merges
+
 
 class TinyModelSpec(_Strict):
-    """A random-weight Llama made locally, for the embedded default and for GPU proofs."""
+    """A random-weight model made locally, for the embedded default and for GPU proofs."""
 
+    family: TinyFamily = Field(
+        "llama2",
+        description=(
+            "whose tokenizer, chat template and config the tiny model copies (vocabulary trained "
+            "on the sample conversations): llama2 = sentencepiece LlamaTokenizer, no chat "
+            "template, <unk> (the default, as before); llama3 = byte-level BPE, "
+            "<|begin_of_text|> added, <|eot_id|> ends a turn, no unk and no pad token, "
+            "grouped-query attention; qwen2 = byte-level BPE, no BOS, ChatML "
+            "(<|im_start|>/<|im_end|>), pad <|endoftext|>, tied embeddings; mistral = "
+            "sentencepiece-like BPE with byte fallback, <s> added, [INST] ... [/INST], "
+            "sliding window; gemma2 = sentencepiece-like, <bos> added, <pad>, "
+            "<start_of_turn>/<end_of_turn>, soft-capped logits, tied embeddings. Every family "
+            "but llama2 writes its chat template into the tokenizer, halves the key/value heads "
+            "when num_key_value_heads is unset, and needs vocab_size >= 384"
+        ),
+    )
     hidden_size: int = Field(64, gt=0, le=65536)
     intermediate_size: int = Field(176, gt=0, le=262144)
     num_hidden_layers: int = Field(2, gt=0, le=1024)
@@ -36,6 +56,16 @@ class TinyModelSpec(_Strict):
     vocab_size: int = Field(512, ge=64, le=2**20)
     max_position_embeddings: int = Field(512, gt=0, le=2**20)
     seed: int = Field(0, ge=0, le=2**32 - 1)
+
+    @model_validator(mode="after")
+    def _family_fits(self) -> TinyModelSpec:
+        if self.family != "llama2" and self.vocab_size < TINY_MIN_VOCAB:
+            # English only: a new catalog entry belongs to the locale files (scripts/i18n.py)
+            raise ValueError(
+                f"tiny family {self.family} needs vocab_size >= {TINY_MIN_VOCAB} (256 byte "
+                f"tokens, its special tokens and some merges); got {self.vocab_size}"
+            )
+        return self
 
 
 class ModelSource(_Strict):

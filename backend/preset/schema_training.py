@@ -12,6 +12,8 @@ from pydantic import (
     model_validator,
 )
 
+from backend.entry.template_choice import setting_error as template_setting_error
+from backend.entry.template_choice import valid_setting as valid_template_setting
 from backend.i18n import _
 from backend.preset.grammar import (
     MAX_TEXT,
@@ -164,6 +166,21 @@ class TrainingArgs(_Strict):
         lt=0.5,
         description="hold out this fraction of data_path for eval loss (deterministic by seed)",
     )
+
+    chat_template: str = Field(
+        "auto",
+        max_length=64,
+        description="auto (the tokenizer's own template when it has one, vicuna for a "
+        "Llama/Vicuna model without one), vicuna (FastChat's train.py), model (the tokenizer's "
+        "own), or a FastChat template name; trainwiz entry only",
+    )
+
+    @field_validator("chat_template")
+    @classmethod
+    def _known_template(cls, value: str) -> str:
+        if not valid_template_setting(value):
+            raise ValueError(template_setting_error(value))
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainingArgs:

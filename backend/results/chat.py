@@ -1,7 +1,8 @@
 """Chat with a run's model: a worker process holds the model, the wizard sends prompts.
 
 The worker (``worker.py chat``) runs with the training side's python and answers one JSON line
-per prompt, keeping FastChat's conversation between turns. ``ChatSession`` is the wizard side:
+per prompt, keeping the conversation between turns in the chat template the run trained with
+(``serve_template.run_template``: the metrics ``start`` line's ``chat_template``). ``ChatSession`` is the wizard side:
 start it, ``ask`` as often as wanted, ``close``. Every read has a deadline, so a worker that hangs
 or dies becomes an error naming its last stderr lines, never a frozen terminal. A ``cancel``
 event (the wizard's Chat view closing) kills the worker within a fraction of a second, while it
@@ -24,6 +25,7 @@ from typing import IO, Any
 from backend import subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
+from backend.results.serve_template import run_template
 from backend.results.weights import WORKER, weights, worker_python
 
 _POLL_S = 0.1  # how quickly a cancel is noticed while waiting for the worker
@@ -58,6 +60,7 @@ class ChatSession:
             str(WORKER),
             "chat",
             *source.worker_args(),
+            f"--template={run_template(run_dir)}",
             "--device",
             device,
             "--max-new-tokens",
@@ -77,7 +80,7 @@ class ChatSession:
             raise TrainwizError(f"the chat worker exited: {ready.get('error') or ready} "
                                 f"(full log: {self._err_path})")  # fmt: skip
         self.device = str(ready.get("device"))
-        self.template = str(ready.get("template"))
+        self.template = str(ready.get("template"))  # what the worker renders with
 
     @property
     def pid(self) -> int:

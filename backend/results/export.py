@@ -24,6 +24,7 @@ from backend.preset.loader import load_preset
 from backend.preset.schema import Preset, map_container_path
 from backend.results.merge import export_adapter_run, is_adapter_run
 from backend.results.model_card import render
+from backend.results.serve_template import run_template
 from backend.results.summary import run_summary
 from backend.results.weights import WORKER, uniform_modes, weights, worker_python
 from backend.rundir import PRESET
@@ -103,6 +104,7 @@ def export_run(
             data_file=data_file(preset),
             source=source,
             n_params=report.get("n_params"),
+            chat_template=run_template(run_dir),
         )
         (tmp / "README.md").write_text(card, encoding="utf-8")
         uniform_modes(tmp)

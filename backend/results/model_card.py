@@ -30,6 +30,18 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _prompt_format(chat_template: str) -> str:
+    """How prompts must be written: what the run trained with (its start line's chat_template)."""
+    if chat_template == "vicuna":
+        return "Prompts follow FastChat's `vicuna` conversation template (as in training)."
+    if chat_template == "model":
+        return (
+            "Prompts follow the tokenizer's own chat template (as in training): "
+            "`tokenizer.apply_chat_template(messages, add_generation_prompt=True)`."
+        )
+    return f"Prompts follow FastChat's `{chat_template}` conversation template (as in training)."
+
+
 def render(
     run_id: str,
     preset: Preset,
@@ -38,6 +50,7 @@ def render(
     data_file: Path | None,
     source: Path,
     n_params: int | None,
+    chat_template: str = "vicuna",
 ) -> str:
     base = preset.model.repo or preset.model.git_url or preset.model.dir
     if preset.model.source == "tiny":
@@ -95,10 +108,11 @@ def render(
         "```python",
         "from transformers import AutoModelForCausalLM, AutoTokenizer",
         'model = AutoModelForCausalLM.from_pretrained("PATH")',
-        'tokenizer = AutoTokenizer.from_pretrained("PATH", use_fast=False)',
+        'tokenizer = AutoTokenizer.from_pretrained("PATH"'
+        + (", use_fast=False)" if chat_template == "vicuna" else ")"),
         "```",
         "",
-        "Prompts follow FastChat's `vicuna` conversation template (as in training).",
+        _prompt_format(chat_template),
         "",
     ]
     return "\n".join(lines)

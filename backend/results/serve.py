@@ -6,7 +6,9 @@ visible), and the OpenAI API server (``serve_api.py``: FastChat's app, with the 
 from the environment instead of argv, where ``ps`` would show it). The model is the one
 ``trainwiz chat`` loads (``weights.weights``): a full run's folder, an FSDP-sharded checkpoint
 consolidated once into ``serve/``, or a LoRA adapter on its base (FastChat's peft adapter), named
-after the run and formatted with FastChat's vicuna template (what training used).
+after the run and formatted with the chat template the run trained with (``serve_template``:
+FastChat's vicuna_v1.1 for a vicuna run, the FastChat template it named, or, for the model's own
+Jinja template, the prompt rendered by the run's tokenizer in the API server).
 
 Every process runs in a session of its own with ``TRAINWIZ_SERVE_DIR`` in its environment, so
 ctrl+c, ``trainwiz stop RUN`` or a failure ends all of them, leftovers included. ``serve.json``
@@ -31,6 +33,14 @@ from typing import IO, Any
 from backend import subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
+from backend.results.serve_template import (
+    TEMPLATE_ENV,
+    TOKENIZER_ENV,
+    api_env,
+    run_template,
+    tokenizer_dir,
+)
+from backend.results.serve_template import worker_conv_template as conv_template
 from backend.results.weights import WORKER, Weights, weights, worker_python
 
 SERVE_DIR = "serve"
@@ -39,7 +49,6 @@ MARK_ENV = "TRAINWIZ_SERVE_DIR"
 KEY_ENV = "TRAINWIZ_SERVE_API_KEY"
 API_SCRIPT = Path(__file__).resolve().with_name("serve_api.py")
 CONSOLIDATE = WORKER.parents[1] / "entry" / "consolidate.py"
-TEMPLATE = "vicuna_v1.1"  # FastChat's train.py formats conversations with "vicuna"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -56,6 +65,7 @@ class ServePlan:
     api_key: str | None = None
     warnings: list[str] = field(default_factory=list)
     source: Weights | None = None
+    template: str = "vicuna"  # the run's chat template (serve_template.run_template)
 
     @property
     def base_url(self) -> str:
@@ -182,6 +192,7 @@ def plan_serve(
         api_key=key,
         warnings=warnings,
         source=source,
+        template=run_template(run_dir),
     )
 
 
@@ -255,7 +266,7 @@ def _argvs(plan: ServePlan, model_path: Path, controller: int, worker: int) -> d
     worker_argv += ["--worker-address", f"http://{loop}:{worker}"]
     worker_argv += ["--controller-address", f"http://{loop}:{controller}"]
     worker_argv += ["--model-path", str(model_path), "--model-names", plan.model_name]
-    worker_argv += ["--conv-template", TEMPLATE]
+    worker_argv += ["--conv-template", conv_template(plan.template)]
     if plan.engine == "model_worker":
         if not device:
             device = "cuda" if _has_cuda(py) else "cpu"
@@ -303,14 +314,18 @@ def start(
         model_path = _lora_folder(run_dir, plan.source)
     elif plan.source is not None and plan.source.sharded:
         model_path = _consolidated(run_dir, plan.source, plan.python)
-    env = {k: v for k, v in os.environ.items() if k not in ("TRAINWIZ_RUN_DIR", KEY_ENV)}
+    unset = ("TRAINWIZ_RUN_DIR", KEY_ENV, TOKENIZER_ENV, TEMPLATE_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update({MARK_ENV: str(run_dir.resolve()), "LOGDIR": str(logs), "PYTHONUNBUFFERED": "1"})
     argvs = _argvs(plan, model_path, _free_port(), _free_port())
+    api = {**env, **api_env(plan.template, tokenizer_dir(plan.source, model_path))}
+    if plan.api_key:
+        api[KEY_ENV] = plan.api_key
     procs: dict[str, subprocess.Popen[bytes]] = {}
     serving = Serving(plan, procs, logs)
     try:
         for name in ("controller", "worker", "api"):
-            child_env = {**env, KEY_ENV: plan.api_key} if name == "api" and plan.api_key else env
+            child_env = api if name == "api" else env
             log: IO[bytes]
             with open(logs / f"{name}.log", "ab") as log:
                 procs[name] = subproc.spawn(

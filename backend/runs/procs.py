@@ -14,53 +14,17 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backend import subproc
+from backend.procinfo import PROC, Proc, proc_info, same_process, start_time
+
+# proc_info, same_process and start_time live in backend.procinfo (port claims need them too,
+# below this layer); re-exported here for the run code that has always imported them from here.
+__all__ = ["PROC", "Proc", "proc_info", "same_process", "start_time"]
 
 RUN_ENV = "TRAINWIZ_RUN_DIR"
-PROC = Path("/proc")
-
-
-@dataclass(frozen=True)
-class Proc:
-    pid: int
-    start: int  # clock ticks since boot (/proc/PID/stat field 22): pid + start is unique
-    state: str  # R, S, D, T (stopped), Z (zombie), ...
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        text = (PROC / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    try:
-        return text.rsplit(")", 1)[1].split()
-    except IndexError:
-        return None
-
-
-def proc_info(pid: int | None) -> Proc | None:
-    """The live process ``pid`` (None when gone or a zombie)."""
-    if not pid or pid <= 0:
-        return None
-    fields = _stat_fields(pid)
-    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
-        return None
-    return Proc(pid=pid, start=int(fields[19]), state=fields[0])
-
-
-def start_time(pid: int | None) -> int | None:
-    info = proc_info(pid)
-    return info.start if info else None
-
-
-def same_process(pid: int | None, start: int | None) -> bool:
-    """``pid`` is alive and is still the process recorded with ``start`` (not a reused pid)."""
-    info = proc_info(pid)
-    return info is not None and start is not None and info.start == start
 
 
 def _marker(run_dir: Path) -> bytes:

@@ -105,6 +105,14 @@ def test_list_shipped_has_descriptions() -> None:
         "vicuna-13b-v1.3-8xa100",
         "vicuna-7b-4xa100-40g",
         "vicuna-7b-lora-1x24g",
+        "llama-3.1-8b-8x80g",
+        "llama-3.1-8b-lora-1x24g",
+        "qwen2.5-7b-8x80g",
+        "qwen2.5-7b-lora-1x24g",
+        "mistral-7b-v0.3-8x80g",
+        "mistral-7b-v0.3-lora-1x24g",
+        "gemma-2-9b-8x80g",
+        "gemma-2-9b-lora-1x48g",
     }
     assert all(names.values())
 

@@ -47,7 +47,14 @@ def run(args: argparse.Namespace) -> int:
             turns = [{"prompt": p, "reply": session.ask(p)} for p in args.prompt]
             if args.json:
                 model = {"model": str(session.model), "consolidated": session.consolidated}
-                print_json({**model, "device": session.device, "turns": turns})
+                print_json(
+                    {
+                        **model,
+                        "device": session.device,
+                        "template": session.template,
+                        "turns": turns,
+                    }
+                )
             else:
                 for turn in turns:
                     print(turn["reply"])

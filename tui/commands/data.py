@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from backend.data.check import DataReport, check_data
+from backend.data.check import DataReport, MaskSample, TokenStats, check_data
 from backend.errors import BadInput
 from backend.i18n import _
 from backend.model.placeholders import resolve_placeholders
+from backend.termsafe import terminal_safe
 from tui.commands._args import bounded_int
 from tui.commands._common import add_json_flag, print_json
 
@@ -29,6 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=_("model_max_length (default 512, FastChat's)"),
     )
     check.add_argument("--python", help=_("training python for the tokenizer (default: this one)"))
+    check.add_argument(
+        "--chat-template",
+        default="auto",
+        metavar="NAME",
+        help=_("training.chat_template: auto (default), vicuna, model or a FastChat template name"),
+    )
     add_json_flag(check)
     check.set_defaults(func=run_check)
 
@@ -38,7 +45,9 @@ def run_check(args: argparse.Namespace) -> int:
         raise BadInput(_("--max-length must be at least 8"))
     path = resolve_placeholders(args.file, None)
     model = resolve_placeholders(args.model, None) if args.model else None
-    report = check_data(path, model, args.max_length, python=args.python)
+    report = check_data(
+        path, model, args.max_length, python=args.python, chat_template=args.chat_template
+    )
     if args.json:
         print_json({**report.model_dump(mode="json"), "errors": report.errors, "ok": report.ok})
     else:
@@ -54,7 +63,7 @@ def print_report(r: DataReport) -> None:
         )
     )
     for issue in r.issues:
-        print(f"{issue.severity}: {issue.line()}")
+        print(f"{issue.severity}: {terminal_safe(issue.line())}")  # ids come from the data
     listed = len(r.issues)
     total = sum(r.counts.values())
     if total > listed:
@@ -64,7 +73,28 @@ def print_report(r: DataReport) -> None:
             )
         )
     t = r.tokens
-    if t is not None:
+    vicuna = t is None or t.chat_template == "vicuna"
+    if t is not None and not vicuna:
+        print(
+            _("template    {template} ({reason})").format(
+                template=t.chat_template, reason=t.chat_template_reason
+            )
+        )
+        print(
+            _(
+                "tokens      mean {mean}, p50 {p50}, p90 {p90}, p99 {p99}, max {max} "
+                "({tokenizer_class}, pad {pad})"
+            ).format(
+                mean=t.mean,
+                p50=t.p50,
+                p90=t.p90,
+                p99=t.p99,
+                max=t.max,
+                tokenizer_class=t.tokenizer_class,
+                pad=terminal_safe(t.pad_token),
+            )
+        )
+    elif t is not None:
         print(
             _(
                 "tokens      mean {mean}, p50 {p50}, p90 {p90}, p99 {p99}, max {max} "
@@ -79,6 +109,7 @@ def print_report(r: DataReport) -> None:
                 template_source=t.template_source,
             )
         )
+    if t is not None:
         print(
             _(
                 "truncated   {truncated} of {n} ({truncated_share:.1%}) longer than "
@@ -97,6 +128,8 @@ def print_report(r: DataReport) -> None:
                     "mismatch), e.g. {value}"
                 ).format(mismatched=t.mismatched, value=t.mismatched_indexes[:5])
             )
+        if not vicuna:
+            print_masks(t)
     elif r.tokens_unavailable:
         print(
             _("tokens      unavailable: {tokens_unavailable}").format(
@@ -104,10 +137,81 @@ def print_report(r: DataReport) -> None:
             )
         )
     mismatched = r.tokens.mismatched if r.tokens else 0
+    if r.ok:
+        print(_("ok"))
+    elif t is not None and t.mostly_unmaskable:
+        print(
+            _(
+                "{errors} record error(s); {unmaskable} of {checked} conversations unmaskable: "
+                "more than half, the launch would refuse this data (check --chat-template)"
+            ).format(errors=r.errors, unmaskable=t.unmaskable, checked=t.n + t.unmaskable)
+        )
+    elif not vicuna and t is not None:
+        print(
+            _("{errors} record error(s), {unmaskable} unmaskable").format(
+                errors=r.errors, unmaskable=t.unmaskable
+            )
+        )
+    else:
+        print(
+            _("{errors} record error(s), {mismatched} masked out").format(
+                errors=r.errors, mismatched=mismatched
+            )
+        )
+
+
+UNMASKABLE_SHOWN = 5  # unmaskable records named in the text output (--json names more)
+SEGMENT_SHOWN = 600  # characters of one masked/trained run shown (--json has all of it)
+
+
+def print_masks(t: TokenStats) -> None:
+    """The template's unmaskable records and a few samples, trained text in «»."""
+    if t.truncated_away:
+        print(
+            _(
+                "no reply    {count} conversations have no reply within model_max_length "
+                "(training skips them)"
+            ).format(count=t.truncated_away)
+        )
+    if t.unmaskable:
+        print(
+            _(
+                "unmaskable  {count} of {checked} conversations cannot be masked exactly "
+                "(training skips them):"
+            ).format(count=t.unmaskable, checked=t.n + t.unmaskable)
+        )
+        for rec in t.unmaskable_records[:UNMASKABLE_SHOWN]:
+            ident = _(" (id {id})").format(id=rec.id) if rec.id is not None else ""
+            line = _("  record {index}{ident}: {reason}")
+            print(terminal_safe(line.format(index=rec.index, ident=ident, reason=rec.reason)))
+        if t.unmaskable > UNMASKABLE_SHOWN:
+            print(
+                _("  ... and {count} more (--json)").format(count=t.unmaskable - UNMASKABLE_SHOWN)
+            )
+    for sample in t.samples:
+        print_sample(sample)
+
+
+def print_sample(sample: MaskSample) -> None:
+    ident = _(" (id {id})").format(id=sample.id) if sample.id is not None else ""
     print(
-        _("ok")
-        if r.ok
-        else _("{errors} record error(s), {mismatched} masked out").format(
-            errors=r.errors, mismatched=mismatched
+        terminal_safe(
+            _("sample      record {index}{ident}: «trained on», the rest masked").format(
+                index=sample.index, ident=ident
+            )
         )
     )
+    text = "".join(
+        f"«{shorten(s.text)}»" if s.trained else shorten(s.text) for s in sample.segments
+    )
+    for line in terminal_safe(text).splitlines():
+        print(f"    {line}")
+
+
+def shorten(text: str) -> str:
+    """A long run cut in the middle, so that each sample's boundaries stay on one screen."""
+    if len(text) <= SEGMENT_SHOWN:
+        return text
+    half = SEGMENT_SHOWN // 2
+    cut = _("[... {count} characters ...]").format(count=len(text) - 2 * half)
+    return text[:half] + cut + text[-half:]
