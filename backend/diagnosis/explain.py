@@ -85,7 +85,9 @@ _EXPLAIN: dict[str, str] = {
         "train.py pads with the unk token and masks with Llama-1/2 arithmetic under the vicuna "
         "template, which Llama-3, Qwen, Gemma and most current tokenizers do not fit (no pad or "
         "unk token, no `legacy` attribute, other token counts). The trainwiz entry trains with the "
-        "tokenizer's own chat template and computes exact masks from it."
+        "tokenizer's own chat template and computes exact masks from it; when even that "
+        "template renders the replies so that they cannot be located exactly in the tokens (it "
+        "renders earlier turns differently once later ones exist), the entry refuses the data."
     ),
     "disk_full": N_(
         "A write failed because the disk (or a quota) is full; checkpoints of a 7B model "

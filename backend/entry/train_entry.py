@@ -372,6 +372,22 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
         factor = float(math.ceil(training_args.model_max_length / orig_ctx_len))
         config.rope_scaling = {"type": "linear", "factor": factor}
     config.use_cache = False
+    # The data before the model: a template that cannot mask the data is refused before minutes
+    # of loading weights and before any GPU time.
+    tokenizer, choice, pad_note = load_tokenizer(model_args, training_args, config, chat_setting)
+    log(
+        f"chat template {choice.template} ({choice.reason})"
+        + (f"; pad {pad_note}" if pad_note else "")
+    )
+    try:
+        data_module = make_data(tokenizer, data_args, training_args, pack, choice)
+    except chat_masks.MostlyUnmaskable as exc:
+        log(str(exc.code))
+        MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), TokenCounter(), {}).end(
+            train_runtime=0.0, saved_to=None, ok=False, error=str(exc.code), reason="unmaskable"
+        )
+        raise SystemExit(5) from None
+
     model = transformers.AutoModelForCausalLM.from_pretrained(
         model_args.model_name_or_path,
         config=config,
@@ -388,19 +404,6 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
             gradient_checkpointing=bool(training_args.gradient_checkpointing),
         ),
     }  # fmt: skip
-    tokenizer, choice, pad_note = load_tokenizer(model_args, training_args, config, chat_setting)
-    log(
-        f"chat template {choice.template} ({choice.reason})"
-        + (f"; pad {pad_note}" if pad_note else "")
-    )
-    try:
-        data_module = make_data(tokenizer, data_args, training_args, pack, choice)
-    except chat_masks.MostlyUnmaskable as exc:
-        log(str(exc.code))
-        MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), TokenCounter(), {}).end(
-            train_runtime=0.0, saved_to=None, ok=False, error=str(exc.code), reason="unmaskable"
-        )
-        raise SystemExit(5) from None
 
     n_params, flops_per_token = count_flops_per_token(model, config, training_args.model_max_length)
     gpu_name = torch.cuda.get_device_name() if torch.cuda.is_available() else None

@@ -126,3 +126,24 @@ def test_family_trains_with_its_own_template_masked_exactly_and_chats(
     answer = json.loads(chat.stdout)
     assert answer["template"] == "model", answer
     assert isinstance(answer["turns"][0]["reply"], str), answer
+
+
+def test_a_template_that_cannot_mask_the_data_is_refused_before_training(tmp_path: Path) -> None:
+    """A template that renders earlier turns differently once later ones exist (here: the turn
+    count in a header, as templates that strip earlier reasoning do) cannot be masked: the
+    launch fails before the first step, naming the template, and diagnose says what to do."""
+    preset = family_preset(tmp_path, "qwen2")
+    home = Path(os.environ["TRAINWIZ_HOME"])
+    cli("model", "fetch", str(preset))  # the tiny model, made by the product
+    template = home / "models" / "tiny-qwen2" / "chat_template.jinja"
+    template.write_text("{{ messages | length }} turns\n" + template.read_text())
+    failed = cli("launch", str(preset), check=False, timeout=600)
+    assert failed.returncode == 1, failed.stdout[-2000:] + failed.stderr[-2000:]
+    (run_dir,) = (home / "runs").iterdir()
+    log = (run_dir / "train.log").read_text()
+    assert "200 of 200 conversations cannot be masked exactly" in log, log[-3000:]
+    lines = metric_lines(run_dir)
+    assert not [line for line in lines if line["kind"] == "step"]
+    assert lines[-1]["ok"] is False and lines[-1]["reason"] == "unmaskable"
+    found = json.loads(cli("diagnose", run_dir.name, "--json", check=False).stdout)
+    assert found["findings"][0]["category"] == "chat_template_mask", found
