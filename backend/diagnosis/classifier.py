@@ -60,6 +60,13 @@ def _clean(text: str) -> str:
     return text if len(text) <= 600 else text[:600] + "…"
 
 
+# The training entry's own lines ("[trainwiz-entry] flash_attn unusable (...); using sdpa") say
+# what it chose; they quote library messages (a missing module, a device) that signatures
+# match elsewhere as failures. Only the entry's deliberate failure reports count as findings.
+OWN_PREFIX = "[trainwiz-entry]"
+OWN_REPORTS = frozenset({"loss_nan", "chat_template_mask"})
+
+
 def _match(
     segment: str,
     window: str | None,
@@ -245,6 +252,8 @@ class _Scanner:
         if hit is None:
             return
         sig, found, text = hit
+        if OWN_PREFIX in segment and sig.category not in OWN_REPORTS:
+            return  # trainwiz's own informational line: never a finding, never above a failure
         self._record(sig, found, text, segment)
 
     def _defer(self, sig: Signature, found: re.Match[str], text: str) -> None:
