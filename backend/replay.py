@@ -93,6 +93,8 @@ class Replay:
     progress: Progress | None = None
     run_dir: Path | None = None
     confirm: Callable[[str], bool] | None = None  # asked about warnings (a terminal only)
+    ignore_plan: bool = False  # launch even when the plan predicts it does not fit (--ignore-plan)
+    ref: str | None = None  # the preset as the user named it, for a refusal's fix
 
     def _say(self, step: str, text: str) -> None:
         if self.progress is not None:
@@ -173,7 +175,7 @@ class Replay:
         from backend.runs import launch  # deferred: launcher + monitor, ~46 modules
 
         try:
-            result = launch(self.preset, prepare=True)
+            result = launch(self.preset, prepare=True, ignore_plan=self.ignore_plan, ref=self.ref)
         except BadInput:
             raise
         except (TrainwizError, OSError) as exc:

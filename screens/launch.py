@@ -4,6 +4,10 @@ The plan is built in a worker (naming the environment image can ask the Docker d
 command by command, as ``trainwiz plan`` prints it. Launching writes the run directory and starts
 the detached watcher; the training then belongs to the watcher, so leaving the wizard (or losing
 SSH) never stops it.
+
+The planner's verdict for this machine (``backend.runs.plangate``, the launch's own gate) is
+shown above the plan; a preset predicted not to fit is launched only after the confirmation says
+so and the user chooses "Launch anyway" (the CLI's ``--ignore-plan``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _
 from backend.plan import Plan
 from backend.runs import LaunchResult, launch
+from backend.runs.plangate import PlanVerdict, plan_verdict
 from backend.runs.spec import plan_spec
 from backend.steps import STEPS, Readiness
 from screens.base import StepScreen
@@ -55,6 +60,7 @@ class LaunchScreen(StepScreen):
         plan: Plan | None
         error: str | None
         readiness: dict[str, Readiness] | None = None
+        verdict: PlanVerdict | None = None
 
     @dataclass
     class Launched(Message):
@@ -64,6 +70,7 @@ class LaunchScreen(StepScreen):
     def __init__(self) -> None:
         super().__init__()
         self.plan: Plan | None = None
+        self.verdict: PlanVerdict | None = None  # None: not knowable here (no gate)
         self.launching = False
         self._launch_pending = False
         self.last_run: Path | None = None
@@ -89,6 +96,7 @@ class LaunchScreen(StepScreen):
     # ---- plan ----------------------------------------------------------------------------
     def action_replan(self) -> None:
         self.plan = None
+        self.verdict = None
         self._plan_worker()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-plan")
@@ -105,7 +113,8 @@ class LaunchScreen(StepScreen):
                 readiness[s.id] = s.ready(self.preset, machine)
             except (BadInput, TrainwizError) as exc:
                 readiness[s.id] = Readiness("needs-action", [str(exc)])
-        self.post_message(self.Planned(plan, None, readiness))
+        verdict = plan_verdict(self.preset)  # the launch's gate, asked before the launch is
+        self.post_message(self.Planned(plan, None, readiness, verdict))
 
     def on_launch_screen_planned(self, message: Planned) -> None:
         target = self.query_one("#launch-plan-text", Static)
@@ -115,6 +124,8 @@ class LaunchScreen(StepScreen):
             )
             return
         self.plan = message.plan
+        self.verdict = message.verdict
+        self.query_one("#launch-summary", Static).update(self._summary_text())
         target.update(self._plan_text(message.plan, message.readiness or {}))
         self._update_status()
         if self._launch_pending:
@@ -143,7 +154,19 @@ class LaunchScreen(StepScreen):
             ).format(runs=paths.runs_dir()),
             style="dim",
         )
+        verdict = self.verdict
+        if verdict is not None:
+            text.append("\n" + _("Plan for this machine: {numbers}").format(
+                numbers=verdict.numbers()), style="green" if verdict.fits else "bold red")  # fmt: skip
+            if not verdict.fits:
+                text.append("\n" + self._verdict_fix(verdict), style="red")
         return text
+
+    def _verdict_fix(self, verdict: PlanVerdict) -> str:
+        return _(
+            "'trainwiz tune {name}' (or Tune, F5 on the Hyperparameters step) {fix}. Press l "
+            "to launch anyway: it will likely run out of memory."
+        ).format(name=self.preset.name, fix=verdict.fix)
 
     @staticmethod
     def _plan_text(plan: Plan, readiness: dict[str, Readiness]) -> Text:
@@ -199,12 +222,19 @@ class LaunchScreen(StepScreen):
             ),
             _("output: {dir}").format(dir=p.training.output_dir),
         ]
+        over = self.verdict is not None and not self.verdict.fits
+        title = _("Launch {name} anyway?") if over else _("Launch {name}?")
+        warnings = extra_warnings(p)
+        if self.verdict is not None and over:  # said first: the plan predicts it runs out
+            warnings.insert(0, _("WARNING the plan for this machine: {numbers}").format(
+                numbers=self.verdict.numbers()))  # fmt: skip
+            warnings.insert(1, self._verdict_fix(self.verdict))
         return ConfirmDialog(
-            "\n".join([_("Launch {name}?").format(name=p.name), *(live or [])]),  # seen first
+            "\n".join([title.format(name=p.name), *(live or [])]),  # seen first
             runs,
             where,
-            extra_warnings(p),
-            yes=N_("Launch"),
+            warnings,
+            yes=N_("Launch anyway") if over else N_("Launch"),
         )
 
     def request_launch(self) -> None:
@@ -225,11 +255,14 @@ class LaunchScreen(StepScreen):
             self.notify(_("The plan is not ready yet."), severity="warning", title=_("Launch"))
             return
 
+        # the confirmation said what the plan predicts: "Launch anyway" is the override
+        ignore_plan = self.verdict is not None and not self.verdict.fits
+
         def answered(yes: bool | None) -> None:
             if yes and not self.refuse_if_form_invalid(_("Launch")):
                 self.launching = True
                 self._update_status()
-                self._launch_worker()
+                self._launch_worker(ignore_plan)
 
         def ask(rows: list[object]) -> None:
             warn = getattr(self.app, "live_run_warnings", None)
@@ -243,9 +276,9 @@ class LaunchScreen(StepScreen):
             ask([])
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch-start")
-    def _launch_worker(self) -> None:
+    def _launch_worker(self, ignore_plan: bool = False) -> None:
         try:
-            result = launch(self.preset)
+            result = launch(self.preset, ignore_plan=ignore_plan)
         except BadInput as exc:
             self.post_message(self.Launched(None, "\n".join(exc.problems)))
             return

@@ -227,6 +227,29 @@ def resolve_inputs(
     return gpu, shape, ""
 
 
+def plan_estimate(
+    preset: Any,
+    gpu: GpuSpec,
+    shape: ModelShape,
+    *,
+    dist: Any = None,
+    host_ram: int | None = None,
+    measured: list[dict[str, Any]] | None = None,
+) -> Estimate:
+    """The estimate ``trainwiz plan`` prints, and the one the launch's gate judges
+    (``backend.runs.plangate``): one function, so the two never give different verdicts. Full
+    (FSDP) or LoRA/QLoRA/ZeRO (methods.py), corrected by this GPU kind's probe rows."""
+    from backend.planner.learned import (  # deferred: calibration rows, only when estimating
+        adjust,
+        load_rows,
+    )
+
+    rows = load_rows(gpu.name) if measured is None else measured
+    est = estimate_preset(shape, preset, gpu, dist or default_dist(), host_ram)
+    result: Estimate = adjust(est, shape, rows)
+    return result
+
+
 def planner_report(
     preset: Any,
     gpu_name: str | None,
@@ -243,15 +266,13 @@ def planner_report(
         return [_("estimate: {why}").format(why=why)], {"estimate": None, "reason": why}
 
     dist = dist_from_report(lengths) if lengths else default_dist()
-    # full (FSDP) on the data's real tokens, or LoRA/QLoRA/ZeRO (methods.py)
     from backend.planner.learned import (  # deferred: calibration rows, only when estimating
-        adjust,
         error_lines,
         load_rows,
     )
 
     measured = load_rows(gpu.name)
-    est = adjust(estimate_preset(shape, preset, gpu, dist, host_ram), shape, measured)
+    est = plan_estimate(preset, gpu, shape, dist=dist, host_ram=host_ram, measured=measured)
     lines = estimate_lines(est, shape, gpu)
     lines += error_lines(gpu.name, measured)
     data: dict[str, Any] = {"estimate": estimate_dict(est, shape, gpu)}

@@ -48,6 +48,7 @@ from backend.rundir import (
 from backend.runs.docker_runner import client
 from backend.runs.fallback import record_chain
 from backend.runs.mirrors_record import write_mirrors_json
+from backend.runs.plangate import refuse_over_plan
 from backend.runs.procs import PROJECT_ROOT, start_time, start_watcher
 from backend.runs.spec import LaunchSpec, build_spec
 
@@ -108,9 +109,13 @@ def refuse_without_gpus(preset: Preset) -> None:
         )
 
 
-def preflight(preset: Preset, *, prepare: bool = True) -> None:
+def preflight(
+    preset: Preset, *, prepare: bool = True, ignore_plan: bool = False, ref: str | None = None
+) -> None:
     """Refuse what cannot start, before any file is written (``prepare``: the launch builds
-    what is missing first, the venv a host run trains in included)."""
+    what is missing first, the venv a host run trains in included; ``ignore_plan``: launch even
+    when the planner predicts it does not fit this machine; ``ref``: how the user named the
+    preset, for the commands a refusal suggests)."""
     from backend.data.check import (  # deferred: `trainwiz plan` skips the data checker
         data_file_problem,
     )
@@ -143,6 +148,8 @@ def preflight(preset: Preset, *, prepare: bool = True) -> None:
                     ).format(script=preset.launch.script, value=base / script)
                 )
     refuse_without_gpus(preset)
+    if not ignore_plan:  # the GPUs are there: does the run fit them (backend/runs/plangate.py)
+        refuse_over_plan(preset, ref=ref)
     for field in ("data_path", "eval_data_path"):
         value = getattr(preset.training, field)
         where = _host_file(preset, value) if value else None
@@ -205,11 +212,15 @@ def launch(
     prepare: bool = True,
     transformers_version: str | None = None,
     ack_timeout: float = 15.0,
+    ignore_plan: bool = False,
+    ref: str | None = None,
 ) -> LaunchResult:
-    """Start a run; returns once the watcher has taken it over (or the run already ended)."""
+    """Start a run; returns once the watcher has taken it over (or the run already ended).
+    ``ignore_plan``: the user's override of the planner's verdict (``--ignore-plan``); ``ref``:
+    the preset as the user named it (a shipped name or a path), for a refusal's fix."""
     check_output_dir(preset)  # training.output_dir: the run dir, an empty or a trainwiz folder
     preset = apply_mirrors(preset)  # mirrors: auto/cn/custom are probed once, the choice written in
-    preflight(resolve_preset(preset, None), prepare=prepare)
+    preflight(resolve_preset(preset, None), prepare=prepare, ignore_plan=ignore_plan, ref=ref)
     _check_plan(preset, transformers_version)
     me = os.getpid()
     run_dir = create_run_dir(

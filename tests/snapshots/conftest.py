@@ -3,7 +3,8 @@
 The screens print TRAINWIZ_HOME (runs go to …), so it must be the same path on every run; a
 path shared by runs and by the agents testing at once let one test's runs, caches or models
 leak into another's screen. Here the fixed path is made fresh for each test and held under a
-lock for the test's length, and the Image step never lists this machine's Docker images.
+lock for the test's length, the Image step never lists this machine's Docker images, and no
+screen sees this machine's GPU.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 import backend.images
 import backend.images.build
+import backend.planner.gpu as planner_gpu
 import backend.runs.spec
 from screens.image import ImageScreen
 
@@ -24,6 +26,12 @@ SNAPSHOT_HOME = Path("/tmp/trainwiz-snapshot-home")
 MODEL_HOME = Path("/tmp/trainwiz-snapshot-model-home")  # test_model_snapshot's fixed home
 LOCK = Path("/tmp/trainwiz-snapshot-home.lock")
 PINNED_ENV_TAG = "trainwiz-env:0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def _no_local_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pictures never depend on this machine's GPU (the plan's verdict, the form's)."""
+    monkeypatch.setattr(planner_gpu, "detect_local", lambda: None)
 
 
 @pytest.fixture(autouse=True)

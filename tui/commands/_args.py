@@ -62,3 +62,16 @@ def version_text(what: str, pattern: str = r"\d{1,4}(\.\d{1,4}){0,3}") -> Callab
         return text
 
     return parse
+
+
+def add_ignore_plan_flag(parser: argparse.ArgumentParser) -> None:
+    """`launch` and `replay`: the user's override of the planner's verdict (the launch refuses a
+    preset predicted not to fit this machine's GPU memory or host RAM)."""
+    parser.add_argument(
+        "--ignore-plan",
+        action="store_true",
+        help=_(
+            "launch even when the plan predicts the preset does not fit this machine's GPU "
+            "memory or host RAM"
+        ),
+    )

@@ -16,6 +16,7 @@ from backend.plan.commands import check_version
 from backend.preset import load_preset
 from backend.runs import follow_log, launch, refresh
 from backend.runs.summary import ProgressLine, RunSummary, shown_message, summarize_run
+from tui.commands._args import add_ignore_plan_flag
 from tui.commands._common import add_json_flag, print_json, to_jsonable
 from tui.commands._risks import confirm_risks
 
@@ -47,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         action="store_true",
         help=_("accept dangerous container options (privileged, host mounts, LD_PRELOAD...)"),
     )
+    add_ignore_plan_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -56,7 +58,13 @@ def run(args: argparse.Namespace) -> int:
     if args.transformers is not None:
         check_version(args.transformers)  # before any run directory exists
     confirm_risks(preset, args.yes)
-    result = launch(preset, prepare=not args.no_prepare, transformers_version=args.transformers)
+    result = launch(
+        preset,
+        prepare=not args.no_prepare,
+        transformers_version=args.transformers,
+        ignore_plan=args.ignore_plan,
+        ref=args.preset,
+    )
     for note in result.notes:
         print(_("trainwiz: {line}").format(line=note), file=sys.stderr)
     if args.detach:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from backend.i18n import _
 from backend.preset import load_preset
 from backend.replay import STEP_ORDER, Replay, StepReport, steps_between
+from tui.commands._args import add_ignore_plan_flag
 from tui.commands._common import add_json_flag, print_json
 from tui.commands._risks import confirm_risks
 
@@ -36,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--detach", action="store_true", help=_("stop after launch; training goes on")
     )
+    add_ignore_plan_flag(parser)
     add_json_flag(parser)
     parser.set_defaults(func=run)
 
@@ -74,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         detach=args.detach,
         progress=progress,
         confirm=confirm if interactive else None,
+        ignore_plan=args.ignore_plan,
+        ref=args.preset,
     )
     console.print(
         _("[bold]trainwiz replay[/] {name}: {items}").format(
