@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from backend.runs.control import refresh
 from tests.trainwiz_cli import cli as run_cli
 from tests.waiting import wait_until
 
@@ -140,20 +141,25 @@ def wait_state(
     run_dir: Path, states: tuple[str, ...], timeout: float = 30, interval: float = 0.2
 ) -> dict:
     """The run's record from ``trainwiz runs --json`` once its state is one of ``states`` (as a
-    user reads it); each poll is a CLI process, so ``interval`` leaves the CPU to the run."""
-    last: dict[str, dict] = {}
+    user reads it). The wait itself reads the state in this process, through the same backend
+    call `runs` makes (``refresh``): a CLI process per poll cost ~0.5 s of CPU, taken from the
+    run being waited for. Once reached, one `trainwiz runs --json` gives the record."""
+    last: dict[str, object] = {}
 
-    def reached() -> dict | None:
-        last["run"] = runs_json()[run_dir.name]
-        return last["run"] if last["run"]["state"] in states else None
+    def reached() -> bool:
+        last["state"] = refresh(run_dir).state
+        return last["state"] in states
 
-    return wait_until(
+    wait_until(
         reached,
-        what=f"run {run_dir.name} in state {'/'.join(states)} (by `trainwiz runs`)",
+        what=f"run {run_dir.name} in state {'/'.join(states)}",
         timeout=timeout,
-        seen=lambda: {"record": last.get("run"), "train.log": log_tail(run_dir)},
+        seen=lambda: {"state": last.get("state"), "train.log": log_tail(run_dir)},
         interval=interval,
     )
+    record = runs_json()[run_dir.name]
+    assert record["state"] in states, record  # the CLI says what the backend said
+    return record
 
 
 def wait_final(run_dir: Path, timeout: float = 180) -> dict:

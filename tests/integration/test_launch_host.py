@@ -19,6 +19,7 @@ import yaml
 
 from backend.monitor.metrics import MetricsFollower, StepRecord
 from backend.paths import runs_dir
+from backend.runs.control import refresh
 from tests.faults.helpers import log_tail, run_seen
 from tests.trainwiz_cli import cli
 from tests.waiting import wait_until
@@ -49,20 +50,26 @@ def _seen(run_dir: Path, record: dict | None = None) -> dict:
 
 
 def wait_state(run_id: str, states: tuple[str, ...], timeout: float = 300) -> dict:
-    """The run's record from ``trainwiz runs --json`` once its state is one of ``states``."""
-    last: dict[str, dict] = {}
+    """The run's record from ``trainwiz runs --json`` once its state is one of ``states``: the
+    wait reads the state in-process through the backend call `runs` makes (a CLI process per
+    poll would take ~0.5 s of CPU from the training), then `runs --json` gives the record."""
+    run_dir = runs_dir() / run_id
+    last: dict[str, object] = {}
 
-    def reached() -> dict | None:
-        last["run"] = runs_json()[run_id]
-        return last["run"] if last["run"]["state"] in states else None
+    def reached() -> bool:
+        last["state"] = refresh(run_dir).state
+        return last["state"] in states
 
-    return wait_until(
+    wait_until(
         reached,
-        what=f"run {run_id} in state {'/'.join(states)} (by `trainwiz runs`)",
+        what=f"run {run_id} in state {'/'.join(states)}",
         timeout=timeout,
-        seen=lambda: _seen(runs_dir() / run_id, last.get("run")),
-        interval=0.5,  # each poll is a CLI process: leave the CPU to the training
+        seen=lambda: _seen(run_dir, {"state": last.get("state")}),
+        interval=0.2,
     )
+    record = runs_json()[run_id]
+    assert record["state"] in states, record
+    return record
 
 
 def metric_lines(run_dir: Path) -> list[dict]:
