@@ -51,7 +51,9 @@ def render_summary(
         out.append(_("\ntok/s n/a (log only)"), style="dim")
     else:
         # The headline is what the data really has (docs/monitor.md); padded figures come second.
-        out.append(_("\nreal tok/s {num}").format(num=_num(s.tokens_nonpad_per_s)), style="bold")
+        # Live: the running attempt's recent pace; over: the run's (backend/monitor/figures.py).
+        real = s.run_real_tokens_per_s if over and s.source == "metrics" else s.tokens_nonpad_per_s
+        out.append(_("\nreal tok/s {num}").format(num=_num(real)), style="bold")
         if s.mfu_nonpad is not None:  # newer entries: MFU on the data's own tokens
             out.append(
                 _("\nreal-token MFU {mfu_nonpad:.1%}").format(mfu_nonpad=s.mfu_nonpad), style="bold"
@@ -78,16 +80,24 @@ def render_summary(
 
 
 def _final(out: Text, s: ThroughputSummary) -> None:
-    """The finished run's summary: loss first → last, mean real tokens/s, wall time."""
+    """The run's summary once it is over: loss first → last, mean loss, wall time, GPU-hours, a
+    resumed run's last attempt pace (the run's real tok/s is the headline below)."""
     out.append("\n" + _("Final summary"), style="bold cyan")
     first = "n/a" if s.first_loss is None else f"{s.first_loss:.4f}"
     last = "n/a" if s.last_loss is None else f"{s.last_loss:.4f}"
     out.append("\n" + _("loss {first} → {last}").format(first=first, last=last))
     if s.mean_loss is not None:  # every step of every attempt, counted once
         out.append("\n" + _("mean train loss {loss:.4g}").format(loss=s.mean_loss))
-    mean = s.mean_real_tokens_per_s
-    out.append("\n" + _("overall real tok/s {num}").format(num=_num(mean)))
-    out.append("\n" + _("wall time {dur}").format(dur=duration(s.elapsed_s)))
+    out.append("\n" + _("wall time {dur}").format(dur=duration(s.wall_s)))
+    if s.gpus and s.gpu_hours is not None:
+        out.append("\n" + _("{hours} GPU-hours").format(hours=f"{s.gpu_hours:.2f}"))
+    if s.attempts > 1 and s.attempt_real_tokens_per_s is not None:
+        out.append(
+            "\n"
+            + _("attempt {attempt}: real tok/s {num}").format(
+                attempt=s.attempt, num=_num(s.attempt_real_tokens_per_s)
+            )
+        )
 
 
 def _tokens(n: int) -> str:

@@ -189,21 +189,6 @@ def continued_series(events: list[MetricsEvent]) -> tuple[list[StepRecord], list
     return [steps[k] for k in sorted(steps)], [evals[k] for k in sorted(evals)]
 
 
-def mean_loss(steps: list[StepRecord]) -> float | None:
-    """The run's mean train loss: the mean over its optimizer steps, each logged loss (the mean
-    of the steps since the previous log) weighing the steps it covers. From the continued series,
-    so a resumed run counts every step once. The Trainer's own ``train_loss`` does not: after a
-    resume it divides the last attempt's sum by all the run's steps."""
-    total, covered, previous = 0.0, 0, 0
-    for rec in steps:
-        if rec.loss is None or not math.isfinite(rec.loss) or rec.step <= previous:
-            continue
-        total += rec.loss * (rec.step - previous)
-        covered += rec.step - previous
-        previous = rec.step
-    return total / covered if covered else None
-
-
 def read_events(path: Path) -> list[MetricsEvent]:
     """Every event of a metrics file, read to its end."""
     follower = MetricsFollower(path)

@@ -86,6 +86,23 @@ class MinMaxSeries:
                 ys += [b.ymax, b.ymin]
         return xs, ys
 
+    def truncate(self, x: float) -> None:
+        """Forget the points after ``x`` (a resumed attempt replaces the steps after its
+        checkpoint). A bucket that also holds later points is kept only when both its extremes
+        lie at or before ``x`` (then it ends at the later one); else it goes, so a long chart may
+        lose a few points at the cut but never shows a replaced one."""
+        buckets = [b for b in self._buckets if b.x0 <= x]
+        if buckets and buckets[-1].x1 > x:
+            tail = buckets[-1]
+            if max(tail.xmin, tail.xmax) <= x:
+                tail.x1 = max(tail.xmin, tail.xmax)
+            else:
+                buckets.pop()
+        self._buckets = buckets
+        self.count = sum(b.n for b in buckets)
+        one = buckets[-1] if buckets and buckets[-1].n == 1 else None
+        self.last = (one.x1, one.ymin) if one is not None else None
+
     @property
     def ymax(self) -> float | None:
         return max((b.ymax for b in self._buckets), default=None)
@@ -140,6 +157,12 @@ class SpikeDetector:
         w = self._sorted
         n = len(w)
         return w[n // 2] if n % 2 else (w[n // 2 - 1] + w[n // 2]) / 2
+
+    def forget_after(self, step: int) -> None:
+        """Drop the spikes after ``step`` (steps a resumed attempt replaces)."""
+        kept = [s for s in self.spikes if s.step <= step]
+        self.total -= len(self.spikes) - len(kept)
+        self.spikes = deque(kept, maxlen=self.max_kept)
 
     def add(self, step: int, grad_norm: float) -> Spike | None:
         spike = None

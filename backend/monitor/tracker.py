@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from array import array
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from backend.monitor.figures import EtaBasis, Tally, eta, rate
 from backend.monitor.metrics import (
     EvalRecord,
     MetricsEvent,
@@ -40,27 +40,27 @@ class ThroughputSummary:
     mfu: float | None = None
     mfu_nonpad: float | None = None  # headline: real-token MFU (6N, the data's tokens only)
     eta_s: float | None = None
-    # "real tokens": real tokens left / recent real tokens/s; "steps": steps left x step time
-    # (a run whose entry predates real_tokens_total, or a log-only run).
-    eta_basis: Literal["real tokens", "steps"] | None = None
+    # "real tokens": real tokens left / the live pace; "steps": steps left x step time (a run
+    # whose entry predates real_tokens_total, or a log-only run). ``figures.eta``.
+    eta_basis: EtaBasis | None = None
     real_tokens_left: int | None = None
-    elapsed_s: float | None = None
+    elapsed_s: float | None = None  # wall time, the running attempt's clock up to now
     last_loss: float | None = None
-    mean_loss: float | None = None  # over the run's steps, each once (``metrics.mean_loss``)
+    mean_loss: float | None = None  # the figures below are ``backend.monitor.figures``'
     peak_mem_gib: tuple[float, ...] | None = None
     world_size: int | None = None
-    finished: bool = False
+    finished: bool = False  # the last attempt's end line says the training finished
     ok: bool | None = None
     method: str | None = None  # "LoRA r=16: 39,936 trainable of ..." (None: a full fine-tune)
     first_loss: float | None = None  # the run's first finite loss (a final summary's "from")
-    real_tokens_done: int | None = None  # real (non-pad) tokens trained, repeats counted once
-
-    @property
-    def mean_real_tokens_per_s(self) -> float | None:
-        """Real tokens trained over the wall time: what the whole run averaged."""
-        if self.real_tokens_done is None or not self.elapsed_s:
-            return None
-        return self.real_tokens_done / self.elapsed_s
+    real_tokens_done: int | None = None  # real (non-pad) tokens of the steps counted
+    run_real_tokens_per_s: float | None = None  # over the run's steps counted
+    attempt_real_tokens_per_s: float | None = None  # over the last attempt's own steps
+    attempt: int | None = None  # the last attempt's number
+    attempts: int = 0
+    wall_s: float | None = None  # wall time, every attempt up to its last step
+    gpus: int = 0
+    gpu_hours: float | None = None
 
     @property
     def progress(self) -> float | None:
@@ -88,23 +88,18 @@ class RunTracker:
     window: int = 20
     cap: int = 512
     start: RunStart | None = field(default=None, init=False)
-    end: RunEnd | None = field(default=None, init=False)
+    end: RunEnd | None = field(default=None, init=False)  # the last attempt's, once written
     last: StepRecord | None = field(default=None, init=False)
-    first_time: float | None = field(default=None, init=False)
-    first_loss: float | None = field(default=None, init=False)
     loss: MinMaxSeries = field(init=False)
     lr: MinMaxSeries = field(init=False)
     grad_norm: MinMaxSeries = field(init=False)
     spikes: SpikeDetector = field(default_factory=SpikeDetector, init=False)
     nonfinite_loss: deque[int] = field(default_factory=lambda: deque(maxlen=50), init=False)
     evals: dict[int, float] = field(default_factory=dict, init=False)  # step -> eval loss
+    # Real tokens, step time, loss of the steps counted, per attempt and for the run: the one
+    # definition of each figure (backend/monitor/figures.py), cut back where an attempt resumes.
+    tally: Tally = field(default_factory=Tally, init=False)
     _recent: deque[StepRecord] = field(default_factory=deque, init=False, repr=False)
-    # Real tokens done up to each step (index step-1): 8 bytes a step, truncated where an
-    # attempt restarts (its checkpoint step, or 0), so repeated steps are counted once.
-    _real_done: array[int] = field(default_factory=lambda: array("q"), init=False, repr=False)
-    # Loss summed up to each step (index step-1), a logged loss covering the steps since the
-    # previous log; truncated like _real_done, so the mean is ``metrics.mean_loss``'s.
-    _loss_done: array[float] = field(default_factory=lambda: array("d"), init=False, repr=False)
     _warm_step: int = field(default=1, init=False, repr=False)  # the attempt's first step
 
     def __post_init__(self) -> None:
@@ -117,10 +112,10 @@ class RunTracker:
         n = 0
         for ev in events:
             n += 1
+            self.tally.update((ev,))
             if isinstance(ev, RunStart):
-                self.start = ev
-                del self._real_done[ev.resumed_from or 0 :]
-                del self._loss_done[ev.resumed_from or 0 :]
+                self.start, self.end = ev, None  # an earlier attempt's end is not the run's
+                self._cut(ev.resumed_from or 0)
                 # Rates and the ETA are this attempt's: the last one's steps ran elsewhere,
                 # at another pace, and its first step warms up again.
                 self._recent.clear()
@@ -133,37 +128,20 @@ class RunTracker:
                 self.evals[ev.step] = ev.eval_loss  # a resumed attempt's eval replaces the old
         return n
 
-    def _count_real(self, rec: StepRecord) -> None:
-        done = self._real_done
-        if rec.step < 1 or rec.tokens_nonpad is None:
-            return
-        del done[rec.step - 1 :]  # a step seen again (an attempt without a start line)
-        before = done[-1] if done else 0
-        while len(done) < rec.step:  # a gap (lines lost): the missing steps count like this one
-            before += rec.tokens_nonpad
-            done.append(before)
-
-    def _sum_loss(self, rec: StepRecord) -> None:
-        done = self._loss_done
-        if rec.step < 1 or rec.loss is None or not math.isfinite(rec.loss):
-            return
-        del done[rec.step - 1 :]
-        before = done[-1] if done else 0.0
-        while len(done) < rec.step:
-            before += rec.loss
-            done.append(before)
+    def _cut(self, step: int) -> None:
+        """The chart forgets the steps a resumed attempt replaces (they are drawn once)."""
+        for series in (self.loss, self.lr, self.grad_norm):
+            series.truncate(step)
+        self.spikes.forget_after(step)
+        kept = [s for s in self.nonfinite_loss if s <= step]
+        self.nonfinite_loss = deque(kept, maxlen=self.nonfinite_loss.maxlen)
+        self.evals = {k: v for k, v in self.evals.items() if k <= step}
 
     def _step(self, rec: StepRecord) -> None:
-        self._count_real(rec)
-        self._sum_loss(rec)
         self.last = rec
-        if rec.time is not None and self.first_time is None:
-            self.first_time = rec.time - (rec.step_time_s or 0.0)
         self._recent.append(rec)
         if rec.loss is not None:
             if math.isfinite(rec.loss):
-                if self.first_loss is None:
-                    self.first_loss = rec.loss
                 self.loss.append(rec.step, rec.loss)
             else:
                 self.nonfinite_loss.append(rec.step)
@@ -175,26 +153,29 @@ class RunTracker:
                 self.grad_norm.append(rec.step, rec.grad_norm)
 
     def summary(self, now: float | None = None) -> ThroughputSummary:
+        """The panel's figures; ``now`` (default: the clock) runs a live attempt's wall time."""
         last = self.last
-        finished = self.end is not None
+        fig = self.tally.figures()
         if last is None:
             return ThroughputSummary(
                 self.source,
-                finished=finished,
+                finished=fig.finished,
                 ok=self.end.ok if self.end else None,
                 samples_per_s=self.end.samples_per_s if self.end else None,
                 world_size=self.start.world_size if self.start else None,
                 method=method_line(self.start),
+                elapsed_s=fig.wall_s,
+                wall_s=fig.wall_s,
             )
         recent = list(self._recent)
-        # The first optimizer step carries warm-up (allocator, NCCL init): leave it out once
-        # there is anything else to average.
+        # The first optimizer step carries warm-up (allocator, NCCL init): leave it out of the
+        # live pace once there is anything else to average.
         steady = [r for r in recent if r.step > self._warm_step] or recent
         times = [r.step_time_s for r in steady if finite(r.step_time_s)]
         step_time = statistics.median(times) if times else None  # type: ignore[type-var]
-        tokens_per_s = _rate(steady, "tokens") or _median(steady, "tokens_per_s")
-        nonpad = _rate(steady, "tokens_nonpad") or _median(steady, "tokens_nonpad_per_s")
-        samples = _rate(steady, "samples") or _median(steady, "samples_per_s")
+        tokens_per_s = rate(steady, "tokens") or _median(steady, "tokens_per_s")
+        nonpad = rate(steady) or _median(steady, "tokens_nonpad_per_s")
+        samples = rate(steady, "samples") or _median(steady, "samples_per_s")
         if samples is None and self.end is not None:
             samples = self.end.samples_per_s
         mfu = _median(steady, "mfu")
@@ -203,13 +184,9 @@ class RunTracker:
             per_gpu = tokens_per_s / (st.world_size or 1)
             mfu = per_gpu * st.flops_per_token / st.peak_flops
         mfu_nonpad = _median(steady, "mfu_nonpad") or real_mfu(nonpad, st)
-        eta, basis, left = self._eta(last, finished, nonpad, step_time)
-        elapsed = None
-        if self.end is not None and self.end.train_runtime is not None:
-            elapsed = self.end.train_runtime
-        elif self.first_time is not None:
-            end_t = last.time if finished and last.time else (now or time.time())
-            elapsed = max(0.0, end_t - self.first_time)
+        total = st.real_tokens_total if st else None
+        eta_s, basis, left = eta(fig, nonpad, total, step_time)
+        attempt = fig.attempt
         return ThroughputSummary(
             source=self.source,
             step=last.step,
@@ -221,35 +198,27 @@ class RunTracker:
             samples_per_s=samples,
             mfu=mfu,
             mfu_nonpad=mfu_nonpad,
-            eta_s=eta,
+            eta_s=eta_s,
             eta_basis=basis,
             real_tokens_left=left,
-            elapsed_s=elapsed,
-            last_loss=self.loss.last[1] if self.loss.last else None,
-            mean_loss=self._loss_done[-1] / len(self._loss_done) if self._loss_done else None,
+            elapsed_s=self.tally.figures(time.time() if now is None else now).wall_s,
+            last_loss=fig.last_loss,
+            mean_loss=fig.mean_loss,
             peak_mem_gib=last.peak_mem_gib,
             world_size=self.start.world_size if self.start else None,
-            finished=finished,
+            finished=fig.finished,
             ok=self.end.ok if self.end else None,
             method=method_line(st),
-            first_loss=self.first_loss,
-            real_tokens_done=self._real_done[-1] if self._real_done else None,
+            first_loss=fig.first_loss,
+            real_tokens_done=fig.real_tokens,
+            run_real_tokens_per_s=fig.real_tokens_per_s,
+            attempt_real_tokens_per_s=attempt.real_tokens_per_s if attempt else None,
+            attempt=attempt.attempt if attempt else None,
+            attempts=len(fig.attempts),
+            wall_s=fig.wall_s,
+            gpus=fig.gpus,
+            gpu_hours=fig.gpu_hours,
         )
-
-    def _eta(
-        self, last: StepRecord, finished: bool, real_rate: float | None, step_time: float | None
-    ) -> tuple[float | None, Literal["real tokens", "steps"] | None, int | None]:
-        """(seconds, basis, real tokens left): from real tokens left when the start line says
-        how many the run has, else from steps left (the word tells the user which)."""
-        if finished:
-            return 0.0, None, 0
-        total = self.start.real_tokens_total if self.start else None
-        if total and real_rate and self._real_done:
-            left = max(0, total - self._real_done[-1])
-            return left / real_rate, "real tokens", left
-        if last.max_steps and step_time:
-            return max(0, last.max_steps - last.step) * step_time, "steps", None
-        return None, None, None
 
     def view(self, width: int | None = None, now: float | None = None) -> MetricsView:
         return MetricsView(
@@ -259,7 +228,7 @@ class RunTracker:
             grad_norm=self.grad_norm.points(width),
             spikes=tuple(self.spikes.spikes),
             spike_total=self.spikes.total,
-            points=self.loss.count,
+            points=self.tally.figures().points,  # each step once, as the chart draws
             nonfinite_loss_steps=tuple(self.nonfinite_loss),
             eval_loss=(
                 [float(k) for k in sorted(self.evals)],
@@ -280,19 +249,6 @@ def method_line(start: RunStart | None) -> str | None:
     if start.n_params:
         line += f" of {start.n_params:,} ({100 * start.trainable_params / start.n_params:.2f} %)"
     return line
-
-
-def _rate(recs: list[StepRecord], attr: str) -> float | None:
-    """Sum of a per-step count over the sum of step times: a rate weighted by real time."""
-    total = 0.0
-    secs = 0.0
-    for r in recs:
-        v = getattr(r, attr)
-        if v is None or not finite(r.step_time_s):
-            continue
-        total += v
-        secs += r.step_time_s  # type: ignore[operator]
-    return total / secs if secs > 0 else None
 
 
 def _median(recs: list[StepRecord], attr: str) -> float | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from backend.preset.schema import Preset
 from backend.results.summary import RunSummary
+from backend.units import duration
 
 
 def file_facts(path: Path | None) -> tuple[str, int] | None:
@@ -28,6 +29,20 @@ def file_facts(path: Path | None) -> tuple[str, int] | None:
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
+
+
+def _training(summary: RunSummary) -> str:
+    """The card's training row: real tokens/s, wall time and GPU-hours, each as the Monitor,
+    ``runs compare`` and the summary line show it (backend/monitor/figures.py defines them)."""
+    parts = []
+    if summary.real_tokens_per_s is not None:
+        parts.append(f"{summary.real_tokens_per_s:,.0f} real tokens/s")
+    if summary.wall_s is not None:
+        parts.append(f"wall time {duration(summary.wall_s)}")
+    if summary.gpu_hours is not None:
+        gpus = f"{summary.gpus} GPU" if summary.gpus else "CPU"
+        parts.append(f"{summary.gpu_hours:.2f} GPU-hours ({gpus})")
+    return ", ".join(parts) or "-"
 
 
 def _prompt_format(chat_template: str) -> str:
@@ -89,6 +104,7 @@ def render(
         + (f" at step {summary.best_eval_step})" if summary.best_eval_step else ")")
         + " |",
         f"| hardware | {hardware} |",
+        f"| training | {_training(summary)} |",
         f"| attempts | {summary.attempts}"
         + (" (resumed from checkpoints)" if summary.attempts > 1 else "")
         + " |",

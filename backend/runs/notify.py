@@ -35,6 +35,7 @@ from backend.preset.loader import load_preset
 from backend.preset.schema_notify import check_https
 from backend.rundir import LOG, RunDir
 from backend.runs.diagnose_run import diagnose_run
+from backend.runs.summary import summarize_run
 
 CA_ENV = "TRAINWIZ_NOTIFY_CA"
 NOTIFY_LOG = "notify.log"
@@ -218,14 +219,33 @@ def _run_ended(run_dir: Path, state: str, message: str, cause: str | None) -> No
     settings = _settings(run_dir)
     if not getattr(settings, "webhooks", None) or state not in ("finished", "failed"):
         return
+    send(run_dir, end_message(run_dir, state, message, cause), settings)
+
+
+def end_message(run_dir: Path, state: str, message: str, cause: str | None) -> Message:
+    """The end-of-run message: what happened, on failure the likely cause and fix, then the
+    run's summary line and its figures as fields (the launch's own summary: the same numbers as
+    the Monitor, ``runs compare`` and the model card)."""
     run_id = run_dir.name
     fields: dict[str, Any]
     if state == "finished":
         text, fields = message, {"message": message}
     else:
         text, fields = failure_text(run_dir, message)
-    fields = {"state": state, "cause_recorded": cause, **fields}
-    send(run_dir, Message(state, run_id, f"trainwiz: run {run_id} {state}", text, fields), settings)
+    summary = summarize_run(run_dir)
+    figures = {
+        "steps": summary.steps,
+        "max_steps": summary.max_steps,
+        "real_tokens_per_s": summary.real_tokens_per_s,
+        "wall_s": summary.wall_s,
+        "gpus": summary.gpus,
+        "gpu_hours": summary.gpu_hours,
+        "mean_loss": summary.mean_loss,
+        "attempts": summary.attempts,
+    }
+    text = f"{text}\n{summary.line()}"
+    fields = {"state": state, "cause_recorded": cause, **fields, **figures}
+    return Message(state, run_id, f"trainwiz: run {run_id} {state}", text, fields)
 
 
 @dataclass

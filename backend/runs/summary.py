@@ -1,8 +1,9 @@
-"""A run in one line: what a finished or failed launch prints last, and what `runs` can show.
+"""A run in one line: what a finished or failed launch or resume prints last, and what its
+end-of-run notification says.
 
-The numbers come from the run's own files (metrics.jsonl through the monitor's reader, the log
-through the diagnosis classifier), so the summary never says more than the record holds. Real
-tokens/s counts the tokens the data really has (no padding), the figure a user compares runs by.
+The numbers come from the run's own files (metrics.jsonl through ``backend.monitor.figures``, the
+one definition of each figure, the log through the diagnosis classifier), so the line never says
+more than the record holds and never differs from the Monitor, ``runs compare`` or the model card.
 """
 
 from __future__ import annotations
@@ -14,15 +15,8 @@ from pathlib import Path
 from backend.diagnosis import diagnose_file
 from backend.diagnosis.model import Finding
 from backend.i18n import _
-from backend.monitor.metrics import (
-    MetricsFollower,
-    RunEnd,
-    RunStart,
-    StepRecord,
-    continued_series,
-    finite,
-    mean_loss,
-)
+from backend.monitor.figures import figures_of
+from backend.monitor.metrics import MetricsFollower, RunEnd, read_events
 from backend.monitor.tracker import RunTracker
 from backend.rundir import LOG, METRICS
 from backend.units import duration
@@ -35,72 +29,77 @@ class RunSummary:
     max_steps: int | None
     loss_first: float | None
     loss_last: float | None
-    real_tokens_per_s: float | None
+    real_tokens_per_s: float | None  # the run's, over its steps counted (backend.monitor.figures)
     output_dir: str | None
     top_finding: Finding | None = None
     loss_mean: float | None = None  # over every step of every attempt, each counted once
+    wall_s: float | None = None
+    gpus: int = 0
+    gpu_hours: float | None = None
+    attempts: int = 1
+    attempt_real_tokens_per_s: float | None = None  # the last attempt's, over its own steps
+
+    @property
+    def mean_loss(self) -> float | None:
+        return self.loss_mean
 
     def line(self) -> str:
-        """'150/150 steps, loss 6.29 → 1.87, 1,234 real tokens/s, model in DIR'."""
+        """'150/150 steps, loss 6.29 → 1.87 (mean 2.4), 1,234 real tokens/s, wall time 3m05s,
+        0.10 GPU-hours, model in DIR'; a resumed run adds its last attempt's pace."""
         parts = [
-            f"{self.steps}/{self.max_steps} steps" if self.max_steps else f"{self.steps} steps"
+            _("{steps}/{max_steps} steps").format(steps=self.steps, max_steps=self.max_steps)
+            if self.max_steps
+            else _("{steps} steps").format(steps=self.steps)
         ]
         if self.loss_first is not None and self.loss_last is not None:
-            loss = f"loss {self.loss_first:.3g} → {self.loss_last:.3g}"
+            loss = _("loss {first} → {last}").format(
+                first=f"{self.loss_first:.3g}", last=f"{self.loss_last:.3g}"
+            )
             if self.loss_mean is not None:
-                loss += f" (mean {self.loss_mean:.3g})"
+                loss += " " + _("(mean {mean})").format(mean=f"{self.loss_mean:.3g}")
             parts.append(loss)
         if self.real_tokens_per_s is not None:
-            parts.append(f"{self.real_tokens_per_s:,.0f} real tokens/s")
+            rate = _("{rate} real tokens/s").format(rate=f"{self.real_tokens_per_s:,.0f}")
+            if self.attempts > 1 and self.attempt_real_tokens_per_s is not None:
+                rate += " " + _("(attempt {attempt}: {rate})").format(
+                    attempt=self.attempts, rate=f"{self.attempt_real_tokens_per_s:,.0f}"
+                )
+            parts.append(rate)
+        if self.wall_s is not None:
+            parts.append(_("wall time {duration}").format(duration=duration(self.wall_s)))
+        if self.gpus and self.gpu_hours is not None:
+            parts.append(_("{hours} GPU-hours").format(hours=f"{self.gpu_hours:.2f}"))
         if self.output_dir:
-            parts.append(f"model in {self.output_dir}")
+            parts.append(_("model in {path}").format(path=self.output_dir))
         return ", ".join(parts)
 
 
-def _real_tokens_per_s(steps: list[StepRecord]) -> float | None:
-    """Non-pad tokens over step time, summed over the steady steps (the first step warms up)."""
-    timed = [s for s in steps if s.tokens_nonpad and s.step_time_s and s.step_time_s > 0]
-    if len(timed) > 1:
-        timed = timed[1:]
-    tokens = sum(s.tokens_nonpad or 0 for s in timed)
-    seconds = sum(s.step_time_s or 0.0 for s in timed)
-    if tokens and seconds > 0:
-        return tokens / seconds
-    rates = [s.tokens_nonpad_per_s for s in steps if finite(s.tokens_nonpad_per_s)]
-    return rates[-1] if rates else None
-
-
 def summarize_run(run_dir: Path, *, with_diagnosis: bool = False) -> RunSummary:
-    """Read the run's metrics (and, when asked, diagnose its log) into a ``RunSummary``."""
-    follower = MetricsFollower(run_dir / METRICS)
-    events: list[RunStart | StepRecord | RunEnd] = []
-    end: RunEnd | None = None
-    while True:
-        batch = follower.poll()
-        if not batch and not follower.behind:
-            break
-        for event in batch:
-            if isinstance(event, (RunStart, StepRecord)):
-                events.append(event)
-            elif isinstance(event, RunEnd):
-                end = event
-    steps, _evals = continued_series(list(events))  # a resumed attempt's steps replace the old
-    attempt = [s for s in steps if s.attempt == steps[-1].attempt] if steps else []
-    losses = [s.loss for s in steps if finite(s.loss)]
+    """Read the run's figures (and, when asked, diagnose its log) into a ``RunSummary``."""
+    path = run_dir / METRICS
+    events = read_events(path) if path.is_file() else []
+    fig = figures_of(events)
+    attempt = fig.attempt
+    ends = [e for e in events if isinstance(e, RunEnd)]
     top = None
     log = run_dir / LOG
     if with_diagnosis and log.is_file():
         top = diagnose_file(log).top
     return RunSummary(
         run_id=run_dir.name,
-        steps=steps[-1].step if steps else 0,
-        max_steps=steps[-1].max_steps if steps else None,
-        loss_first=losses[0] if losses else None,
-        loss_last=losses[-1] if losses else None,
-        real_tokens_per_s=_real_tokens_per_s(attempt),  # the last attempt's own pace
-        output_dir=end.saved_to if end is not None else None,
+        steps=fig.step,
+        max_steps=fig.max_steps,
+        loss_first=fig.first_loss,
+        loss_last=fig.last_loss,
+        real_tokens_per_s=fig.real_tokens_per_s,
+        output_dir=ends[-1].saved_to if ends else None,
         top_finding=top,
-        loss_mean=mean_loss(steps),
+        loss_mean=fig.mean_loss,
+        wall_s=fig.wall_s,
+        gpus=fig.gpus,
+        gpu_hours=fig.gpu_hours,
+        attempts=max(1, len(fig.attempts)),
+        attempt_real_tokens_per_s=attempt.real_tokens_per_s if attempt else None,
     )
 
 

@@ -108,7 +108,8 @@ def test_mean_train_loss_of_a_resumed_run_is_the_mean_of_its_steps(tmp_path: Pat
 
 
 def test_logged_every_few_steps_each_loss_weighs_the_steps_it_covers() -> None:
-    from backend.monitor.metrics import StepRecord, mean_loss
+    from backend.monitor.figures import mean_loss
+    from backend.monitor.metrics import StepRecord
 
     steps = [StepRecord(step=5, loss=4.0), StepRecord(step=6, loss=1.0)]
     assert mean_loss(steps) == pytest.approx((4.0 * 5 + 1.0) / 6)
@@ -128,10 +129,15 @@ def test_rates_and_eta_after_a_resume_are_the_attempts_own() -> None:
     assert s.eta_s == pytest.approx(left / 250.0)
 
 
-def test_the_end_lines_real_rate_is_the_last_attempts(tmp_path: Path) -> None:
+def test_the_end_lines_real_rate_is_the_runs_and_the_last_attempts(tmp_path: Path) -> None:
+    """The run's figure over its steps counted once (1-40 at 1 s, 41-60 at 4 s, 1,000 real
+    tokens each), the last attempt's own pace beside it (docs/run-format.md)."""
     run_dir = make_run(tmp_path, "finished")
     write_metrics(run_dir, resumed_metrics())
-    assert summarize_run(run_dir).real_tokens_per_s == pytest.approx(250.0)
+    summary = summarize_run(run_dir)
+    assert summary.real_tokens_per_s == pytest.approx(60_000 / (40 * 1.0 + 20 * 4.0))
+    assert summary.attempt_real_tokens_per_s == pytest.approx(250.0)
+    assert "500 real tokens/s (attempt 2: 250)" in summary.line()
 
 
 def _preset(run_dir: Path):  # type: ignore[no-untyped-def]

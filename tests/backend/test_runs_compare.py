@@ -1,6 +1,7 @@
 """`trainwiz runs compare`: two recorded runs (one resumed, one on 2 GPUs) side by side: loss
 curves from the continued series, preset fields that differ, final/min loss, real tok/s, wall
-time from the attempts, GPU-hours; refusals exit 2."""
+time (each attempt's first step to its last: backend/monitor/figures.py), GPU-hours; refusals
+exit 2."""
 
 from __future__ import annotations
 
@@ -39,16 +40,21 @@ def make_run(name: str, lr: float, device: str, lines: list[dict], attempts: lis
     return run_dir
 
 
-def step(n: int, loss: float, attempt: int = 1) -> dict:
-    return {"kind": "step", "step": n, "max_steps": 10, "loss": loss, "step_time_s": 2.0,
-            "tokens_nonpad": 500, "attempt": attempt}  # fmt: skip
+def step(n: int, loss: float, attempt: int = 1, *, spent: float, begin: float) -> dict:
+    """Step ``n`` of an attempt whose first step (``first``) started at ``begin``."""
+    first = 1 if attempt == 1 else 6
+    return {"kind": "step", "step": n, "max_steps": 10, "loss": loss, "step_time_s": spent,
+            "tokens_nonpad": 500, "attempt": attempt,
+            "time": begin + (n - first + 1) * spent}  # fmt: skip
 
 
 @pytest.fixture
 def two_runs() -> tuple[Path, Path]:
-    a_lines = [{"kind": "start", "world_size": 1}, *[step(n, 5 - n * 0.3) for n in range(1, 8)]]
+    # a: 7 steps of 75 s, then (a day later) steps 6-10 again from checkpoint 5: 12 x 75 s
+    a_lines = [{"kind": "start", "world_size": 1}]
+    a_lines += [step(n, 5 - n * 0.3, spent=75.0, begin=1000.0) for n in range(1, 8)]
     a_lines += [{"kind": "start", "world_size": 1, "resumed_from": 5, "attempt": 2}]
-    a_lines += [step(n, 4 - n * 0.3, 2) for n in range(6, 11)]
+    a_lines += [step(n, 4 - n * 0.3, 2, spent=75.0, begin=80_000.0) for n in range(6, 11)]
     a_lines += [{"kind": "eval", "step": 10, "eval_loss": 1.5}]
     a = make_run(
         "20261201-000001-a", 0.003, "cpu", a_lines,
@@ -56,7 +62,7 @@ def two_runs() -> tuple[Path, Path]:
          {"attempt": 2, "started_at": 80_000.0, "ended_at": 80_300.0}],
     )  # fmt: skip
     b_lines = [{"kind": "start", "world_size": 2, "gpu_name": "NVIDIA H200"}]
-    b_lines += [step(n, 5 - n * 0.2) for n in range(1, 11)]
+    b_lines += [step(n, 5 - n * 0.2, spent=360.0, begin=1000.0) for n in range(1, 11)]
     b = make_run(
         "20261201-000002-b", 0.001, "cuda", b_lines,
         [{"attempt": 1, "started_at": 1000.0, "ended_at": 4600.0}],
@@ -75,8 +81,8 @@ def test_compare_json_has_curves_differences_and_costs(two_runs: tuple[Path, Pat
     assert ra["final_loss"] == pytest.approx(4 - 10 * 0.3)
     assert ra["min_loss"] == pytest.approx(1.0) and ra["min_loss_step"] == 10
     assert ra["eval_loss"] == [[10], [1.5]] and ra["min_eval_loss"] == 1.5
-    assert ra["real_tokens_per_s"] == pytest.approx(250.0)
-    assert ra["wall_s"] == pytest.approx(900.0)  # the two attempts, not the day between
+    assert ra["real_tokens_per_s"] == pytest.approx(500 / 75)  # the 10 steps counted
+    assert ra["wall_s"] == pytest.approx(900.0)  # the two attempts' steps, not the day between
     assert ra["gpus"] == 0 and ra["gpu_hours"] == 0
     assert rb["gpus"] == 2 and rb["gpu_hours"] == pytest.approx(2.0)
     assert found["differences"]["training.learning_rate"] == [0.003, 0.001]

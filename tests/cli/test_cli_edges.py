@@ -89,14 +89,16 @@ def _write_run(run_dir: Path, steps: int, log: str) -> None:
     (run_dir / "train.log").write_text(log)
 
 
-def test_summary_line_counts_real_tokens_and_skips_the_warmup_step(tmp_path: Path) -> None:
+def test_summary_line_counts_real_tokens_over_every_step(tmp_path: Path) -> None:
+    """Every step counts, the first (warm-up) one too: the run's figure is the one the Monitor
+    and `runs compare` show (backend/monitor/figures.py). No step clock: no wall time."""
     run = tmp_path / "run-a"
     _write_run(run, 4, "all good\n")
     summary = summarize_run(run)
-    # steps 2..4: (1002 + 1003 + 1004) tokens in 1.5 s
-    assert summary.real_tokens_per_s == (1002 + 1003 + 1004) / 1.5
+    # steps 1..4: (1001 + 1002 + 1003 + 1004) tokens in 2 s
+    assert summary.real_tokens_per_s == (1001 + 1002 + 1003 + 1004) / 2.0
     assert summary.line() == (
-        f"4/4 steps, loss 5 → 2 (mean 3.5), 2,006 real tokens/s, model in {run / 'output'}"
+        f"4/4 steps, loss 5 → 2 (mean 3.5), 2,005 real tokens/s, model in {run / 'output'}"
     )
 
 

@@ -39,4 +39,4 @@ def test_followed_launch_prints_steps_loss_real_tokens_and_output(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("trainwiz: 3/3 steps, loss ")
-    assert " real tokens/s, model in " in last
+    assert " real tokens/s, wall time " in last and ", model in " in last

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.monitor.metrics import RunEnd, continued_series, mean_loss, read_events
+from backend.monitor.figures import mean_loss
+from backend.monitor.metrics import RunEnd, continued_series, read_events
 from backend.results.offers import resume_offer
 from tests.integration.test_launch_host import cli, home, wait_state  # noqa: F401 (fixture)
 from tests.integration.test_resume_host import FINAL, kill_after_checkpoint, launch, preset_file
@@ -38,7 +39,8 @@ def test_killed_by_hand_resumed_run_adds_up(tmp_path: Path) -> None:
     mean = mean_loss(steps)
     assert mean is not None
     assert lines[-1].startswith("trainwiz: 16/16 steps, loss "), lines[-1]
-    assert f"(mean {mean:.3g}), " in lines[-1] and " real tokens/s, model in " in lines[-1]
+    assert f"(mean {mean:.3g}), " in lines[-1] and " real tokens/s (attempt 2: " in lines[-1]
+    assert ", wall time " in lines[-1] and ", model in " in lines[-1]
 
     # The Trainer's own end line and the metrics end line say the same mean (HF alone would
     # divide attempt 2's sum by all 16 steps).

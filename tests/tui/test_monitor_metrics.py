@@ -96,9 +96,13 @@ async def test_meter_shows_token_rates_and_mfu_from_metrics(tmp_path: Path) -> N
         assert shown.index("real tok/s 32,176") < shown.index("padded tok/s 64,352")
         assert "smp/s 31.42" in shown and "step 0.255s" in shown
         assert "padded MFU 28.9%" in shown and "ETA" not in shown  # over: a summary instead
-        assert s.real_tokens_done and s.elapsed_s
-        assert f"overall real tok/s {s.real_tokens_done / s.elapsed_s:,.0f}" in shown
-        assert "loss 10.8372 → 5.2617" in shown and "wall time 4s" in shown
+        # over: the headline is the run's real tok/s, over its steps counted (figures.py)
+        assert s.run_real_tokens_per_s == s.tokens_nonpad_per_s  # every step at the same pace
+        # wall time: first step's start to last step's end (10 steps of 0.2546 s), not the
+        # trainer's train_runtime (3.6169 s, its setup and final save included)
+        assert s.wall_s is not None and abs(s.wall_s - 10 * STEP_S) < 1e-6
+        assert "loss 10.8372 → 5.2617" in shown and "wall time 3s" in shown
+        assert "GPU-hours" in shown  # 2 GPUs
         chart = app.screen.query_one(LossChart)
         assert chart.view is not None and chart.view.summary.source == "metrics"
         assert chart.view.loss[1][-1] == 5.2617 and chart.view.points == 10

@@ -17,6 +17,7 @@ from backend.rundir import RunDir
 from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
 from backend.runs.procs import deleted_runs, end_processes
 from backend.runs.summary import shown_message
+from backend.units import duration
 from tui.commands._common import add_json_flag, print_json
 from tui.commands.compare import register_compare
 
@@ -97,15 +98,20 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     width = max(len(s.run_id) for s in statuses)
     head = f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'STARTED':<12} {'EVAL':<7} {'CKPT':<10}"
-    print(head + " MESSAGE")
+    print(head + f" {'REAL TOK/S':>10} {'WALL':<7} MESSAGE")
     for s in statuses:
         best, ckpt = extra[s.run_id]["best_eval_loss"], extra[s.run_id]["last_checkpoint"]
         evals = f"{best:.4f}" if best is not None else "-"
         ckpts = f"ckpt {ckpt}" if ckpt is not None else "-"
+        # real tokens/s and wall time as the Monitor and `runs compare` show them
+        real = extra[s.run_id]["real_tokens_per_s"]
+        rate = f"{real:,.0f}" if real is not None else "-"
+        wall = duration(extra[s.run_id]["wall_s"]) if extra[s.run_id]["wall_s"] else "-"
         world = extra[s.run_id]["world_note"]  # the trainer's world size is not the plan's
         print(
             f"{s.run_id:<{width}}  {s.state:<9} {s.runner:<7} {_age(s.started_at):<12} "
-            f"{evals:<7} {ckpts:<10} {s.message}" + (f" ({world})" if world else "")
+            f"{evals:<7} {ckpts:<10} {rate:>10} {wall:<7} {s.message}"
+            + (f" ({world})" if world else "")
         )
     return 0
 
