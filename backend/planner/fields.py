@@ -54,8 +54,7 @@ GROUPS: list[tuple[str, list[str]]] = [
 HELP: dict[str, str] = {
     "model_name_or_path": N_("as the trainer sees it; None: model.dir (mapped through volumes)"),
     "chat_template": N_(
-        "auto: the tokenizer's own template when it has one (Llama-3, Qwen, Mistral, Gemma), "
-        "FastChat's vicuna for a Llama/Vicuna without one; or vicuna, model, a FastChat name"
+        "auto: the tokenizer's own chat template, else FastChat's (vicuna for Llama)"
     ),
     "eval_split": N_("hold out this fraction of data_path for eval loss (deterministic by seed)"),
     "save_minutes": N_("also checkpoint when this many minutes passed since the last one"),

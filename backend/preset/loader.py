@@ -311,9 +311,13 @@ def save_preset(preset: Preset, path: str | Path) -> Path:
 
 
 def list_shipped() -> list[tuple[str, str]]:
-    """(name, description) of each shipped preset."""
+    """(name, description) of each shipped preset: the ones that run here with no GPU and no
+    download (the embedded default, ``tiny-*``) first, then the rest by name."""
     out = []
-    for path in sorted(SHIPPED_DIR.glob("*.yaml")):
+    paths = sorted(
+        SHIPPED_DIR.glob("*.yaml"), key=lambda p: (not p.stem.startswith("tiny-"), p.stem)
+    )
+    for path in paths:
         if path.stem == "images":
             continue
         preset = load_preset(path)

@@ -63,7 +63,7 @@ def test_a_long_path_shows_both_ends_and_whole_when_focused(  # type: ignore[no-
     pane = start("--preset", str(preset), size=size)
     to_hyperparams(pane)
     # each path field, then the field below it (so the row stays on screen at 80x24 too)
-    for field, value, below in (("data_path", data, "eval_data_path"),
+    for field, value, below in (("data_path", data, "chat_template"),
                                 ("output_dir", output, "cache_dir")):  # fmt: skip
         if f"▸ {field}" not in pane.capture():
             focus_field(pane, field)
