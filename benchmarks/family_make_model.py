@@ -117,7 +117,11 @@ def main() -> None:
     def ids(token: str | None) -> int | None:
         return None if token is None else tok.token_to_id(token)
 
-    special = {"bos": ids(f.get("config_bos", f["bos"])), "eos": ids(f["eos"]), "pad": ids(f["pad"])}
+    special = {
+        "bos": ids(f.get("config_bos", f["bos"])),
+        "eos": ids(f["eos"]),
+        "pad": ids(f["pad"]),
+    }
     config = _config(name, shape, special)
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
