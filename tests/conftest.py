@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVICE_GROUPS: dict[str, str] = {"docker": "docker", "slurm": "slurm"}
 FULL_ONLY_MARKS = ("slow", "training", "docker")
 FULL_ONLY_FOLDERS = ("e2e", "integration")
-FULL_ONLY_FIXTURES = ("slurm", "sshd_port", "tiny_model", "finished_tiny_run")
+FULL_ONLY_FIXTURES = ("slurm", "sshd_port", "tiny_model", "tiny_families")
 # pytest-timeout's backstop (pyproject: 120 s) for a test of the fast tier; a training, a service
 # or the real terminal gets this one. Both only bound a hang: a test's own waits fail first.
 LONG_TIMEOUT_S = 600
@@ -43,6 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _group(item: pytest.Item) -> str | None:
+    own = item.get_closest_marker("xdist_group")
+    if own is not None:  # a module whose costly module-scoped fixture must be made once
+        return str(own.args[0] if own.args else own.kwargs.get("name"))
     for mark, group in SERVICE_GROUPS.items():
         if item.get_closest_marker(mark) is not None or mark in getattr(item, "fixturenames", ()):
             return group
@@ -160,3 +163,25 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return shared_once(
         tmp_path_factory, "tiny-llama", lambda target: make_tiny(target, preset.model.tiny)
     )
+
+
+TINY_FAMILIES = ("llama3", "qwen2", "mistral", "gemma2")
+
+
+@pytest.fixture(scope="session")
+def tiny_families(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Today's chat-model families as tiny models (the embedded default's sizes, the family's
+    tokenizer and chat template), each made once per test run by ``make_tiny``: tests copy one
+    into their own TRAINWIZ_HOME (as ``@home/models/tiny-FAMILY``) or a folder of their own."""
+    from backend.model.tiny import make_tiny
+    from backend.preset.loader import load_preset
+
+    base = load_preset(ROOT / "presets" / "tiny-cpu.yaml").model.tiny
+    assert base is not None
+    made = {}
+    for family in TINY_FAMILIES:
+        spec = base.model_copy(update={"family": family})
+        made[family] = shared_once(
+            tmp_path_factory, f"tiny-{family}", lambda target, spec=spec: make_tiny(target, spec)
+        )
+    return made

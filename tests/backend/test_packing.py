@@ -32,7 +32,7 @@ from backend.model.tiny import make_tiny
 from backend.preset.schema import TinyModelSpec
 
 # Real torch + FastChat models built per module: the full tier (docs/testing.md), not --quick.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packing")]
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

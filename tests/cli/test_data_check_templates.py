@@ -31,6 +31,9 @@ CORPUS = [
 ]
 ESCAPE = "\x1b]0;owned\x07\x1b[2J"  # a window retitle and a screen clear, inside the data
 
+# one worker makes the module-scoped fixture once (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("data-check-templates")
+
 
 def turn(role: str, value: str) -> dict[str, str]:
     return {"from": role, "value": value}

@@ -25,7 +25,12 @@ import yaml
 from backend.preset.loader import load_preset
 from tests.faults.helpers import ROOT, cli, metric_lines, runs_json
 
-pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
+pytestmark = [
+    pytest.mark.training,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("home"),
+    pytest.mark.xdist_group("oom-fallback"),
+]
 
 HEADROOM_MB = "1800"
 LAYERS = 8

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -99,8 +100,10 @@ def assert_exact_masks(model_dir: Path, family: str) -> None:
 
 @pytest.mark.parametrize("family", sorted(END_OF_TURN))
 def test_family_trains_with_its_own_template_masked_exactly_and_chats(
-    family: str, tmp_path: Path
+    family: str, tmp_path: Path, tiny_families: dict[str, Path]
 ) -> None:
+    home = Path(os.environ["TRAINWIZ_HOME"])
+    shutil.copytree(tiny_families[family], home / "models" / f"tiny-{family}")
     cli("launch", str(family_preset(tmp_path, family)), timeout=600)  # exit 0: finished
     (run_dir,) = (Path(os.environ["TRAINWIZ_HOME"]) / "runs").iterdir()
     log = (run_dir / "train.log").read_text()
@@ -128,13 +131,15 @@ def test_family_trains_with_its_own_template_masked_exactly_and_chats(
     assert isinstance(answer["turns"][0]["reply"], str), answer
 
 
-def test_a_template_that_cannot_mask_the_data_is_refused_before_training(tmp_path: Path) -> None:
+def test_a_template_that_cannot_mask_the_data_is_refused_before_training(
+    tmp_path: Path, tiny_families: dict[str, Path]
+) -> None:
     """A template that renders earlier turns differently once later ones exist (here: the turn
     count in a header, as templates that strip earlier reasoning do) cannot be masked: the
     launch fails before the first step, naming the template, and diagnose says what to do."""
     preset = family_preset(tmp_path, "qwen2")
     home = Path(os.environ["TRAINWIZ_HOME"])
-    cli("model", "fetch", str(preset))  # the tiny model, made by the product
+    shutil.copytree(tiny_families["qwen2"], home / "models" / "tiny-qwen2")
     template = home / "models" / "tiny-qwen2" / "chat_template.jinja"
     template.write_text("{{ messages | length }} turns\n" + template.read_text())
     failed = cli("launch", str(preset), check=False, timeout=600)

@@ -19,7 +19,7 @@ import yaml
 
 from tests.trainwiz_cli import cli as trainwiz
 
-pytestmark = [pytest.mark.training, pytest.mark.slow]
+pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.xdist_group("lora-replay-export")]
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 16

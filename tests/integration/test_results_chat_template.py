@@ -22,7 +22,11 @@ from tests.integration.test_serve import cmdlines, nothing_left
 from tests.run_records import make_ended_run
 from tests.trainwiz_cli import cli
 
-pytestmark = [pytest.mark.training, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.training,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("results-chat-template"),
+]
 
 SERVE_API = WORKER.with_name("serve_api.py")
 CHATML = (

@@ -24,7 +24,7 @@ from backend.model.tiny import MARKER, TINY_FILES, make_tiny, tiny_is_current, t
 from backend.model.validate import validate_model_dir
 from backend.preset.schema import TinyModelSpec
 
-pytestmark = pytest.mark.training
+pytestmark = [pytest.mark.training, pytest.mark.xdist_group("tiny-families")]
 
 FAMILIES = ("llama3", "qwen2", "mistral", "gemma2")
 TEXT = "The assistant gives helpful, detailed, and polite answers. Café ☃ 2024"
@@ -169,14 +169,17 @@ print(json.dumps(facts))
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every family made once by the product's make_tiny (default sizes: vocab 512)."""
+def made(
+    tiny_families: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """Every family as the product's make_tiny made it (once per test run, default sizes:
+    vocab 512), copied here so that a test may remake it."""
     root = tmp_path_factory.mktemp("tiny-families")
     dirs = {}
     for family in FAMILIES:
-        result = make_tiny(root / family, TinyModelSpec(family=family))
-        assert result.created and result.report.ok, result.report.problems
-        dirs[family] = Path(result.dir)
+        dirs[family] = Path(shutil.copytree(tiny_families[family], root / family))
+        report = validate_model_dir(dirs[family])
+        assert report.ok, report.problems
     return dirs
 
 
