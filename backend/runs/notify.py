@@ -10,6 +10,13 @@ Security: https only, certificates always verified (a private endpoint's CA is t
 ``notify.ca_file`` or ``TRAINWIZ_NOTIFY_CA``, never by turning verification off); URLs, tokens
 and signing secrets are read from the environment at send time and never written anywhere: the
 log names the webhook by kind and variable ("slack via $SLACK_URL").
+
+An endpoint is not trusted with more than its one request: a redirect is never followed (it
+would carry the bearer token and the message to wherever it points, http included); a failure
+is logged as the exception's type (and HTTP status), never its message, which can quote the
+token or the URL; and each delivery has a total deadline (``DEADLINE_S``), because urllib's
+timeout is per socket read and a receiver sending one byte at a time would keep the watcher, and
+so the finished run's processes, alive for as long as it likes.
 """
 
 from __future__ import annotations
@@ -17,9 +24,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import http.client
 import json
 import math
 import os
+import re
+import socket
 import ssl
 import threading
 import time
@@ -28,11 +38,13 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from backend.i18n import _
 from backend.monitor.metrics import MetricsFollower, StepRecord
 from backend.preset.loader import load_preset
 from backend.preset.schema_notify import check_https
+from backend.redact import MIN_SCRUB, redact_text
 from backend.rundir import LOG, RunDir
 from backend.runs.diagnose_run import diagnose_run
 from backend.runs.summary import summarize_run
@@ -40,8 +52,15 @@ from backend.runs.summary import summarize_run
 CA_ENV = "TRAINWIZ_NOTIFY_CA"
 NOTIFY_LOG = "notify.log"
 SENT = "notify.json"  # events already sent once (loss_nan, stalled), so a restart repeats none
-TIMEOUT_S = 10.0
+TIMEOUT_S = 10.0  # one socket operation (connect, one read)
+DEADLINE_S = 30.0  # one delivery in all: a receiver that answers a byte at a time is cut off here
 POLL_S = 15.0
+_SSL_CODE = re.compile(r"^[A-Z0-9_]{1,64}$")  # OpenSSL's fixed reason codes, never input
+
+
+class Refused(ValueError):
+    """A webhook not sent, said in trainwiz's own words (they name variables, never a value),
+    so it is the one failure whose text is logged."""
 
 
 @dataclass(frozen=True)
@@ -74,20 +93,18 @@ def _dingtalk_sign(secret: str, stamp: str) -> str:
 def request_for(
     hook: Any, message: Message, env: dict[str, str]
 ) -> tuple[str, dict[str, Any], dict[str, str]]:
-    """(url, JSON body, headers) for one webhook; ValueError when its variables are unset or
-    the URL is not https (said without the URL)."""
+    """(url, JSON body, headers) for one webhook; ``Refused`` (a ValueError) when its variables
+    are unset or the URL is not https (said without the URL)."""
     url = hook.url or env.get(hook.url_env or "", "")
     if not url:
-        raise ValueError(f"${hook.url_env} is not set in the watcher's environment")
+        raise Refused(f"${hook.url_env} is not set in the watcher's environment")
     try:
         check_https(url, f"${hook.url_env}" if hook.url_env else "url")
     except ValueError as exc:
-        raise ValueError(
-            str(exc).split(":", 1)[0] + ": not an https URL without userinfo"
-        ) from None
+        raise Refused(str(exc).split(":", 1)[0] + ": not an https URL without userinfo") from None
     secret = env.get(hook.secret_env, "") if hook.secret_env else ""
     if hook.secret_env and not secret:
-        raise ValueError(f"${hook.secret_env} is not set in the watcher's environment")
+        raise Refused(f"${hook.secret_env} is not set in the watcher's environment")
     text = f"{message.title}\n{message.text}".strip()
     headers = {"Content-Type": "application/json"}
     body: dict[str, Any]
@@ -109,7 +126,7 @@ def request_for(
                 "text": message.text, **message.fields}  # fmt: skip
         token = env.get(hook.token_env, "") if hook.token_env else ""
         if hook.token_env and not token:
-            raise ValueError(f"${hook.token_env} is not set in the watcher's environment")
+            raise Refused(f"${hook.token_env} is not set in the watcher's environment")
         if token:
             headers["Authorization"] = f"Bearer {token}"
     return url, body, headers
@@ -121,26 +138,159 @@ def _context(ca_file: str | None, env: dict[str, str]) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=bundle)
 
 
-def deliver(hook: Any, message: Message, *, ca_file: str | None = None,
-            env: dict[str, str] | None = None, timeout: float = TIMEOUT_S) -> tuple[bool, str]:  # fmt: skip
-    """POST one message; (delivered?, what happened) and never an exception."""
-    env = dict(os.environ) if env is None else env
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: urllib would re-send the request's headers (the bearer token) to
+    wherever ``Location`` points, http or another host. The 3xx reaches ``deliver`` as an
+    HTTPError and the message counts as not delivered."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        return None
+
+
+class _Connection(http.client.HTTPSConnection):
+    """An https connection that a deadline can cut off, also while it is still connecting."""
+
+    cut = False
+
+    def connect(self) -> None:
+        super().connect()
+        if self.cut:  # the deadline passed during the connect: the socket is set only now
+            self.cut_off()
+
+    def cut_off(self) -> None:
+        self.cut = True
+        if self.sock is not None:
+            try:  # the plain socket's shutdown: it wakes a read blocked in another thread
+                socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Deadline:
+    """One delivery's connections, so that at its deadline they are cut off (shut down, which
+    ends the delivery's thread) instead of reading on in a thread nobody waits for; one opened
+    after the deadline passed is cut off as it opens."""
+
+    def __init__(self) -> None:
+        self.passed = False
+        self.connections: list[_Connection] = []
+        self.lock = threading.Lock()
+
+    def track(self, connection: _Connection) -> _Connection:
+        with self.lock:
+            self.connections.append(connection)
+            connection.cut = self.passed
+        return connection
+
+    def pass_now(self) -> None:
+        with self.lock:
+            self.passed = True
+            connections = list(self.connections)
+        for connection in connections:
+            connection.cut_off()
+
+
+class _Https(urllib.request.HTTPSHandler):
+    """Verified https whose connections the delivery's ``_Deadline`` can cut off."""
+
+    def __init__(self, context: ssl.SSLContext, deadline: _Deadline) -> None:
+        super().__init__(context=context)
+        self.tls, self.deadline = context, deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        def connection(host: str, **kwargs: Any) -> http.client.HTTPSConnection:
+            return self.deadline.track(_Connection(host, **kwargs))
+
+        return self.do_open(connection, req, context=self.tls)
+
+
+def _failure(exc: BaseException | str) -> str:
+    """What a failed delivery logs: the exception's type, never its message (``ValueError:
+    Invalid header value b'Bearer <token>'``, ``InvalidURL: ... '/services/<secret>/...'``).
+    A TLS failure adds OpenSSL's reason code (``CERTIFICATE_VERIFY_FAILED``), a fixed word."""
+    if isinstance(exc, str):  # URLError("unknown url type") and the like
+        return "URLError"
+    name = type(exc).__name__
+    code = getattr(exc, "reason", None) if isinstance(exc, ssl.SSLError) else None
+    return f"{name}: {code}" if isinstance(code, str) and _SSL_CODE.match(code) else name
+
+
+def _attempt(hook: Any, message: Message, ca_file: str | None, env: dict[str, str],
+             timeout: float, deadline: _Deadline) -> tuple[bool, str]:  # fmt: skip
     try:
         url, body, headers = request_for(hook, message, env)
         data = json.dumps(body, ensure_ascii=False).encode()
         request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=timeout, context=_context(ca_file, env)) as r:
-            return True, f"HTTP {r.status}"
+        opener = urllib.request.build_opener(_Https(_context(ca_file, env), deadline), _NoRedirect)
+        with opener.open(request, timeout=timeout) as answer:
+            return True, f"HTTP {answer.status}"
     except urllib.error.HTTPError as exc:
+        exc.close()
+        if 300 <= exc.code < 400:
+            return False, _("HTTP {code}: redirects are not followed").format(code=exc.code)
         return False, f"HTTP {exc.code}"
+    except Refused as exc:
+        return False, str(exc)
     except urllib.error.URLError as exc:
-        return False, f"{type(exc.reason).__name__}: {exc.reason}".split(" for url")[0]
-    except (OSError, ValueError) as exc:
-        return False, f"{type(exc).__name__}: {exc}"
+        return False, _failure(exc.reason)
+    except Exception as exc:  # http.client.InvalidURL is no ValueError: nothing escapes
+        return False, _failure(exc)
 
 
-def _log(run_dir: Path, line: str) -> None:
+def deliver(hook: Any, message: Message, *, ca_file: str | None = None,
+            env: dict[str, str] | None = None, timeout: float = TIMEOUT_S,
+            deadline: float | None = None) -> tuple[bool, str]:  # fmt: skip
+    """POST one message; (delivered?, what happened) and never an exception, within
+    ``deadline`` seconds in all (``DEADLINE_S``). ``timeout`` bounds each socket operation only,
+    so the request runs in a daemon thread that is waited for until the deadline and then cut
+    off: the watcher (and with it the finished run) never waits on a slow receiver longer."""
+    env = dict(os.environ) if env is None else env
+    limit = DEADLINE_S if deadline is None else deadline
+    outcome: list[tuple[bool, str]] = []
+    cut = _Deadline()
+
+    def run() -> None:
+        outcome.append(_attempt(hook, message, ca_file, env, min(timeout, limit), cut))
+
+    worker = threading.Thread(target=run, name="trainwiz-notify-send", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if outcome:
+        return outcome[0]
+    cut.pass_now()
+    return False, _("timed out after {seconds} s").format(seconds=f"{limit:g}")
+
+
+def _secrets(hook: Any, env: dict[str, str]) -> list[str]:
+    """The values a log line about ``hook`` must never hold: its URL (and the URL's path and
+    query alone, which an error can quote), token and signing secret, as set and stripped."""
+    found: list[str] = []
+    for name in (hook.url_env, hook.token_env, hook.secret_env):
+        value = env.get(name or "", "") if name else ""
+        found += [value, value.strip()]
+    url = env.get(hook.url_env or "", "") if hook.url_env else ""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        found += [parts.path, parts.query]
+    except ValueError:
+        pass
+    return [value for value in found if len(value) >= MIN_SCRUB]
+
+
+def _log(run_dir: Path, line: str, secrets: list[str] | None = None) -> None:
+    """One line in notify.log and train.log, through the redaction (``secrets`` and this
+    process's secret-looking variables, URL userinfo, Bearer tokens): whatever a future line
+    quotes, a webhook's secret is not written."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    line = redact_text(line, secrets or ())
     for name in (NOTIFY_LOG, LOG):
         try:
             with open(run_dir / name, "a", encoding="utf-8") as handle:
@@ -161,15 +311,17 @@ def send(
 ) -> list[tuple[str, bool, str]]:
     """Send ``message`` to every webhook that wants its event; log each outcome."""
     settings = settings if settings is not None else _settings(run_dir)
+    env = dict(os.environ)
     results = []
     for hook in getattr(settings, "webhooks", None) or []:
         if message.event not in hook.events:
             continue
-        ok, detail = deliver(hook, message, ca_file=settings.ca_file)
+        ok, detail = deliver(hook, message, ca_file=settings.ca_file, env=env)
         name = _hook_name(hook)
         _log(
             run_dir,
             f"{message.event} -> {name}: {'delivered' if ok else 'NOT delivered'} ({detail})",
+            _secrets(hook, env),
         )
         results.append((name, ok, detail))
     return results
@@ -212,7 +364,7 @@ def run_ended(run_dir: Path, state: str, message: str, cause: str | None) -> Non
     try:
         _run_ended(run_dir, state, message, cause)
     except Exception as exc:
-        _log(run_dir, f"end of run not sent: {type(exc).__name__}: {exc}")
+        _log(run_dir, f"end of run not sent: {type(exc).__name__}")  # a message may quote a secret
 
 
 def _run_ended(run_dir: Path, state: str, message: str, cause: str | None) -> None:
@@ -308,7 +460,7 @@ def watch_in_background(run_dir: Path, poll_s: float | None = None) -> threading
             try:
                 live.check()
             except Exception as exc:  # a notifier bug must not touch the run
-                _log(run_dir, f"live check failed: {type(exc).__name__}: {exc}")
+                _log(run_dir, f"live check failed: {type(exc).__name__}")  # as run_ended
 
     threading.Thread(target=loop, name="trainwiz-notify", daemon=True).start()
     return done
