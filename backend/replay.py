@@ -2,8 +2,9 @@
 
 One pipeline serves `trainwiz replay` and the wizard's "run all": each step says whether it is
 already satisfied (and is then skipped with a word), runs with progress and a cancel event, and
-fails with a step-specific exit code so a script knows where a replay stopped. Nothing is asked
-here: the caller decides what a warning means (``accept_warnings``).
+fails naming its step (``failed_step``), so a script knows where a replay stopped from its line
+or its JSON; the exit code keeps the CLI's 0/1/2 rule. Nothing is asked here: the caller decides
+what a warning means (``accept_warnings``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from backend.steps import REPLAY_STAGES
 
 # The stages are the step table's steps that replay runs (backend.steps), in its order.
 STEP_ORDER = REPLAY_STAGES
-# Exit codes: 2 stays "bad input"; each step that fails has its own code.
-EXIT_CODES = {"checks": 10, "model": 11, "environment": 12, "launch": 13, "follow": 14}
 
 Outcome = Literal["done", "skipped", "failed", "warned"]
 
@@ -49,7 +48,10 @@ class ReplayResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.failed_step] if self.failed_step else 0
+        """1 for a failed step, as every command's failure (0/1/2, docs/security.md): a code of
+        its own per step would read as something else to a script that follows the rule; the
+        step is named by ``failed_step``. Bad input never gets here: it raises BadInput (2)."""
+        return 1 if self.failed_step else 0
 
 
 Emit = Callable[[StepReport], None]

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -212,6 +213,33 @@ def remove_run_dir(run_dir: Path) -> None:
 RUN_MARKERS = (STATUS, LOG, LAUNCH, METRICS)  # any of these makes a folder a run
 
 
+def check_runs_root() -> None:
+    """BadInput when trainwiz's home or its runs folder exists but is not a directory
+    (``TRAINWIZ_HOME=/dev/null``, a file): listing nothing there would answer "no runs yet" about
+    a home that can hold none, and a launch would fail later on it. A home that does not exist
+    yet is fine (the first launch creates it); one that cannot be read says so when read."""
+    for path in (paths.home(), paths.runs_dir()):
+        try:
+            if stat.S_ISDIR(path.stat().st_mode):
+                continue
+        except NotADirectoryError:  # a file on the way to it
+            pass
+        except OSError:
+            return
+        if path == paths.home() and os.environ.get("TRAINWIZ_HOME"):
+            raise BadInput(
+                _("TRAINWIZ_HOME={path} is not a directory: point it at one (or unset it)").format(
+                    path=os.environ["TRAINWIZ_HOME"]
+                )
+            )
+        raise BadInput(
+            _(
+                "{path} is not a directory: trainwiz keeps its runs there; move it away or set "
+                "TRAINWIZ_HOME to a directory"
+            ).format(path=path)
+        )
+
+
 def list_run_dirs() -> list[Path]:
     """Run directories, oldest first (ids start with a timestamp); a corrupt one is listed too."""
     root = paths.runs_dir()
@@ -229,6 +257,7 @@ def list_run_dirs() -> list[Path]:
 def find_run_by_id(ref: str, not_found: Callable[[], Path] | None = None) -> Path:
     """A run by id, unique id prefix or suffix, or 'last' (``control.find_run`` adds paths
     and Slurm job ids)."""
+    check_runs_root()  # else a home that is a file answers "no such run" / "no runs yet"
     runs = list_run_dirs()
     if ref in ("last", "latest"):
         if not runs:

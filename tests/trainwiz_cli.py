@@ -31,3 +31,18 @@ def cli(
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
+
+
+def cli_bytes(
+    *args: str, timeout: float = 240, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`cli` with stdout and stderr as the bytes a terminal would receive: a test of what reaches
+    the terminal must not look at text a decoder has already replaced or rejected."""
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env=dict(env) if env is not None else None,
+    )

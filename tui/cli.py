@@ -19,6 +19,7 @@ from typing import NoReturn
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _, resolve_language, set_language
 from backend.redact import redact_text
+from backend.termsafe import terminal_safe
 
 __version__ = "0.1.0"
 
@@ -65,7 +66,7 @@ class OneLineParser(argparse.ArgumentParser):
         line = _("{prog}: error: {message} (see {prog} --help)").format(
             prog=self.prog, message=message
         )
-        self.exit(2, redact_text(one_line(line)) + "\n")
+        self.exit(2, error_text(one_line(line)) + "\n")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -143,10 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return result
     except BadInput as exc:
         for line in exc.problems:
-            print(redact_text(_("trainwiz: {line}").format(line=line)), file=sys.stderr)
+            print_error(_("trainwiz: {line}").format(line=line))
         return 2
     except TrainwizError as exc:
-        print(redact_text(_("trainwiz: error: {error}").format(error=exc)), file=sys.stderr)
+        print_error(_("trainwiz: error: {error}").format(error=exc))
         return 1
     except KeyboardInterrupt:
         print(_("trainwiz: interrupted"), file=sys.stderr)
@@ -160,13 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for error in exc.errors()[:30]:  # type: ignore[attr-defined]
                 where = ".".join(str(p) for p in error.get("loc", ())) or type(exc).__name__
                 message = str(error.get("msg", "")).removeprefix("Value error, ")
-                print(redact_text(f"trainwiz: {where}: {one_line(message)}"), file=sys.stderr)
+                print_error(f"trainwiz: {where}: {one_line(message)}")
             return 2
-        print(
-            redact_text(
-                _("trainwiz: error: {error}").format(error=one_line(f"{type(exc).__name__}: {exc}"))
-            ),
-            file=sys.stderr,
+        print_error(
+            _("trainwiz: error: {error}").format(error=one_line(f"{type(exc).__name__}: {exc}"))
         )
         return 1
 
@@ -176,6 +174,19 @@ def _is_validation_error(exc: BaseException) -> bool:
     (``diagnose FILE`` starts without it) cannot have raised one."""
     pydantic = sys.modules.get("pydantic")
     return pydantic is not None and isinstance(exc, pydantic.ValidationError)
+
+
+def error_text(text: str) -> str:
+    """An error as it may reach the terminal. It quotes arguments, paths and file contents, so
+    secrets are redacted first (a control character shown as ``\\xNN`` next to a token would
+    hide it from the patterns), then every escape, control and bidi character is shown as text:
+    the user sees what they typed instead of a terminal obeying it."""
+    return terminal_safe(redact_text(text), show_sequences=True)
+
+
+def print_error(text: str) -> None:
+    """The one printer of the refusals and failures that end a command (``error_text``)."""
+    print(error_text(text), file=sys.stderr)
 
 
 def one_line(text: str, limit: int = 400) -> str:
@@ -195,7 +206,7 @@ def _os_error(exc: OSError) -> int:
     name = exc.filename if isinstance(exc.filename, str) else None
     text = f"{one_line(name, 120)}: {what}" if name else what
     try:
-        print(redact_text(_("trainwiz: error: {error}").format(error=text)), file=sys.stderr)
+        print_error(_("trainwiz: error: {error}").format(error=text))
     except (OSError, ValueError, AttributeError):
         pass
     return 2 if exc.errno in _INPUT_ERRNOS else 1

@@ -6,10 +6,12 @@ import argparse
 import dataclasses
 import json
 import re
+import sys
 import textwrap
-from typing import Any
+from typing import Any, TextIO
 
 from backend.i18n import _
+from backend.termsafe import terminal_safe
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +50,14 @@ def fill_cells(text: str, width: int) -> str:
                 line += token
         lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+def say(text: str = "", *, stderr: bool = False, end: str = "\n", flush: bool = False) -> None:
+    """``print`` for a line that holds text read from a file or a run record (a log, a status
+    message, a preset value, a run id that is a directory's name): through ``terminal_safe``, so
+    what a run wrote is shown, never obeyed by the terminal."""
+    stream: TextIO = sys.stderr if stderr else sys.stdout
+    print(terminal_safe(text), end=end, file=stream, flush=flush)
 
 
 def print_json(payload: Any) -> None:

@@ -1,4 +1,8 @@
-"""CLI: `trainwiz runs compare A B [C…] [--json]`: runs side by side (backend.results.compare)."""
+"""CLI: `trainwiz runs compare A B [C…] [--json]`: runs side by side (backend.results.compare).
+
+The preset fields and values come from each run's preset.yaml, the ids from directory names:
+each cell is made terminal-safe before its width is taken, and every line printed with ``say``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ from typing import Any
 from backend.i18n import _
 from backend.runs import find_run
 from backend.runs.summary import duration
-from tui.commands._common import add_json_flag, pad_cells, print_json
+from backend.termsafe import terminal_safe
+from tui.commands._common import add_json_flag, pad_cells, print_json, say
 
 
 def register_compare(runs: argparse.ArgumentParser) -> None:
@@ -30,7 +35,7 @@ def _num(value: float | None, spec: str = ".4f") -> str:
 
 
 def _value(value: Any) -> str:
-    return "-" if value is None else str(value)
+    return "-" if value is None else terminal_safe(str(value))
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -68,21 +73,19 @@ def run_compare(args: argparse.Namespace) -> int:
         ),
     ]
     for path, values in found.differences.items():
-        rows.append((path, [_value(v) for v in values]))
+        rows.append((terminal_safe(path), [_value(v) for v in values]))
+    ids = [terminal_safe(r.run_id) for r in found.runs]
     label_w = max(len(label) for label, _v in rows)
-    widths = [
-        max(len(r.run_id), *(len(values[i]) for _l, values in rows))
-        for i, r in enumerate(found.runs)
-    ]
-    print(pad_cells("", label_w) + "  " + "  ".join(
-        pad_cells(r.run_id, w) for r, w in zip(found.runs, widths, strict=True)
+    widths = [max(len(ids[i]), *(len(values[i]) for _l, values in rows)) for i in range(len(ids))]
+    say(pad_cells("", label_w) + "  " + "  ".join(
+        pad_cells(run_id, w) for run_id, w in zip(ids, widths, strict=True)
     ))  # fmt: skip
     figures = len(rows) - len(found.differences)
     for number, (label, values) in enumerate(rows):
         if number == figures:
-            print(_("preset fields that differ:"))
+            say(_("preset fields that differ:"))
         cells = "  ".join(pad_cells(v, w) for v, w in zip(values, widths, strict=True))
-        print(pad_cells(label, label_w) + "  " + cells)
+        say(pad_cells(label, label_w) + "  " + cells)
     if not found.differences:
-        print(_("the presets are the same"))
+        say(_("the presets are the same"))
     return 0

@@ -17,7 +17,7 @@ from backend.preset import load_preset
 from backend.runs import follow_log, launch, refresh
 from backend.runs.summary import ProgressLine, RunSummary, shown_message, summarize_run
 from tui.commands._args import add_ignore_plan_flag
-from tui.commands._common import add_json_flag, print_json, to_jsonable
+from tui.commands._common import add_json_flag, print_json, say, to_jsonable
 from tui.commands._risks import confirm_risks
 
 
@@ -114,13 +114,13 @@ def report_end(run_dir: Path, as_json: bool) -> int:
     if as_json:
         print_json({**status.model_dump(), "summary": to_jsonable(summary)})
     else:
-        print(
+        say(
             _("trainwiz: run {run_id} {state}: {message}").format(
                 run_id=status.run_id, state=status.state, message=shown_message(status.message)
             ),
-            file=sys.stderr,
+            stderr=True,
         )
-        print(_("trainwiz: {line}").format(line=summary.line()), file=sys.stderr)
+        say(_("trainwiz: {line}").format(line=summary.line()), stderr=True)
         if failed:
             _print_failure_hint(status.run_id, summary)
     if status.state == "finished":
@@ -145,8 +145,7 @@ def follow_with_progress(
     progress = ProgressLine(run_dir)
     shown, due = None, time.monotonic() + every
     for text in follow_log(run_dir, from_start=from_start):
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        say(text, end="", flush=True)  # the run's train.log: anything may be in it
         if time.monotonic() >= due:
             due = time.monotonic() + every
             line = progress.line()

@@ -1,10 +1,13 @@
-"""CLI: `trainwiz runs`, `attach RUN`, `stop RUN`, `logs RUN [-f]` over run directories."""
+"""CLI: `trainwiz runs`, `attach RUN`, `stop RUN`, `logs RUN [-f]` over run directories.
+
+Everything printed here comes from a run's own files (its log, status.json, its directory's
+name), so it is printed through ``terminal_safe`` (``say``): a run can write anything there.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -13,12 +16,13 @@ from backend.i18n import N_, _
 from backend.monitor.world import world_fields
 from backend.paths import runs_dir
 from backend.preset import load_preset
-from backend.rundir import RunDir
+from backend.rundir import RunDir, check_runs_root
 from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
 from backend.runs.procs import deleted_runs, end_processes
 from backend.runs.summary import shown_message
+from backend.termsafe import terminal_safe
 from backend.units import duration
-from tui.commands._common import add_json_flag, print_json
+from tui.commands._common import add_json_flag, print_json, say
 from tui.commands.compare import register_compare
 
 _REF_HELP = N_("run id, unique prefix, 'last', a run dir or a Slurm job id")
@@ -84,6 +88,7 @@ def _age(seconds: float | None) -> str:
 def run_list(args: argparse.Namespace) -> int:
     from backend.results.summary import brief  # deferred: results, only when listing
 
+    check_runs_root()  # a TRAINWIZ_HOME that is a file is bad input, not "no runs yet"
     statuses = list_runs()
     _note_deleted()
     extra = {
@@ -96,7 +101,8 @@ def run_list(args: argparse.Namespace) -> int:
     if not statuses:
         print(_("no runs yet: start one with 'trainwiz launch PRESET'"))
         return 0
-    width = max(len(s.run_id) for s in statuses)
+    ids = {s.run_id: terminal_safe(s.run_id) for s in statuses}  # a directory's name
+    width = max(len(shown) for shown in ids.values())
     head = f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'STARTED':<12} {'EVAL':<7} {'CKPT':<10}"
     print(head + f" {'REAL TOK/S':>10} {'WALL':<7} MESSAGE")
     for s in statuses:
@@ -108,8 +114,8 @@ def run_list(args: argparse.Namespace) -> int:
         rate = f"{real:,.0f}" if real is not None else "-"
         wall = duration(extra[s.run_id]["wall_s"]) if extra[s.run_id]["wall_s"] else "-"
         world = extra[s.run_id]["world_note"]  # the trainer's world size is not the plan's
-        print(
-            f"{s.run_id:<{width}}  {s.state:<9} {s.runner:<7} {_age(s.started_at):<12} "
+        say(
+            f"{ids[s.run_id]:<{width}}  {s.state:<9} {s.runner:<7} {_age(s.started_at):<12} "
             f"{evals:<7} {ckpts:<10} {rate:>10} {wall:<7} {s.message}"
             + (f" ({world})" if world else "")
         )
@@ -144,7 +150,7 @@ def run_attach(args: argparse.Namespace) -> int:
 
     preset, notes = attach_preset(run_dir)
     for line in notes:
-        print(_("trainwiz: {line}").format(line=line), file=sys.stderr)
+        say(_("trainwiz: {line}").format(line=line), stderr=True)
     return run_wizard(preset=preset, attach=run_dir)
 
 
@@ -156,7 +162,7 @@ def _stop_deleted(ref: str, timeout: float) -> int | None:
     if len(matches) != 1:
         return None
     ended, left = end_processes(runs_dir() / matches[0], timeout)
-    print(
+    say(
         _("{run_id}: its directory was deleted; {ended} process(es) ended, {left} left").format(
             run_id=matches[0], ended=ended, left=len(left)
         )
@@ -166,12 +172,12 @@ def _stop_deleted(ref: str, timeout: float) -> int | None:
 
 def _note_deleted() -> None:
     for run_id, procs in sorted(deleted_runs(runs_dir()).items()):
-        print(
+        say(
             _(
                 "trainwiz: run {run_id}: directory deleted, {count} process(es) still running "
                 "(trainwiz stop {run_id})"
             ).format(run_id=run_id, count=len(procs)),
-            file=sys.stderr,
+            stderr=True,
         )
 
 
@@ -186,14 +192,14 @@ def run_stop(args: argparse.Namespace) -> int:
     from backend.results.serve_run import stop_serving  # deferred: serve helpers, only to stop
 
     if stop_serving(run_dir) and not args.json:  # `trainwiz serve RUN --detach`
-        print(_("{run_id}: stopped serving its model").format(run_id=run_dir.name))
+        say(_("{run_id}: stopped serving its model").format(run_id=run_dir.name))
     status = stop_run(run_dir, timeout=args.timeout)
     extra = status.model_extra or {}
     ended, left = extra.get("ended_processes", 0), extra.get("left_processes", [])
     if args.json:
         print_json(status.model_dump())
     else:
-        print(f"{status.run_id}: {status.state} ({shown_message(status.message)})")
+        say(f"{status.run_id}: {status.state} ({shown_message(status.message)})")
         if left:
             pids = ", ".join(str(p) for p in left)
             print(
@@ -219,16 +225,15 @@ def run_logs(args: argparse.Namespace) -> int:
             follow_with_progress(run_dir)  # the log, and a progress line with the ETA
         else:
             for text in follow_log(run_dir, follow=False):
-                sys.stdout.write(text)
-                sys.stdout.flush()
+                say(text, end="", flush=True)
     except KeyboardInterrupt:
         return 130
     if args.follow:
         status = refresh(run_dir)
-        print(
+        say(
             _("trainwiz: run {run_id} {state}: {message}").format(
                 run_id=status.run_id, state=status.state, message=shown_message(status.message)
             ),
-            file=sys.stderr,
+            stderr=True,
         )
     return 0
