@@ -207,6 +207,10 @@ def probe_all(
 
     def work(index: int, cand: Candidate) -> None:
         result = probe_one(cand, min(timeout_s, budget_s), package)
+        if budget_s < timeout_s and result.error == text("probe.timeout", seconds=budget_s):
+            # Its own timeout was the budget's: the same cut, said the same way whichever of
+            # the two clocks (this thread's socket, the round's deadline) noticed it first.
+            result.error = text("probe.budget", seconds=budget_s)
         with landed:
             slots[index] = result
             landed.notify_all()
