@@ -21,11 +21,15 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 from backend.diagnosis.explain import explain
 from backend.diagnosis.fixes import fixes_for
+from backend.diagnosis.loglines import ANSI as _ANSI
+from backend.diagnosis.loglines import clean as _clean
+from backend.diagnosis.loglines import own_allows
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
 from backend.diagnosis.nodes import cross_node, node_of
 from backend.diagnosis.scan import ShapeFilter, compile_prefilter, compile_prefilter_str, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
 from backend.diagnosis.signatures_cluster import YIELDS_TO, import_wrapper_only
+from backend.diagnosis.unrecognised import add_unrecognised, keep_tail
 from backend.i18n import N_, _
 
 if TYPE_CHECKING:
@@ -47,24 +51,6 @@ _KEYS, _KEY_SIGS, _KEY_MARKERS = key_index()
 _PREFILTER = compile_prefilter(_KEYS)
 _PREFILTER_STR: list[re.Pattern[str]] = []  # compiled by the first classify_line
 _EOL_B = re.compile(b"[\r\n]")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# A tqdm bar glued in front of a message: "train:  2%|##   | 1/46 [00:01<01:10, 1.5s/it, ...]".
-_TQDM_PREFIX = re.compile(r"^.*?\d+%\|[^|]*\|\s*\d+/\d+\s*\[[^\]]*\]")
-
-
-def _clean(text: str) -> str:
-    text = _ANSI.sub("", text).strip()
-    bar = _TQDM_PREFIX.match(text)
-    if bar and bar.end() < len(text):
-        text = text[bar.end() :].strip()
-    return text if len(text) <= 600 else text[:600] + "…"
-
-
-# The training entry's own lines ("[trainwiz-entry] flash_attn unusable (...); using sdpa") say
-# what it chose; they quote library messages (a missing module, a device) that signatures
-# match elsewhere as failures. Only the entry's deliberate failure reports count as findings.
-OWN_PREFIX = "[trainwiz-entry]"
-OWN_REPORTS = frozenset({"loss_nan", "chat_template_mask"})
 
 
 def _match(
@@ -151,6 +137,7 @@ class _Scanner:
         # (line, signature, match, text, node): near-signature matches awaiting their context
         self.pending: list[tuple[int, Signature, re.Match[str], str, str | None]] = []
         self.quiet = False  # markers only: the context read before a part of a split file
+        self.tail = b""  # the log's last bytes: where an unrecognised failure is looked for
 
     def recent(self, context: str, within: int) -> bool:
         seen = self.markers.get(context)
@@ -252,12 +239,12 @@ class _Scanner:
         if hit is None:
             return
         sig, found, text = hit
-        if OWN_PREFIX in segment and sig.category not in OWN_REPORTS:
+        if not own_allows(segment, sig.category):
             return  # trainwiz's own informational line: never a finding, never above a failure
         self._record(sig, found, text, segment)
 
     def _defer(self, sig: Signature, found: re.Match[str], text: str) -> None:
-        if len(self.pending) < MAX_PENDING:
+        if len(self.pending) < MAX_PENDING and own_allows(text, sig.category):
             self.pending.append((self.line, sig, found, text, node_of(text)))
 
     def _resolve(self, context: str) -> None:
@@ -340,6 +327,7 @@ def feed(
             break
         block = stream.read(BLOCK)
         done += len(block)
+        scanner.tail = keep_tail(scanner.tail, block)
         if block:
             last = block[-1:]
         data = carry + block
@@ -422,8 +410,11 @@ def diagnose_stream(
     same in every mode, only the time differs."""
     scanner = _Scanner(mode)
     done, last = feed(stream, scanner, total, cancel, progress)
+    findings = findings_of(scanner.acc, preset)
+    if cancel is None or not cancel.is_set():  # never silent about a fatal error (unrecognised)
+        add_unrecognised(findings, scanner.tail, scanner.line - 1, whole=done == len(scanner.tail))
     return Diagnosis(
-        findings=findings_of(scanner.acc, preset),
+        findings=findings,
         lines_read=scanner.line - 1 + (1 if last not in (b"", b"\n") else 0),
         bytes_read=done,
     )

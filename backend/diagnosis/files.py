@@ -14,6 +14,7 @@ from backend.diagnosis.classifier import diagnose_stream, sort_findings
 from backend.diagnosis.model import Diagnosis
 from backend.diagnosis.nodes import node_of_path
 from backend.diagnosis.parallel import diagnose_parallel, jobs_for
+from backend.diagnosis.unrecognised import settle_unrecognised
 from backend.errors import BadInput
 from backend.i18n import _
 from backend.paths import LOG as RUN_LOG
@@ -81,4 +82,5 @@ def _merge_metrics(diagnosis: Diagnosis, from_metrics: Diagnosis) -> None:
         if finding.category == "loss_nan":
             finding.text = f"{METRICS_FILE} line {finding.line}: {finding.text}"
             diagnosis.findings.append(finding)
+    settle_unrecognised(diagnosis.findings)  # a NaN loss is known: the quote yields to it
     sort_findings(diagnosis.findings)

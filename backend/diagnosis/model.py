@@ -58,6 +58,9 @@ class Finding:
     # line shown, and every node this failure was seen on (docs/multi-node.md).
     node: str | None = None
     nodes: list[str] = field(default_factory=list)
+    # The log's lines around a failure no category knows (its traceback), for `diagnose --json`:
+    # the quoted text is the decisive line(s) only (backend/diagnosis/unrecognised.py).
+    context: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -34,6 +34,7 @@ from backend.diagnosis.classifier import (
     findings_of,
 )
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis
+from backend.diagnosis.unrecognised import TAIL_BYTES, add_unrecognised
 
 if TYPE_CHECKING:
     from backend.preset.schema import Preset
@@ -160,8 +161,13 @@ def diagnose_parallel(
                 progress(done, size)
     accs, newlines = merge(results)
     last = results[-1][2] if results else b""
+    findings = findings_of(accs, preset)
+    if cancel is None or not cancel.is_set():  # the log's end, as a sequential scan reads it
+        with path.open("rb") as handle:
+            handle.seek(max(0, size - TAIL_BYTES))
+            add_unrecognised(findings, handle.read(), newlines, whole=size <= TAIL_BYTES)
     return Diagnosis(
-        findings=findings_of(accs, preset),
+        findings=findings,
         lines_read=newlines + (1 if last not in (b"", b"\n") else 0),
         bytes_read=done,
     )

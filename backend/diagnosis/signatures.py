@@ -32,8 +32,14 @@ from backend.i18n import N_
 
 # Tier: 0 root cause of a crash, 1 likely consequence of something else, 2 pure symptom, 3 not
 # a crash at all (training goes on, badly). Sorting puts lower tiers first among findings of
-# equal severity ("root causes win over symptoms").
-TIERS: dict[str, int] = {"host_oom": 1, "nccl": 2, "tokenization_mismatch": 3}
+# equal severity ("root causes win over symptoms"). An unrecognised failure (no category: only
+# a quote of the log's last error, backend/diagnosis/unrecognised.py) comes after every known one.
+TIERS: dict[str, int] = {
+    "host_oom": 1,
+    "nccl": 2,
+    "tokenization_mismatch": 3,
+    "unrecognised_failure": 4,
+}
 
 SIGNATURES: tuple[Signature, ...] = (
     # --- shared memory (before disk_full and nccl: a full /dev/shm is the root cause) ---

@@ -4,8 +4,11 @@ A run killed by the kernel (SIGKILL from the OOM killer), stopped by its launche
 by a full disk often leaves no line in ``train.log`` that the classifier can recognise; its
 ``status.json`` still says why it ended (``cause``), because the watcher classified the ending.
 Reporting "no known failure" for such a run would contradict the run's own record, so the record's
-cause becomes a finding whenever the log has no error of its own. The CLI's ``diagnose`` and the
-wizard's Troubleshoot both come here, so both see the same findings and the same resume fix.
+cause becomes a finding whenever the log has no error of a known category: first, before a
+quoted exception no category knows (``unrecognised_failure``) when the watcher knew the cause,
+and not at all when the record only says "exit code N" and the log quotes what ended it. The
+CLI's ``diagnose`` and the wizard's Troubleshoot both come here, so both see the same findings
+and the same resume fix.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from backend.diagnosis import Diagnosis, Finding, Fix, diagnose_file, sort_findings
 from backend.diagnosis.nodes import cross_node, merge_node_log
+from backend.diagnosis.unrecognised import known_error, settle_unrecognised
 from backend.i18n import _
 from backend.preset.schema import Preset
 from backend.rundir import LOG, NODES, CorruptRun, RunDir, RunStatus, read_status
@@ -121,9 +125,12 @@ def diagnose_run(
         status = None
     attempts = read_attempts(run_dir)  # a SIGKILL the kernel did not send is not host_oom
     relabel_findings(diagnosis.findings, attempts[-1] if attempts else None)
-    if status is not None and not diagnosis.has_error:
+    settle_unrecognised(diagnosis.findings)  # a node log's known error outranks a mere quote
+    if status is not None and not known_error(diagnosis.findings):
         finding = record_finding(status)
-        if finding is not None:
+        # A quoted exception says more than "exit code 1"; a cause the watcher knew says more.
+        quoted = diagnosis.has_error and status.cause in (None, "exit_code")
+        if finding is not None and not quoted:
             diagnosis.findings.insert(0, finding)
     resume = offer_resume(run_dir, diagnosis.findings) if status is not None else None
     return RunDiagnosis(diagnosis, status, resume)

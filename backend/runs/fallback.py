@@ -52,6 +52,9 @@ from backend.runs.spec import build_spec
 FALLBACK = "fallback.json"
 FIRST_STEPS = 10
 OOM_CATEGORIES = ("cuda_oom", "host_oom")
+# backend.diagnosis.unrecognised's category, named here rather than imported: the watcher loads
+# the classifier's tables only once an attempt has failed (backend.runs.resume).
+UNRECOGNISED = "unrecognised_failure"
 SPEC_KEYS = ("train", "docker", "exec", "remove_after", "master_port", "torchrun", "image")
 RULE = (
     f"an attempt whose top diagnosis is {' or '.join(OOM_CATEGORIES)} within its first "
@@ -246,13 +249,17 @@ def fall_back(
 
 def final_record(run_dir: Path, message: str, cause: str | None) -> tuple[str, str | None]:
     """The final message and cause with the fallback's part: the candidate the run ended on,
-    and an out-of-memory named as the cause when it ended the last attempt."""
+    an out-of-memory named as the cause when it ended the last attempt, and the quoted line of
+    a failure no category knows in front of a bare exit code."""
     attempts = read_attempts(run_dir)
     if not attempts:
         return message, cause
     category = attempts[-1].get("diagnosis_category")
     if category in OOM_CATEGORIES and cause == "exit_code":  # a signal stays its own cause
         cause = str(category)
+    quote = attempts[-1].get("diagnosis_quote")
+    if category == UNRECOGNISED and cause == "exit_code" and quote:
+        message = f"{quote} ({message})"  # what ended it, not only "exit code 1"
     current = current_candidate(attempts)
     candidates = read_fallback(run_dir)
     if current > 1 and candidates:

@@ -134,15 +134,19 @@ def end_attempt(run_dir: Path, number: int, code: int | None, message: str) -> d
     if code not in (0, None):
         found = _diagnosed_cause(run_dir, int(record.get("log_offset") or 0), record)
         if found:
-            record["diagnosis_category"], record["diagnosis"] = found
+            record["diagnosis_category"], record["diagnosis"], quote = found
+            if quote:  # no category: the line that ended it (backend.runs.fallback.final_record)
+                record["diagnosis_quote"] = quote
     write_attempts(run_dir, attempts)
     return record
 
 
 def _diagnosed_cause(
     run_dir: Path, offset: int, record: dict[str, Any] | None = None
-) -> tuple[str, str] | None:
+) -> tuple[str, str, str | None] | None:
+    """(category, "category: title", the quoted line of a failure no category knows)."""
     from backend.diagnosis import diagnose_text  # deferred: classifier tables, only on failure
+    from backend.diagnosis.unrecognised import UNRECOGNISED, decisive_text
 
     try:
         with open(run_dir / LOG, "rb") as handle:
@@ -154,7 +158,10 @@ def _diagnosed_cause(
     found = diagnose_text(text)
     oomkills.relabel_findings(found.findings, record)
     top = found.top
-    return (top.category, f"{top.category}: {top.title}") if top is not None else None
+    if top is None:
+        return None
+    quote = decisive_text(top) if top.category == UNRECOGNISED else None
+    return top.category, f"{top.category}: {top.title}", quote
 
 
 def attempt_spec(
