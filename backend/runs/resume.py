@@ -146,7 +146,10 @@ def _diagnosed_cause(
 ) -> tuple[str, str, str | None] | None:
     """(category, "category: title", the quoted line of a failure no category knows)."""
     from backend.diagnosis import diagnose_text  # deferred: classifier tables, only on failure
-    from backend.diagnosis.unrecognised import UNRECOGNISED, decisive_text
+    from backend.diagnosis.unrecognised import (  # deferred: as above, only on failure
+        UNRECOGNISED,
+        decisive_text,
+    )
 
     try:
         with open(run_dir / LOG, "rb") as handle:
