@@ -83,7 +83,7 @@ def main() -> None:
         raise SystemExit(f"usage: {sys.argv[0]} {{{'|'.join(SHAPES)}}} DATA.json OUT_DIR")
     name, data, out = sys.argv[1:4]
     import torch
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM
 
     shape = dict(SHAPES[name])
     if os.environ.get("FAMILY_TINY"):
@@ -101,33 +101,12 @@ def main() -> None:
     finally:
         os.remove(sub.name)
     tok = tiny._byte_level_tokenizer(f, texts, TOKENIZER_VOCAB)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=f["bos"],
-        eos_token=f["eos"],
-        unk_token=f["unk"],
-        pad_token=f["pad"],
-        additional_special_tokens=f["extra"] or None,
-        model_max_length=shape["max_position_embeddings"],
-        clean_up_tokenization_spaces=False,
-    )
-    tokenizer.chat_template = f["template"]
-    tokenizer.save_pretrained(out)
-
-    def ids(token: str | None) -> int | None:
-        return None if token is None else tok.token_to_id(token)
-
-    special = {
-        "bos": ids(f.get("config_bos", f["bos"])),
-        "eos": ids(f["eos"]),
-        "pad": ids(f["pad"]),
-    }
+    special, stops = tiny.save_family_tokenizer(tok, f, shape["max_position_embeddings"], out)
     config = _config(name, shape, special)
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    stops = [i for i in (ids(t) for t in f["stop"]) if i is not None]
     model.generation_config.eos_token_id = stops if len(stops) > 1 else stops[0]
     model.save_pretrained(out, safe_serialization=True)
     print(json.dumps({

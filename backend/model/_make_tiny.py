@@ -497,12 +497,44 @@ def _family_config(family: str, spec: dict, ids: dict) -> Any:
     )
 
 
+def save_family_tokenizer(
+    tok: Any, f: dict[str, Any], max_length: int, out: str
+) -> tuple[dict[str, Any], list[int]]:
+    """Save ``tok`` as the family's PreTrainedTokenizerFast (its special tokens and chat
+    template) into ``out``; return the bos/eos/pad ids its model config takes and the ids that
+    end generation (also used by benchmarks/family_make_model.py for GPU-sized models)."""
+    from transformers import PreTrainedTokenizerFast  # deferred: training python's
+
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=f["bos"],
+        eos_token=f["eos"],
+        unk_token=f["unk"],
+        pad_token=f["pad"],
+        additional_special_tokens=f["extra"] or None,
+        model_max_length=max_length,
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = f["template"]
+    tokenizer.save_pretrained(out)
+
+    def ids(token: str | None) -> int | None:
+        return None if token is None else tok.token_to_id(token)
+
+    special = {
+        "bos": ids(f.get("config_bos", f["bos"])),
+        "eos": ids(f["eos"]),
+        "pad": ids(f["pad"]),
+    }
+    return special, [i for i in (ids(t) for t in f["stop"]) if i is not None]
+
+
 def _make_family(job: dict, family: str, out: str) -> tuple[Any, int]:
     """A tiny model of ``family``: its tokenizer trained on the sample conversations, its chat
     template in the tokenizer, random weights of its architecture."""
     spec = job["spec"]
     import torch
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM
 
     f = FAMILIES[family]
     texts = list(_family_texts(job["data"], f))
@@ -516,31 +548,10 @@ def _make_family(job: dict, family: str, out: str) -> tuple[Any, int]:
             f"the {family} tokenizer has {pieces} tokens, more than vocab_size "
             f"{spec['vocab_size']}: raise vocab_size"
         )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=f["bos"],
-        eos_token=f["eos"],
-        unk_token=f["unk"],
-        pad_token=f["pad"],
-        additional_special_tokens=f["extra"] or None,
-        model_max_length=spec["max_position_embeddings"],
-        clean_up_tokenization_spaces=False,
-    )
-    tokenizer.chat_template = f["template"]
-    tokenizer.save_pretrained(out)
-
-    def ids(token: str | None) -> int | None:
-        return None if token is None else tok.token_to_id(token)
-
+    special, stops = save_family_tokenizer(tok, f, spec["max_position_embeddings"], out)
     torch.manual_seed(spec["seed"])
-    special = {
-        "bos": ids(f.get("config_bos", f["bos"])),
-        "eos": ids(f["eos"]),
-        "pad": ids(f["pad"]),
-    }
     config = _family_config(family, spec, special)
     model = AutoModelForCausalLM.from_config(config)
-    stops = [i for i in (ids(t) for t in f["stop"]) if i is not None]
     model.generation_config.eos_token_id = stops if len(stops) > 1 else stops[0]
     model.save_pretrained(out, safe_serialization=True)
     return model, pieces
