@@ -55,6 +55,12 @@ def run_check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _length_fields(t: TokenStats) -> dict[str, object]:
+    """The length statistics both token lines print (vicuna's and another template's)."""
+    return {"mean": t.mean, "p50": t.p50, "p90": t.p90, "p99": t.p99, "max": t.max,
+            "tokenizer_class": t.tokenizer_class}  # fmt: skip
+
+
 def print_report(r: DataReport) -> None:
     print(_("data        {path}").format(path=r.path))
     print(
@@ -84,30 +90,14 @@ def print_report(r: DataReport) -> None:
             _(
                 "tokens      mean {mean}, p50 {p50}, p90 {p90}, p99 {p99}, max {max} "
                 "({tokenizer_class}, pad {pad})"
-            ).format(
-                mean=t.mean,
-                p50=t.p50,
-                p90=t.p90,
-                p99=t.p99,
-                max=t.max,
-                tokenizer_class=t.tokenizer_class,
-                pad=terminal_safe(t.pad_token),
-            )
+            ).format(**_length_fields(t), pad=terminal_safe(t.pad_token))
         )
     elif t is not None:
         print(
             _(
                 "tokens      mean {mean}, p50 {p50}, p90 {p90}, p99 {p99}, max {max} "
                 "({tokenizer_class}, vicuna_v1.1 template from {template_source})"
-            ).format(
-                mean=t.mean,
-                p50=t.p50,
-                p90=t.p90,
-                p99=t.p99,
-                max=t.max,
-                tokenizer_class=t.tokenizer_class,
-                template_source=t.template_source,
-            )
+            ).format(**_length_fields(t), template_source=t.template_source)
         )
     if t is not None:
         print(
