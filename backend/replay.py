@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Literal
 
 from backend.checks import run_checks
+from backend.diagnosis.build_log import ensure_env_image
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
-from backend.images import ensure_env_image, ensure_host_env
+from backend.images import ensure_host_env
 from backend.images.ready import environment_ready
 from backend.preset.schema import Preset
 from backend.rundir import LOG

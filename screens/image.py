@@ -24,9 +24,10 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, RichLog, Static
 
+from backend.diagnosis.build_log import build_explained
 from backend.errors import TrainwizError
 from backend.i18n import N_, _
-from backend.images.build import BuildResult, build_env_image, env_image_tag
+from backend.images.build import BuildResult, env_image_tag
 from backend.images.events import BuildStep, LayerProgress, LogLine
 from backend.images.host import HostGpus
 from backend.images.plan import plan_environment
@@ -344,7 +345,7 @@ class ImageScreen(StepScreen):
         result: BuildResult | VenvResult
         try:
             if self.preset.launch.runner == "docker":
-                result = build_env_image(
+                result = build_explained(
                     self.preset, progress=emit, cancel=cancel, host=self.HOST_OVERRIDE
                 )
             else:

@@ -14,9 +14,9 @@ from typing import Any
 
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
-from backend.checks.nvml import snapshot as snapshot  # the checks and the planner read one
 from backend.checks.sizing import human
 from backend.i18n import _
+from backend.nvml import snapshot as snapshot  # the checks and the planner read one
 
 
 def _os_tag() -> str:

@@ -4,7 +4,6 @@ from backend.images.build import (
     BuildFinding,
     BuildResult,
     build_env_image,
-    ensure_env_image,
     env_image_tag,
 )
 from backend.images.catalog import (
@@ -35,7 +34,6 @@ __all__ = [
     "check_image",
     "describe_ref",
     "detect_host_gpus",
-    "ensure_env_image",
     "ensure_host_env",
     "env_image_tag",
     "load_catalog",

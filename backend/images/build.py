@@ -1,8 +1,9 @@
 """Build the environment image once per set of inputs, streaming the builder's log.
 
 ``trainwiz-env:<hash>`` names the result; if that tag exists the build is skipped, which is what
-makes the second build instant. A failed build's log goes to the diagnosis classifier, and the
-first error line plus its findings come back in ``BuildResult`` for the screen and the CLI.
+makes the second build instant. A failed build's first error-looking line comes back in
+``BuildResult``; the classifier's findings are added one layer up
+(``backend.diagnosis.build_log.explain_build``), since the classifier names images in its fixes.
 """
 
 from __future__ import annotations
@@ -87,19 +88,6 @@ def _error_line(lines: list[str]) -> tuple[int | None, str | None]:
     return None, None
 
 
-def diagnose_build_log(text: str, preset: Preset | None = None) -> list[BuildFinding]:
-    """Findings of the diagnosis classifier for a build log (empty when it recognises nothing)."""
-    from backend.diagnosis.classifier import (  # deferred: classifier tables, only for a failed build
-        diagnose_text,
-    )
-
-    diagnosis = diagnose_text(text, preset)
-    return [
-        BuildFinding(f.category, f.severity, f.line, f.title, f.text, f.explanation)
-        for f in diagnosis.findings
-    ]
-
-
 def _existing(client: Any, tag: str) -> Any | None:
     from docker.errors import ImageNotFound
 
@@ -144,10 +132,6 @@ def build_env_image(
         result.image_id = image_id
         return result
     result.error_line_no, result.error_line = _error_line(lines)
-    result.findings = diagnose_build_log("\n".join(lines), preset)
-    if result.findings and result.findings[0].line <= len(lines):
-        top = result.findings[0]
-        result.error_line_no, result.error_line = top.line, lines[top.line - 1].strip()
     return result
 
 
@@ -247,25 +231,6 @@ def _stream_build(
                 _("lost the Docker daemon during the build: {exc}").format(exc=exc)
             ) from exc
     return lines, error, image_id
-
-
-def ensure_env_image(
-    preset: Preset,
-    *,
-    progress: Progress = None,
-    cancel: threading.Event | None = None,
-    host: HostGpus | None = None,
-) -> str:
-    """The environment image tag, building it first if needed; raises if the build fails."""
-    result = build_env_image(preset, progress=progress, cancel=cancel, host=host)
-    if not result.ok:
-        first = result.findings[0].title if result.findings else (result.error_line or "")
-        raise TrainwizError(
-            _("environment image build failed: {value}; log: {log_path}").format(
-                value=first or result.error, log_path=result.log_path
-            )
-        )
-    return result.tag
 
 
 def plan_for(preset: Preset, host: HostGpus | None = None) -> EnvPlan:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backend import nvml
 from backend.errors import BadInput
 from backend.i18n import _
 from backend.units import GIB
@@ -97,7 +98,7 @@ def gpu_spec(name: str, memory_bytes: int | None = None, count: int = 1) -> GpuS
 
 
 def spec_from_snapshot(snap: dict[str, object]) -> GpuSpec | None:
-    """The first GPU of an NVML snapshot (``backend.checks.nvml.snapshot``), with its count."""
+    """The first GPU of an NVML snapshot (``backend.nvml.snapshot``), with its count."""
     gpus = snap.get("gpus")
     if not isinstance(gpus, list) or not gpus:
         return None
@@ -114,9 +115,7 @@ def spec_from_snapshot(snap: dict[str, object]) -> GpuSpec | None:
 
 def detect_local() -> GpuSpec | None:
     """This machine's GPUs through NVML, or None when there are none (or no driver)."""
-    from backend.checks.nvml import snapshot  # deferred: backend.checks loads every check
-
     try:
-        return spec_from_snapshot(snapshot())
+        return spec_from_snapshot(nvml.snapshot())
     except Exception:  # NVML missing or broken: no local GPU to plan for
         return None

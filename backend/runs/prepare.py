@@ -11,8 +11,8 @@ import sys
 import time
 from typing import Any
 
+from backend.diagnosis.build_log import ensure_env_image
 from backend.errors import TrainwizError
-from backend.images.build import ensure_env_image
 from backend.model.fetch import ensure_model
 from backend.preset.loader import load_preset
 

@@ -7,7 +7,7 @@ of GPU memory in step 1 and left a record saying only "exit code 1".
 
 This machine has no GPU: the NVML snapshot that the Checks step's GPU verdicts and the
 planner's ``detect_local`` both read is replaced by a stand-in H100 (the recorded shape of
-``backend.checks.nvml.snapshot``), and the host's RAM by a stated figure.
+``backend.nvml.snapshot``), and the host's RAM by a stated figure.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 import backend.checks.gpu
-import backend.checks.nvml
+import backend.nvml
 from backend.errors import BadInput
 from backend.plan.resolve import resolve_preset
 from backend.planner import gpu as planner_gpu
@@ -41,7 +41,7 @@ H100_BYTES = 85_520_809_984  # NVML's memory_total of an H100 80GB HBM3
 
 
 def h100_snapshot(count: int = 1) -> dict[str, Any]:
-    """An idle H100 node, as ``backend.checks.nvml.snapshot`` reports one."""
+    """An idle H100 node, as ``backend.nvml.snapshot`` reports one."""
     gpu = {"name": "NVIDIA H100 80GB HBM3", "memory_total": H100_BYTES, "memory_used": 0,
            "compute_capability": "9.0", "sm": 90, "mig": False, "processes": []}  # fmt: skip
     return {
@@ -55,7 +55,7 @@ def h100_snapshot(count: int = 1) -> dict[str, Any]:
 def h100_here(monkeypatch: pytest.MonkeyPatch) -> None:
     """One H100 and 512 GiB of RAM on this machine, for the checks and the planner alike."""
     snap = h100_snapshot()
-    monkeypatch.setattr(backend.checks.nvml, "snapshot", lambda: snap)  # detect_local reads it
+    monkeypatch.setattr(backend.nvml, "snapshot", lambda: snap)  # detect_local reads it
     monkeypatch.setattr(backend.checks.gpu, "snapshot", lambda: snap)  # the GPU checks
     monkeypatch.setattr(hostram, "read_meminfo", lambda path="/proc/meminfo": 512 * GIB)
 

@@ -160,7 +160,7 @@ def test_image_mode_container_streams_and_stops(
 @pytest.mark.slow
 def test_tiny_training_in_the_environment_image(docker_client, tmp_path: Path) -> None:
     """The embedded default through the Docker runner, in the env image (built when missing)."""
-    from backend.images.build import ensure_env_image
+    from backend.diagnosis.build_log import ensure_env_image
     from backend.model.tiny import make_tiny
 
     home = Path(os.environ["TRAINWIZ_HOME"])

@@ -92,7 +92,7 @@ def write_preset(tmp_path: Path, data: dict) -> Path:
 @pytest.fixture(scope="module")
 def env_image() -> str:
     """The environment image for the preset above (built once when missing; then cached)."""
-    from backend.images.build import ensure_env_image
+    from backend.diagnosis.build_log import ensure_env_image
     from backend.preset.loader import parse_preset_text
 
     data = docker_ssh_data(Path("/tmp"), {}, ["127.0.0.1", "127.0.0.1"])

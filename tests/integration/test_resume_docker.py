@@ -59,7 +59,7 @@ def kill_trainer_after_checkpoint(run_dir: Path, timeout: float = 600) -> int:
 
 
 def test_sigkill_in_the_container_then_resume(docker_client, tmp_path: Path) -> None:  # noqa: F811
-    from backend.images.build import ensure_env_image
+    from backend.diagnosis.build_log import ensure_env_image
     from backend.model.tiny import make_tiny
 
     home = Path(os.environ["TRAINWIZ_HOME"])

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import backend.checks.gpu
-import backend.checks.nvml
+import backend.nvml
 import screens.launch
 from backend.errors import BadInput
 from backend.planner import hostram
@@ -30,7 +30,7 @@ from tui.app import TrainwizApp
 def launched(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """One H100 and 512 GiB here; launch() records its keywords and refuses (no run starts)."""
     snap = h100_snapshot()
-    monkeypatch.setattr(backend.checks.nvml, "snapshot", lambda: snap)
+    monkeypatch.setattr(backend.nvml, "snapshot", lambda: snap)
     monkeypatch.setattr(backend.checks.gpu, "snapshot", lambda: snap)
     monkeypatch.setattr(hostram, "read_meminfo", lambda path="/proc/meminfo": 512 * GIB)
     calls: list[dict[str, Any]] = []

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from backend.diagnosis.build_log import build_explained
 from backend.i18n import _
-from backend.images.build import build_env_image, env_image_tag, plan_for
+from backend.images.build import env_image_tag, plan_for
 from backend.images.dockerfile import render_dockerfile
 from backend.images.events import BuildStep, LogLine
 from backend.images.ready import training_bin
@@ -87,7 +88,7 @@ def run_build(args: argparse.Namespace) -> int:
             )
         return 0 if venv.ok else 1
 
-    result = build_env_image(preset, progress=show, force=args.force)  # type: ignore[arg-type]
+    result = build_explained(preset, progress=show, force=args.force)  # type: ignore[arg-type]
     if args.json:
         print_json({"runner": "docker", **_dict(result)})
     elif result.ok:
