@@ -39,6 +39,9 @@ class Fix:
     title: str
     reason: str
     changes: list[PresetChange] = field(default_factory=list)
+    # For a memory failure, the planner's word on this fix where it can judge it on this machine
+    # (backend/runs/memfixes.py): True closes the gap, False is not enough alone, None unjudged.
+    plan_fits: bool | None = None
 
 
 @dataclass

@@ -24,6 +24,7 @@ from backend.diagnosis.unrecognised import known_error, settle_unrecognised
 from backend.i18n import _
 from backend.preset.schema import Preset
 from backend.rundir import LOG, NODES, CorruptRun, RunDir, RunStatus, read_status
+from backend.runs.memfixes import judge_memory_fixes
 from backend.runs.oomkills import relabel_findings
 from backend.runs.resume import offer_resume, read_attempts
 from backend.runs.summary import shown_message
@@ -132,5 +133,6 @@ def diagnose_run(
         quoted = diagnosis.has_error and status.cause in (None, "exit_code")
         if finding is not None and not quoted:
             diagnosis.findings.insert(0, finding)
+    judge_memory_fixes(diagnosis.findings, preset)  # the planner's word on memory fixes
     resume = offer_resume(run_dir, diagnosis.findings) if status is not None else None
     return RunDiagnosis(diagnosis, status, resume)

@@ -30,7 +30,7 @@ from backend.planner.memory import HOST_MARGIN
 from backend.planner.shape import ModelShape, shape_for_preset
 
 # What the planner raises on a preset or config.json it cannot model: no verdict, so no gate.
-_UNKNOWABLE = (BadInput, ValueError, KeyError, TypeError, ArithmeticError)
+UNKNOWABLE = (BadInput, ValueError, KeyError, TypeError, ArithmeticError)
 
 
 @dataclass
@@ -113,7 +113,7 @@ def plan_verdict(preset: Any, *, with_fix: bool = True) -> PlanVerdict | None:
         if shape is None:
             return None
         est = plan_estimate(preset, gpu, shape, host_ram=host_ram)
-    except _UNKNOWABLE:
+    except UNKNOWABLE:
         return None
     verdict = PlanVerdict(gpu, shape, est, host_ram)
     if with_fix and not verdict.fits:
@@ -128,7 +128,7 @@ def tune_fix(preset: Any, gpu: GpuSpec, shape: ModelShape, host_ram: int | None)
 
     try:
         result = tune(preset, gpu, shape, host_ram=host_ram)
-    except _UNKNOWABLE as exc:
+    except UNKNOWABLE as exc:
         return _("cannot search for a configuration that fits ({error})").format(error=exc)
     after = result.after
     if not (after.memory.fits and after.fits_host and result.changes):

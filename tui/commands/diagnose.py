@@ -153,6 +153,12 @@ def run(args: argparse.Namespace) -> int:
         diagnosis, status = result.diagnosis, result.status
     else:
         diagnosis = diagnose_file(log, preset=preset)
+        if preset is not None:
+            from backend.runs.memfixes import (  # deferred: the planner, only with a preset
+                judge_memory_fixes,
+            )
+
+            judge_memory_fixes(diagnosis.findings, preset)
     if args.json:
         print_json(
             {
