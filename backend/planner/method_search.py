@@ -24,13 +24,16 @@ from backend.planner.methods import (
     estimate_preset,
     method_from_preset,
 )
-from backend.planner.realdata import LengthDist
+from backend.planner.realdata import LengthDist, default_dist
+from backend.planner.rowsearch import batch_line
 from backend.planner.settings import TrainSettings, settings_from_preset
 from backend.planner.shape import ModelShape
 from backend.preset.schema import Preset
 
 # Micro-batches tried per method (divisors of the per-rank batch, as tune keeps the global batch).
 MAX_MICRO_BATCH = 64
+# The learning rate a full fine-tune switched to LoRA/QLoRA gets (when its own is lower).
+ADAPTER_LR = 2e-4
 
 
 @dataclass
@@ -127,6 +130,12 @@ def _changes(preset: Any, m: MethodSettings, s: TrainSettings, note: str) -> lis
     out = []
     if tr.method != m.method:
         out.append(Change("training.method", tr.method, m.method, note))
+    if tr.method == "full" and m.adapters and tr.learning_rate < ADAPTER_LR:
+        why = _(
+            "adapters start from zero and train a few parameters: about 10x a full "
+            "fine-tune's rate (QLoRA paper: 2e-4 for 7-13B models)"
+        )
+        out.append(Change("training.learning_rate", tr.learning_rate, ADAPTER_LR, why))
     zero = (
         {"stage": m.zero_stage, "offload_optimizer": m.offload_optimizer,
          "offload_param": m.offload_param}
@@ -273,6 +282,14 @@ def add_methods(
     result.preset = apply_method(preset, best)
     result.changes = best.changes
     result.after = best.estimate
+    # the batch line speaks of the configuration written, not of the FSDP search's best
+    lr = next((c for c in best.changes if c.path == "training.learning_rate"), None)
+    lr_note = (
+        _("learning rate {old:g} -> {new:g} for the adapters").format(old=lr.old, new=lr.new)
+        if lr is not None
+        else None
+    )
+    result.batch = batch_line(result.before, best.estimate, dist or default_dist(), lr_note)
     result.methods = candidates[1:]
     return result
 
@@ -331,6 +348,7 @@ def tune_method_preset(
     if chosen is not None and (faster or not before_fits):
         result.preset = apply_method(preset, chosen)
         result.changes, result.after = chosen.changes, chosen.estimate
+        result.batch = batch_line(before, chosen.estimate, dist or default_dist())
     elif before_fits:
         result.notes.append(_("kept as configured: within 2% of the fastest that fits"))
     return result

@@ -95,13 +95,17 @@ def packed_candidates(
     return out
 
 
-def batch_line(before: Any, after: Any, dist: LengthDist) -> str:
-    """The global-batch change in the terms the learning rate depends on."""
+def batch_line(before: Any, after: Any, dist: LengthDist, lr_note: str | None = None) -> str:
+    """The global-batch change in the terms the learning rate depends on; ``lr_note``: the
+    learning rate the configuration written sets itself (a switch to adapters), said instead
+    of advice about it."""
     b, a = before.settings, after.settings
     tb, ta = real_tokens_per_step(b, dist), real_tokens_per_step(a, dist)
     unit = f"rows of {a.row}" if a.packing else "sequences"
     ratio = ta / tb if tb else 1.0
-    if abs(ratio - 1) <= 0.1:
+    if lr_note:
+        lr = lr_note
+    elif abs(ratio - 1) <= 0.1:
         lr = "within 10 %: keep the learning rate"
     else:
         lr = (f"x{ratio:.2f}: re-check the learning rate (AdamW: scale it by about "

@@ -330,8 +330,30 @@ def _pick(out: ProbeResult) -> None:
     done = [r for r in out.rows if r.measured_real_tokens_per_s]
     if done:
         out.winner = max(done, key=lambda r: r.measured_real_tokens_per_s or 0.0)
+        predicted = max(
+            (r for r in out.rows if not r.skipped), key=lambda r: r.predicted_real_tokens_per_s
+        )
+        if predicted is not out.winner:
+            out.notes.append(_explain_upset(predicted, out.winner))
     else:
         out.notes.append("no candidate finished its probe steps: nothing measured to pick")
+
+
+def _explain_upset(predicted: ProbeRow, winner: ProbeRow) -> str:
+    """Why the measured pick is not the predicted one (``tune --no-probe`` writes the latter)."""
+
+    def measured(row: ProbeRow) -> str:
+        if row.measured_real_tokens_per_s:
+            return f"measured {row.measured_real_tokens_per_s:,.0f}"
+        return "out of memory" if row.oom else f"not measured ({row.state or 'no steps'})"
+
+    return (
+        f"the measured winner {winner.label} is not the predicted pick {predicted.label} (what "
+        f"--no-probe writes): {predicted.label} predicted "
+        f"{predicted.predicted_real_tokens_per_s:,.0f}, {measured(predicted)}; {winner.label} "
+        f"predicted {winner.predicted_real_tokens_per_s:,.0f}, {measured(winner)} real "
+        "tokens/s here. The probe's figures are this GPU's, so its pick is written"
+    )
 
 
 def _row(est: Estimate) -> ProbeRow:

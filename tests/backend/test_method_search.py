@@ -152,3 +152,33 @@ def test_a_lora_preset_that_cannot_fit_moves_to_qlora() -> None:
     assert not result.before.memory.fits
     assert result.preset.training.method == "qlora" and within(result.after, None, 64 * GIB)
     assert any("lora r8 does not fit" in n and "switched to qlora r8" in n for n in result.notes)
+
+
+def test_a_switch_to_lora_says_the_batch_and_learning_rate_it_wrote() -> None:
+    """tune's words match its pick: after switching a full fine-tune to LoRA, the batch line
+    speaks of the padded LoRA configuration written (not the FSDP search's packed rows), and a
+    full fine-tune's learning rate becomes the adapters' (the diff shows it)."""
+    import yaml
+
+    from backend.planner.gpu import gpu_spec
+    from backend.planner.method_search import ADAPTER_LR
+    from backend.planner.shape import shape_for_preset
+    from backend.planner.tune import tune
+    from backend.preset.schema import Preset
+    from tests.trainwiz_cli import ROOT
+
+    data = yaml.safe_load((ROOT / "presets" / "vicuna-7b-4xa100-40g.yaml").read_text())
+    data["launch"]["nproc_per_node"] = 1
+    preset = Preset.model_validate(data)
+    result = tune(preset, gpu_spec("h100"), shape_for_preset(preset), host_ram=64 * 1024**3)
+    assert result.preset.training.method == "lora"  # no full fine-tune fits GPU and 64 GiB
+    after = result.after.settings
+    assert not after.packing
+    assert result.batch.startswith(f"optimizer step: {after.global_batch} sequences = ~"), (
+        result.batch
+    )
+    assert "rows of" not in result.batch
+    assert result.preset.training.learning_rate == ADAPTER_LR
+    lr = next(c for c in result.changes if c.path == "training.learning_rate")
+    assert (lr.old, lr.new) == (preset.training.learning_rate, ADAPTER_LR)
+    assert result.batch.endswith(f"learning rate {lr.old:g} -> {ADAPTER_LR:g} for the adapters")

@@ -345,3 +345,28 @@ def test_probe_choice_measures_distinct_workloads_and_one_safe() -> None:
     # regional compile is a workload of its own: the same rows compiled and not are both measured
     assert {e.settings.compile_layers for e in chosen} == {True, False}
     assert any(not e.memory.tight for e in chosen)
+
+
+def test_a_probe_that_upsets_the_prediction_says_why_its_pick_differs() -> None:
+    """`tune --no-probe` writes the predicted pick, the probe the measured one: when they
+    differ, tune says which, with both figures of both."""
+    from backend.runs.probe import ProbeResult, ProbeRow, _pick
+
+    out = ProbeResult(
+        rows=[
+            ProbeRow("b8 ga4 liger", 20_000.0, 60.0, measured_real_tokens_per_s=12_371.0),
+            ProbeRow("b8 ga4 compile", 18_000.0, 58.0, measured_real_tokens_per_s=19_562.0),
+        ]
+    )
+    _pick(out)
+    assert out.winner is out.rows[1]
+    (note,) = out.notes
+    assert note.startswith(
+        "the measured winner b8 ga4 compile is not the predicted pick b8 ga4 liger"
+    )
+    assert "b8 ga4 liger predicted 20,000, measured 12,371" in note
+    assert "b8 ga4 compile predicted 18,000, measured 19,562" in note
+    agree = ProbeResult(rows=[ProbeRow("a", 2.0, 1.0, measured_real_tokens_per_s=2.0),
+                              ProbeRow("b", 1.0, 1.0, measured_real_tokens_per_s=1.0)])  # fmt: skip
+    _pick(agree)
+    assert agree.winner is agree.rows[0] and agree.notes == []
