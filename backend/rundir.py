@@ -47,6 +47,10 @@ from backend.paths import PLAN as PLAN
 from backend.paths import PRESET as PRESET
 from backend.paths import STATUS as STATUS
 from backend.paths import STOP_REQUEST as STOP_REQUEST
+
+# A run's records read in the directory it is in now (a copied run dir is a run of its own).
+from backend.runpaths import own_paths as own_paths
+from backend.runpaths import own_record as own_record
 from backend.runstate import FINAL_STATES as FINAL_STATES  # the one definition
 from backend.runstate import RunState
 
@@ -384,8 +388,13 @@ class RunDir:
         return read_attempts(self.path)
 
     def launch_spec(self) -> dict[str, Any]:
-        """launch.json: the spec the watcher executes now ({} when it has none)."""
-        return _json_or_empty(self.path / LAUNCH)
+        """launch.json: the spec the watcher executes now ({} when it has none), its paths
+        into the run's own directory read as this one's (``own_paths``)."""
+        return dict(own_record(self.path, _json_or_empty(self.path / LAUNCH)))
+
+    def own_path(self, value: str) -> str:
+        """A path from this run's records, as it is in this directory (``own_paths``)."""
+        return own_paths(self.path)(value)
 
     def plan(self) -> dict[str, Any]:
         return _json_or_empty(self.path / PLAN)

@@ -1,6 +1,6 @@
 """A run directory as launch leaves it once the run ended, without training: its status, preset,
-launch record, log and (optionally) a checkpoint with trainwiz's marker. Tests of what is done
-*after* a run (resume, diagnose, summaries) start from here."""
+launch record, log and (optionally) a checkpoint with its trainer state and trainwiz's marker.
+Tests of what is done *after* a run (resume, diagnose, summaries) start from here."""
 
 from __future__ import annotations
 
@@ -35,5 +35,6 @@ def make_ended_run(
     if checkpoint is not None:
         path = out / f"checkpoint-{checkpoint}"
         path.mkdir(parents=True)
+        (path / "trainer_state.json").write_text(json.dumps({"global_step": checkpoint}))
         write_marker(path, {"step": checkpoint})
     return run_dir

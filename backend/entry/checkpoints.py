@@ -12,6 +12,12 @@ way leaves a directory without the marker, which resume skips. The Trainer's own
 before its ``on_save`` callback, so it could delete the last complete checkpoint while the new
 one has no marker yet; the entry therefore switches it off and rotates here, after the marker,
 keeping the newest ``save_total_limit`` complete checkpoints.
+
+Complete is not enough to resume: a marked checkpoint can be damaged later (a copy cut short, a
+full disk, a file truncated by hand). ``resume_choice`` therefore verifies each candidate from
+its files (``checkpoint_problem``: cheap structural checks, no torch) and falls back to the
+newest one that passes, naming every newer one it skipped and why. The CLI's resume and the entry
+take that one decision, so the attempt starts from the checkpoint the user was told.
 """
 
 from __future__ import annotations
@@ -21,25 +27,40 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if __package__:  # imported by the wizard, as backend.entry.checkpoints
+    from .checkpoint_verify import STATE_FILE, checkpoint_problem, link_problem
+else:  # the entry's sibling, imported as a top-level module (its folder is on sys.path)
+    from checkpoint_verify import (  # type: ignore[import-not-found,no-redef]
+        STATE_FILE,
+        checkpoint_problem,
+        link_problem,
+    )
+
 MARKER = "trainwiz-complete.json"
-STATE_FILE = "trainer_state.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
-def checkpoint_dirs(output_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    """``checkpoint-N`` directories of ``output_dir`` as (N, path), oldest step first."""
-    root = Path(output_dir)
+def _named(root: Path) -> list[tuple[int, Path]]:
+    """Every entry of ``root`` named ``checkpoint-N``, symbolic links included, oldest first."""
     if not root.is_dir():
         return []
     found = []
     for child in root.iterdir():
         match = _CHECKPOINT.match(child.name)
-        if match and child.is_dir():
+        if match and (child.is_symlink() or child.is_dir()):
             found.append((int(match.group(1)), child))
     return sorted(found)
+
+
+def checkpoint_dirs(output_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """``checkpoint-N`` directories of ``output_dir`` as (N, path), oldest step first. A symbolic
+    link of that name is none of them: it may lead out of the run (another run's folder, a
+    system tree), and nothing here follows it, neither resume nor rotation."""
+    return [(s, p) for s, p in _named(Path(output_dir)) if not p.is_symlink()]
 
 
 def is_complete(path: Path) -> bool:
@@ -116,6 +137,60 @@ def rotate(output_dir: str | os.PathLike[str], keep: int, protect: str | None = 
     return removed
 
 
+# ---------------------------------------------------------------- the checkpoint a resume starts from
+
+
+@dataclass(frozen=True)
+class ResumeChoice:
+    """The checkpoint a resume starts from (None: none can) and the newer ones passed over,
+    newest first, as (step, path, why)."""
+
+    chosen: tuple[int, Path] | None
+    skipped: list[tuple[int, Path, str]]
+
+    def records(self) -> list[dict[str, Any]]:
+        """The skipped checkpoints as an attempt's record keeps them (attempts.json)."""
+        return [{"step": step, "why": why} for step, _path, why in self.skipped]
+
+    def text(self) -> str:
+        return "; ".join(f"checkpoint-{step}: {why}" for step, _path, why in self.skipped)
+
+
+def resume_choice(output_dir: str | os.PathLike[str]) -> ResumeChoice:
+    """The newest complete checkpoint that passes ``checkpoint_problem``, and every newer one
+    skipped with its reason (incomplete, damaged, a symbolic link). The one decision of both
+    ``trainwiz resume`` (backend/runs/resume.py) and the entry (``resume_point``): without the
+    check a damaged newest checkpoint failed every attempt and the next resume chose it again."""
+    done = {path for _, path in complete_checkpoints(output_dir)}
+    marked = any(is_complete(path) for path in done)
+    skipped: list[tuple[int, Path, str]] = []
+    for step, path in reversed(_named(Path(output_dir))):
+        why = link_problem(path)
+        if why is None and path not in done:
+            missing = MARKER if marked else STATE_FILE
+            why = f"incomplete: no {missing} (its save was cut off), overwritten when reached"
+        why = why or checkpoint_problem(path, step)
+        if why is None:
+            return ResumeChoice((step, path), skipped)
+        skipped.append((step, path, why))
+    return ResumeChoice(None, skipped)
+
+
+def resume_point(output_dir: str, log: Any) -> str | None:
+    """The checkpoint to resume from (``resume_choice``), naming each newer one it skipped and
+    why in train.log, so a fallback to an older checkpoint is never silent."""
+    choice = resume_choice(output_dir)
+    for _step, path, why in choice.skipped:
+        log(f"{path.name} skipped: {why}")
+    if choice.chosen is None:
+        if choice.skipped:
+            log(f"no checkpoint in {output_dir} can be resumed from: from step 0")
+        return None
+    if choice.skipped:
+        log(f"resuming from {choice.chosen[1].name}, the newest that passes the checks")
+    return str(choice.chosen[1])
+
+
 # ---------------------------------------------------------------- training side (torchrun only)
 
 
@@ -181,20 +256,6 @@ def prime_optimizer_state(optimizer: Any, torch: Any) -> bool:
             group["lr"] = lr
     inner.zero_grad(set_to_none=True)
     return True
-
-
-def resume_point(output_dir: str, log: Any) -> str | None:
-    """The checkpoint to resume from (the newest complete one), naming any incomplete one."""
-    latest = latest_complete(output_dir)
-    if latest is None:
-        partial = checkpoint_dirs(output_dir)
-        if partial:
-            log(f"no complete checkpoint in {output_dir} ({len(partial)} incomplete): from step 0")
-        return None
-    step = int(latest.name.split("-")[1])
-    for path in incomplete_after(output_dir, step):
-        log(f"{path.name} is incomplete (its save was cut off): ignored, overwritten when reached")
-    return str(latest)
 
 
 def make_checkpoint_callback(transformers: Any, torch: Any) -> Any:

@@ -20,14 +20,13 @@ from pathlib import Path
 from backend import subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
-from backend.preset.loader import load_preset
+from backend.preset.runpreset import run_preset
 from backend.preset.schema import Preset, map_container_path
 from backend.results.merge import export_adapter_run, is_adapter_run
 from backend.results.model_card import render
 from backend.results.serve_template import run_template
 from backend.results.summary import run_summary
 from backend.results.weights import WORKER, uniform_modes, weights, worker_python
-from backend.rundir import PRESET
 
 
 @dataclass
@@ -67,7 +66,7 @@ def export_run(
 ) -> ExportResult:
     to = to.expanduser().absolute()
     _check_target(to)
-    preset = load_preset(run_dir / PRESET)
+    preset = run_preset(run_dir)
     if merge or is_adapter_run(preset):  # LoRA/QLoRA: the adapter, or merged (merge.py)
         render_card = partial(
             render, run_dir.name, preset, run_summary(run_dir), data_file=data_file(preset)

@@ -8,7 +8,6 @@ worker in the training environment) with the run's base model for config and tok
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -19,10 +18,10 @@ from backend.entry.consolidate import is_sharded, sharded_problem
 from backend.errors import BadInput
 from backend.i18n import _
 from backend.images.ready import training_bin
-from backend.preset.loader import load_preset
+from backend.preset.runpreset import run_preset
 from backend.preset.schema import map_container_path
 from backend.results import adapters
-from backend.rundir import LAUNCH, PRESET
+from backend.rundir import RunDir
 from backend.runs.resume import checkpoints, output_dir
 
 WORKER = Path(__file__).resolve().with_name("worker.py")
@@ -61,10 +60,7 @@ class Weights:
 def base_model_dir(run_dir: Path) -> Path | None:
     """The model the run started from (its ``--model_name_or_path``), as a host path; None when
     only the container sees it or it is gone."""
-    try:
-        spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    spec = RunDir(run_dir).launch_spec()  # a copied run dir's paths are its own
     argv = list((spec.get("train") or {}).get("argv") or [])
     argv += list((spec.get("docker") or {}).get("command") or [])
     for step in spec.get("exec") or []:
@@ -74,7 +70,7 @@ def base_model_dir(run_dir: Path) -> Path | None:
     path = str(argv[argv.index("--model_name_or_path") + 1])
     if spec.get("runner") == "docker":
         try:
-            preset = load_preset(run_dir / PRESET)
+            preset = run_preset(run_dir)
         except Exception:
             return None
         path = map_container_path(path, preset.container.volumes, preset.launch.workdir)
@@ -166,7 +162,7 @@ def _adapter(run_dir: Path, out: Path, checkpoint: int | None) -> Weights | None
     """A LoRA/QLoRA run's adapter (final, or ``checkpoint-N``'s) on its base model; None for a
     full fine-tune. A missing base is refused here, before any worker starts."""
     try:
-        preset = load_preset(run_dir / PRESET)
+        preset = run_preset(run_dir)
     except Exception:
         return None
     if not adapters.is_adapter_run(preset):
@@ -213,7 +209,7 @@ def uniform_modes(folder: Path) -> None:
 def worker_python(run_dir: Path) -> str:
     """The training side's python (the preset's venv; else this interpreter's environment)."""
     try:
-        preset = load_preset(run_dir / PRESET)
+        preset = run_preset(run_dir)
     except Exception:
         return sys.executable
     return str(training_bin(preset, "python"))

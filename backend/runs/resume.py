@@ -5,8 +5,10 @@ training is an *attempt* (1 = the launch), recorded in ``attempts.json`` with ho
 (launch, resume, auto), the checkpoint step it resumed from, and when it ended, its exit code and
 cause (the watcher's exit message plus the diagnosis classifier's top finding of that attempt's
 part of train.log). The entry resumes on its own from the newest complete checkpoint in
-output_dir (``backend.entry.checkpoints``, the one definition of complete), so an attempt is just
-the run's launch.json executed again with ``TRAINWIZ_ATTEMPT`` set.
+output_dir that passes the structural checks (``backend.entry.checkpoints.resume_choice``, the
+one definition of complete and whole, which this module applies too, so the CLI names the
+checkpoint the entry will take and each newer one it skips), so an attempt is just the run's
+launch.json executed again with ``TRAINWIZ_ATTEMPT`` set.
 
 ``trainwiz resume RUN`` records a pending attempt and starts a new watcher; the watcher's
 ``run_attempts`` runs it and, with ``launch.max_restarts: N``, resumes automatically after a
@@ -16,17 +18,16 @@ failure up to N times (never after a stop, never without a complete checkpoint).
 from __future__ import annotations
 
 import copy
-import json
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from backend.entry.checkpoints import complete_checkpoints
+from backend.entry.checkpoints import ResumeChoice, complete_checkpoints, resume_choice
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
-from backend.preset.loader import load_preset
+from backend.preset.runpreset import run_preset
 from backend.preset.schema import map_container_path
 from backend.rundir import (
     FINAL_STATES,
@@ -35,6 +36,7 @@ from backend.rundir import (
     PRESET,
     STATUS,
     STOP_REQUEST,
+    RunDir,
     RunStatus,
     read_attempts,
     read_status,
@@ -55,9 +57,9 @@ _CAUSE_BYTES = 4 << 20  # the tail of one attempt's log that the classifier read
 
 def output_dir(run_dir: Path) -> Path | None:
     """Where the run's trainer writes checkpoints, as a host path (None: only the container
-    can see it)."""
+    can see it); a copied run directory's own (``run_preset``), never the original's."""
     try:
-        preset = load_preset(run_dir / PRESET)
+        preset = run_preset(run_dir)
     except Exception:
         return None
     out = preset.training.output_dir
@@ -70,8 +72,8 @@ def output_dir(run_dir: Path) -> Path | None:
     if os.path.isabs(out):
         return Path(out)
     try:
-        cwd = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))["train"]["cwd"]
-    except (OSError, ValueError, KeyError, TypeError):
+        cwd = RunDir(run_dir).launch_spec()["train"]["cwd"]
+    except (KeyError, TypeError):
         cwd = preset.launch.workdir or os.getcwd()
     return Path(cwd) / out
 
@@ -82,21 +84,28 @@ def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return complete_checkpoints(out) if out is not None else []
 
 
+def checkpoint_choice(run_dir: Path) -> ResumeChoice:
+    """The checkpoint a resume of the run starts from and the newer ones it skips, with why:
+    the entry's own decision (``resume_choice``) on the run's output_dir seen from here."""
+    out = output_dir(run_dir)
+    return resume_choice(out) if out is not None else ResumeChoice(None, [])
+
+
 def latest_checkpoint(run_dir: Path) -> tuple[int, Path] | None:
-    found = checkpoints(run_dir)
-    return found[-1] if found else None
+    """The newest checkpoint a resume can start from: complete and whole."""
+    return checkpoint_choice(run_dir).chosen
 
 
 def max_restarts(run_dir: Path) -> int:
     try:
-        return int(load_preset(run_dir / PRESET).launch.max_restarts)
+        return int(run_preset(run_dir).launch.max_restarts)
     except Exception:
         return 0
 
 
 def _nnodes(run_dir: Path) -> int:
     try:
-        return int(load_preset(run_dir / PRESET).launch.nnodes)
+        return int(run_preset(run_dir).launch.nnodes)
     except Exception:
         return 1
 
@@ -105,7 +114,8 @@ def begin_attempt(run_dir: Path, how: str, **fields: Any) -> dict[str, Any]:
     """Record the start of an attempt; a pending one (from ``trainwiz resume``) is reused.
     ``fields`` join the record (an OOM fallback's candidate and the cause it follows)."""
     attempts = read_attempts(run_dir)
-    latest = latest_checkpoint(run_dir)
+    choice = checkpoint_choice(run_dir)
+    latest = choice.chosen
     if attempts and attempts[-1].get("pending"):
         record = attempts[-1]
         record.pop("pending", None)
@@ -114,6 +124,9 @@ def begin_attempt(run_dir: Path, how: str, **fields: Any) -> dict[str, Any]:
         attempts.append(record)
     record.update(fields)
     record["resumed_from"] = latest[0] if latest and record["attempt"] > 1 else None
+    record.pop("skipped", None)
+    if record["attempt"] > 1 and choice.skipped:
+        record["skipped"] = choice.records()
     record["started_at"] = time.time()
     if _nnodes(run_dir) == 1:  # was a SIGKILL the OOM killer's? (backend/runs/oomkills.py)
         record.update(oomkills.at_start())
@@ -213,6 +226,8 @@ def run_attempts(
         number = int(record["attempt"])
         if number > 1 and record.get("resumed_from") is not None:
             _note(log, f"attempt {number}: resuming from step {record.get('resumed_from')}")
+        for item in record.get("skipped") or []:
+            _note(log, f"attempt {number}: checkpoint-{item['step']} skipped: {item['why']}")
         spec = attempt_spec(run_dir, spec, record, log)
         code = train_once(spec)
         state, message = final_state(code)
@@ -280,8 +295,14 @@ def state_refusal(run_id: str, state: str) -> str | None:
 def check_resumable(run_dir: Path) -> tuple[RunStatus, tuple[int, Path]]:
     """The run's status and the checkpoint a resume would start from, or BadInput saying why
     it cannot resume (a finished run, a live run, training processes still alive, no
-    launch.json, no complete checkpoint). Reads only. The one decision: the CLI's refusal and
-    the wizard's disabled Resume (``offers.resume_offer``) both come from here."""
+    launch.json, no complete and whole checkpoint). Reads only. The one decision: the CLI's
+    refusal and the wizard's disabled Resume (``offers.resume_offer``) both come from here."""
+    status, choice = _resumable(run_dir)
+    assert choice.chosen is not None  # _resumable refuses a run without one
+    return status, choice.chosen
+
+
+def _resumable(run_dir: Path) -> tuple[RunStatus, ResumeChoice]:
     status = refresh(run_dir)
     why = state_refusal(status.run_id, status.state)
     if why is not None:
@@ -300,28 +321,36 @@ def check_resumable(run_dir: Path) -> tuple[RunStatus, tuple[int, Path]]:
                 run_id=status.run_id, LAUNCH=LAUNCH
             )
         )
-    latest = latest_checkpoint(run_dir)
-    if latest is None:
+    choice = checkpoint_choice(run_dir)
+    if choice.chosen is None:
         where = output_dir(run_dir)
-        raise BadInput(
-            _(
-                "run {run_id}: no complete checkpoint in {where}: nothing to resume from; start "
-                "it again with 'trainwiz launch {value}' (set training.save_steps or "
-                "save_minutes so the next run can resume)"
-            ).format(run_id=status.run_id, where=where, value=run_dir / PRESET)
-        )
-    return status, latest
+        message = _(
+            "run {run_id}: no complete checkpoint in {where}: nothing to resume from; start "
+            "it again with 'trainwiz launch {value}' (set training.save_steps or "
+            "save_minutes so the next run can resume)"
+        ).format(run_id=status.run_id, where=where, value=run_dir / PRESET)
+        if choice.skipped:
+            message += " " + _("(skipped: {items})").format(items=choice.text())
+        raise BadInput(message)
+    return status, choice
 
 
 def prepare_resume(run_dir: Path) -> dict[str, Any]:
-    """Check that the run can resume and record the pending attempt; the caller starts the
-    watcher. Refuses a live run and a run without a complete checkpoint (nothing is changed)."""
-    status, latest = check_resumable(run_dir)
+    """Check that the run can resume and record the pending attempt, with the newer
+    checkpoints it skips and why; the caller starts the watcher. Refuses a live run and a run
+    without a complete, whole checkpoint (nothing is changed)."""
+    status, choice = _resumable(run_dir)
+    latest = choice.chosen
+    assert latest is not None  # _resumable refuses a run without one
     attempts = read_attempts(run_dir) or [
         {"attempt": 1, "how": "launch", "ended_at": status.ended_at, "cause": status.message}
     ]
     number = int(attempts[-1].get("attempt", len(attempts))) + 1
     record = {"attempt": number, "how": "resume", "pending": True, "resumed_from": latest[0]}
+    message = f"attempt {number}: resuming from checkpoint-{latest[0]}"
+    if choice.skipped:
+        record["skipped"] = choice.records()
+        message += f" (skipped {choice.text()})"
     attempts.append(record)
     write_attempts(run_dir, attempts)
     (run_dir / STOP_REQUEST).unlink(missing_ok=True)
@@ -332,7 +361,7 @@ def prepare_resume(run_dir: Path) -> dict[str, Any]:
         ended_at=None,
         started_at=None,  # with watcher_pid None: "being started" to refresh(), not "dead"
         watcher_pid=None,
-        message=f"attempt {number}: resuming from checkpoint-{latest[0]}",
+        message=message,
     )
     return record
 

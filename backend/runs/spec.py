@@ -39,7 +39,7 @@ from backend.plan.resolve import resolve_preset
 from backend.plan.types import Decided, Plan, PlanStep
 from backend.ports import PortLock, claim_port, claimed_ports, next_free_port, port_free
 from backend.preset.schema import Preset
-from backend.rundir import LAUNCH, atomic_write
+from backend.rundir import LAUNCH, atomic_write, own_paths
 from backend.runs import multinode
 
 Kind = Literal["plan", "launch", "resume", "auto", "oom_fallback"]
@@ -339,11 +339,12 @@ def next_attempt_spec(
     """A later attempt's launch.json: a new spec from the run's preset (and the OOM candidate's
     overrides it runs on), its port decided again by the same rule, ``TRAINWIZ_ATTEMPT`` set.
     Written as ``launch.<attempt>.json`` and as launch.json (the spec running now)."""
-    from backend.preset.loader import load_preset  # deferred: the YAML loader is the CLI's
+    from backend.preset.runpreset import run_preset  # deferred: the YAML loader is the CLI's
 
-    source = Path(previous.get("preset_file") or run_dir / PRESET)
+    # A copied run dir's records name the original's files: read and write only this one's.
+    source = Path(own_paths(run_dir)(str(previous.get("preset_file") or run_dir / PRESET)))
     overrides = previous.get("overrides") or {}
-    preset = apply_overrides(load_preset(source), overrides)
+    preset = apply_overrides(run_preset(run_dir, source), overrides)
     with PortLock():
         spec = build_spec(
             preset,

@@ -34,6 +34,7 @@ from backend.rundir import (
     STOP_REQUEST,
     DiskFull,
     disk_full,
+    own_record,
     private_open,
     read_status,
     update_status,
@@ -239,6 +240,7 @@ def watch(run_dir: Path) -> int:
     log = RunLog(run_dir / LOG)
     try:
         spec = json.loads((run_dir / LAUNCH).read_text(encoding="utf-8"))
+        spec = own_record(run_dir, spec)  # a copied run dir runs on its own files only
         # launch.json holds no secret: their values come from the run's 0600 file.
         spec = restore_spec_secrets(spec, read_secret_env(run_dir))
     except (OSError, ValueError) as exc:

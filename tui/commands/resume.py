@@ -37,13 +37,19 @@ def run(args: argparse.Namespace) -> int:
     what = _("run {name}: attempt {attempt} from step {step}").format(
         name=run_dir.name, attempt=record["attempt"], step=record["resumed_from"]
     )
+    # A newer checkpoint that was incomplete or damaged is named, never passed over silently.
+    passed = [
+        _("checkpoint-{step} skipped: {why}").format(step=item["step"], why=item["why"])
+        for item in record.get("skipped") or []
+    ]
     if args.detach:
         if args.json:
             print_json({"run_id": run_dir.name, "run_dir": str(run_dir), **record})
         else:
-            print(what)
+            print("\n".join([what, *passed]))
         return 0
-    print(_("trainwiz: {line}").format(line=what), file=sys.stderr)
+    for line in [what, *passed]:
+        print(_("trainwiz: {line}").format(line=line), file=sys.stderr)
     try:
         follow_with_progress(run_dir, from_start=False)
     except KeyboardInterrupt:
