@@ -1,4 +1,6 @@
-"""Ports: which are bound here, which live runs chose, and the lock the choice is made under.
+"""Ports: which are bound here, which live runs chose, and the lock the choice is made under;
+and, for a server trainwiz starts (``trainwiz serve``), whether it could listen on a host and
+port, whether that host is loopback only, and the address a client on this machine reaches it at.
 
 Taken means bound on this machine, or chosen by another trainwiz run that has not ended (its
 torchrun may not have bound it yet): two launches of one preset at the same moment then get
@@ -11,7 +13,9 @@ this home's. The rule itself (first free from master_port up) is the launch spec
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import ipaddress
 import os
 import socket
 import tempfile
@@ -37,6 +41,75 @@ def any_free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("", 0))
         return int(sock.getsockname()[1])
+
+
+def listen_addresses(host: str) -> list[tuple[socket.AddressFamily, str]]:
+    """The addresses a server told to listen on ``host`` binds (asyncio's servers, uvicorn's
+    included, bind every one a name resolves to). Raises OSError (``socket.gaierror``) for a
+    name that does not resolve."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except UnicodeError as exc:  # a label the IDNA codec refuses: unresolvable too
+        raise socket.gaierror(socket.EAI_NONAME, str(exc)) from exc
+    out: list[tuple[socket.AddressFamily, str]] = []
+    for family, _type, _proto, _name, sockaddr in infos:
+        if family in (socket.AF_INET, socket.AF_INET6) and (family, sockaddr[0]) not in out:
+            out.append((family, str(sockaddr[0])))
+    if not out:
+        raise socket.gaierror(socket.EAI_NONAME, f"{host}: no IP address")
+    return out
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why a server could not listen on ``host``:``port`` now: ``"unresolvable"`` (the name
+    resolves to nothing), ``"not_here"`` (no interface of this machine has that address),
+    ``"in_use"``, ``"denied"`` (a port below 1024 for a user who may not); None when it can.
+    A port only in TIME_WAIT counts as free, as it does for the server (SO_REUSEADDR)."""
+    try:
+        addresses = listen_addresses(host)
+    except OSError:
+        return "unresolvable"
+    for family, address in addresses:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # as asyncio binds it: IPv6 only, v4 is its own
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind((address, port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return "in_use"
+                return "denied" if exc.errno == errno.EACCES else "not_here"
+    return None
+
+
+def loopback_only(host: str) -> bool:
+    """Whether a server on ``host`` is reachable from this machine alone: every address it
+    resolves to is a loopback one (127.0.0.0/8, ::1). 0.0.0.0 and :: (every interface) are
+    not; an unresolvable name is not either."""
+    try:
+        addresses = listen_addresses(host)
+    except OSError:
+        return False
+    return all(ipaddress.ip_address(address.split("%")[0]).is_loopback for _f, address in addresses)
+
+
+def client_address(host: str) -> str:
+    """Where a client on this machine reaches a server listening on ``host``: the address it
+    bound, the unspecified ones as their loopback (0.0.0.0 -> 127.0.0.1, :: -> ::1, which is
+    all an asyncio server on :: answers: it binds IPv6 only)."""
+    try:
+        unspecified = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return host  # a name: the client resolves it as the server did
+    if not unspecified:
+        return host
+    return "::1" if ":" in host else "127.0.0.1"
+
+
+def url_host(host: str) -> str:
+    """``host`` as a URL's authority writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def next_free_port(port: int, taken: set[int]) -> int:

@@ -6,15 +6,19 @@ Used where trainwiz runs a helper process and waits for it (``run``: the ModelSc
 pip for a host venv; ``probe``: a short command whose whole output is wanted -- a version, an
 ssh probe of a node, squeue), and by callers that talk to their child as it runs or leave it
 running (``spawn`` + ``stop_group`` / ``signal_group``: git, the hub download worker, the chat
-worker, the ssh clients of a multi-node run, the run's watcher, a serve's processes).
+worker, the ssh clients of a multi-node run, the run's watcher, a serve's processes). A child
+spawned ``die_with_parent`` is also ended by the kernel when its parent dies, ``kill -9``
+included, which no handler of the parent could answer (Linux's parent-death signal).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KEEP_LINES = 200  # the output tail kept for messages
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass
@@ -57,10 +62,15 @@ def spawn(
     stdout: Any = subprocess.PIPE,
     stderr: Any = subprocess.STDOUT,
     text: bool = True,
+    die_with_parent: bool = False,
 ) -> subprocess.Popen[Any]:
     """Start ``argv`` as the leader of its own session and process group, so a cancel reaches
     every process it starts (git's lfs and ssh, a worker's own helpers) and a ^C or SIGHUP at
-    the user's terminal never does. ``text`` output is decoded with errors replaced."""
+    the user's terminal never does. ``text`` output is decoded with errors replaced.
+
+    ``die_with_parent``: the kernel KILLs the child when the thread that spawned it ends (the
+    parent process, when that is its main thread), so a server never outlives its supervisor.
+    Linux only (elsewhere a no-op); the child's own children are not covered."""
     return subprocess.Popen(
         argv,
         env=dict(env) if env is not None else None,
@@ -71,7 +81,26 @@ def spawn(
         text=text,
         errors="replace" if text else None,
         start_new_session=True,
+        preexec_fn=_parent_death_signal() if die_with_parent else None,
     )
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` (run in the child after its new session, before exec) asking the kernel
+    for SIGKILL when the parent dies; the setting survives exec. A parent that died before the
+    request took effect is caught by the parent pid having changed."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, not in the child
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL),
+              ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))  # fmt: skip
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
 
 
 def signal_group(proc: subprocess.Popen[Any], sig: int) -> None:

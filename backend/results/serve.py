@@ -11,9 +11,13 @@ FastChat's vicuna_v1.1 for a vicuna run, the FastChat template it named, or, for
 Jinja template, the prompt rendered by the run's tokenizer in the API server).
 
 Every process runs in a session of its own with ``TRAINWIZ_SERVE_DIR`` in its environment, so
-ctrl+c, ``trainwiz stop RUN`` or a failure ends all of them, leftovers included. ``serve.json``
-in ``RUN/serve/`` records the supervisor (and its start time, so a reused pid is never signalled)
-while it serves. 127.0.0.1 by default; another host is the user's explicit choice, with a warning.
+ctrl+c, ``trainwiz stop RUN`` or a failure ends all of them, leftovers included; and each dies
+with the process that started it (the kernel's parent-death signal), so ``kill -9`` of a
+foreground ``trainwiz serve`` or of the detached supervisor leaves no server answering.
+``serve.json`` in ``RUN/serve/`` records the supervisor (and its start time, so a reused pid is
+never signalled) while it serves. 127.0.0.1 by default; an address other machines reach is the
+user's explicit choice, with a warning, and needs an API key or ``--allow-no-key``. Readiness
+is asked where the API listens (0.0.0.0 as 127.0.0.1, :: as ::1).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -30,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from backend import subproc
+from backend import ports, subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
+from backend.results import serve_checks
 from backend.results.serve_template import (
     TEMPLATE_ENV,
     TOKENIZER_ENV,
@@ -49,7 +53,6 @@ MARK_ENV = "TRAINWIZ_SERVE_DIR"
 KEY_ENV = "TRAINWIZ_SERVE_API_KEY"
 API_SCRIPT = Path(__file__).resolve().with_name("serve_api.py")
 CONSOLIDATE = WORKER.parents[1] / "entry" / "consolidate.py"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass
@@ -66,10 +69,12 @@ class ServePlan:
     warnings: list[str] = field(default_factory=list)
     source: Weights | None = None
     template: str = "vicuna"  # the run's chat template (serve_template.run_template)
+    allow_no_key: bool = False  # --allow-no-key: reachable from other machines, no key, on purpose
 
     @property
     def base_url(self) -> str:
-        shown = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        """Where a client on this machine reaches the API (readiness is asked there too)."""
+        shown = ports.url_host(ports.client_address(self.host))
         return f"http://{shown}:{self.port}/v1"
 
     def curl(self) -> str:
@@ -78,22 +83,6 @@ class ServePlan:
             {"model": self.model_name, "messages": [{"role": "user", "content": "Hello!"}]}
         )
         return f"curl {self.base_url}/chat/completions -H 'Content-Type: application/json'{auth} -d '{body}'"
-
-
-def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _port_taken(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 def _engine(python: str, device: str) -> str:
@@ -151,33 +140,20 @@ def plan_serve(
     port: int = 8000,
     api_key_env: str | None = None,
     device: str = "auto",
+    allow_no_key: bool = False,
 ) -> ServePlan:
     """What ``trainwiz serve`` will run, checked before anything starts (exit 2 on bad input)."""
-    if not 0 < port < 65536:
-        raise BadInput(_("--port {port}: give a port from 1 to 65535").format(port=port))
-    key = None
-    if api_key_env:
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise BadInput(
-                _("--api-key-env {name}: that environment variable is empty or unset").format(
-                    name=api_key_env
-                )
-            )
-    if _port_taken(host, port):
-        raise BadInput(
-            _("--port {port}: {host}:{port} is in use: choose another port").format(
-                port=port, host=host
-            )
-        )
+    key = serve_checks.api_key(api_key_env)
+    serve_checks.check_listen(host, port)
     source = weights(run_dir, checkpoint)
+    open_to_others = serve_checks.check_open(host, key, allow_no_key)
     python = worker_python(run_dir)
     warnings = []
-    if host not in LOOPBACK:
+    if open_to_others:
         warnings.append(
             _("serving on {host}: the API is reachable from other machines{keyless}").format(
                 host=host,
-                keyless="" if key else _(", without an API key (add --api-key-env VAR)"),
+                keyless="" if key else _(", without an API key (--allow-no-key)"),
             )
         )
     return ServePlan(
@@ -193,6 +169,7 @@ def plan_serve(
         warnings=warnings,
         source=source,
         template=run_template(run_dir),
+        allow_no_key=allow_no_key and open_to_others and not key,
     )
 
 
@@ -286,11 +263,14 @@ def _has_cuda(python: str) -> bool:
 
 
 def _listed(plan: ServePlan) -> bool:
-    request = urllib.request.Request(f"http://127.0.0.1:{plan.port}/v1/models")
+    """The API lists the model, asked where it listens (``base_url``: 127.0.0.2 as given, :: as
+    ::1) and never through a proxy from the environment (the server is on this machine)."""
+    request = urllib.request.Request(f"{plan.base_url}/models")
     if plan.api_key:
         request.add_header("Authorization", f"Bearer {plan.api_key}")
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
+        with direct.open(request, timeout=5) as answer:
             data = json.loads(answer.read())
     except (OSError, ValueError):
         return False
@@ -317,7 +297,7 @@ def start(
     unset = ("TRAINWIZ_RUN_DIR", KEY_ENV, TOKENIZER_ENV, TEMPLATE_ENV)
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update({MARK_ENV: str(run_dir.resolve()), "LOGDIR": str(logs), "PYTHONUNBUFFERED": "1"})
-    argvs = _argvs(plan, model_path, _free_port(), _free_port())
+    argvs = _argvs(plan, model_path, ports.any_free_port(), ports.any_free_port())
     api = {**env, **api_env(plan.template, tokenizer_dir(plan.source, model_path))}
     if plan.api_key:
         api[KEY_ENV] = plan.api_key
@@ -329,8 +309,9 @@ def start(
             log: IO[bytes]
             with open(logs / f"{name}.log", "ab") as log:
                 procs[name] = subproc.spawn(
-                    argvs[name], env=child_env, stdout=log, cwd=logs, text=False
-                )
+                    argvs[name], env=child_env, stdout=log, cwd=logs, text=False,
+                    die_with_parent=True,  # kill -9 of this process leaves no server answering
+                )  # fmt: skip
         began = time.monotonic()
         while not _listed(plan):
             dead = serving.dead()

@@ -3,8 +3,10 @@
 ``trainwiz serve --detach`` (and the Monitor's Serve key) start ``python -m
 backend.results.serve_run RUN_DIR ...`` in a session of its own; it starts the processes
 (``backend.results.serve.start``), writes ``serve/serve.json`` (its pid and start time, the
-URL) once the model answers, and holds them until SIGTERM. ``trainwiz stop RUN`` signals it
-and then ends anything with the run's serve marker that is still alive, so no worker is left.
+URL, whether a key is required or was waived with ``--allow-no-key``) once the model answers,
+and holds them until SIGTERM; its children die with it, ``kill -9`` included. ``trainwiz stop
+RUN`` signals it and then ends anything with the run's serve marker that is still alive, so no
+worker is left.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backend import subproc
+from backend import ports, subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
 from backend.results.serve import (
@@ -27,8 +29,6 @@ from backend.results.serve import (
     SERVE_DIR,
     ServePlan,
     Serving,
-    _free_port,
-    _port_taken,
     end_leftovers,
     plan_serve,
     serve_processes,
@@ -40,7 +40,9 @@ from backend.runs.procs import same_process, start_time
 def write_record(plan: ServePlan, pid: int, **more: Any) -> None:
     record = {"pid": pid, "pid_start": start_time(pid), "model": plan.model_name,
               "base_url": plan.base_url, "host": plan.host, "port": plan.port,
-              "engine": plan.engine, "model_path": str(plan.model_path), **more}  # fmt: skip
+              "engine": plan.engine, "model_path": str(plan.model_path),
+              "api_key": plan.api_key is not None, "allow_no_key": plan.allow_no_key,
+              **more}  # fmt: skip
     path = plan.run_dir / SERVE_DIR / RECORD
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
@@ -130,8 +132,8 @@ def serve_in_background(run_dir: Path, port: int = 8000) -> tuple[str, str]:
         return "information", _("already served at {url} (trainwiz stop {name} ends it)").format(
             url=record.get("base_url"), name=run_dir.name
         )
-    if _port_taken("127.0.0.1", port):
-        port = _free_port()
+    if ports.listen_problem("127.0.0.1", port) is not None:
+        port = ports.any_free_port()
     args = ["--host", "127.0.0.1", "--port", str(port)]
     try:
         plan_serve(run_dir, port=port)  # the CLI's refusals, said before anything starts
@@ -152,11 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--api-key-env")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--allow-no-key", action="store_true")
     args = parser.parse_args(argv)
     failure = args.run_dir / SERVE_DIR / "failed.txt"
+    failure.parent.mkdir(parents=True, exist_ok=True)
     try:
         plan = plan_serve(args.run_dir, checkpoint=args.checkpoint, host=args.host,
-                          port=args.port, api_key_env=args.api_key_env, device=args.device)  # fmt: skip
+                          port=args.port, api_key_env=args.api_key_env, device=args.device,
+                          allow_no_key=args.allow_no_key)  # fmt: skip
         serving = start(plan)
     except TrainwizError as exc:
         failure.write_text(str(exc), encoding="utf-8")

@@ -115,10 +115,17 @@ def weights(run_dir: Path, checkpoint: int | None = None) -> Weights:
     if checkpoint is not None:
         path = out / f"checkpoint-{checkpoint}"
         steps = [s for s, _path in checkpoints(run_dir)]
+        listed = ", ".join(str(s) for s in steps) or "none"
+        if checkpoint < 0:  # never a folder name to look up: checkpoint--1 is no step's
+            raise BadInput(
+                _(
+                    "--checkpoint {n}: give the step of one of the run's checkpoints "
+                    "(complete ones: {listed})"
+                ).format(n=checkpoint, listed=listed)
+            )
         lora = _adapter(run_dir, out, checkpoint) if path.is_dir() else None
         if lora is not None:
             return lora
-        listed = ", ".join(str(s) for s in steps) or "none"
         if not path.is_dir():
             raise BadInput(
                 _(

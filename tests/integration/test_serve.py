@@ -180,15 +180,17 @@ def test_serve_a_sharded_fsdp_checkpoint(tmp_path: Path) -> None:
     assert listing(checkpoint) == before
 
 
-def test_another_host_warns_and_names_the_missing_key(
+def test_another_host_needs_a_key_or_allow_no_key_and_warns(
     tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from backend.results.serve import plan_serve
 
     run_dir = trained_lora_run(tmp_path, tiny_model)
-    plan = plan_serve(run_dir, host="0.0.0.0", port=free_port(), device="cpu")
+    with pytest.raises(Exception, match="--allow-no-key"):
+        plan_serve(run_dir, host="0.0.0.0", port=free_port(), device="cpu")
+    plan = plan_serve(run_dir, host="0.0.0.0", port=free_port(), device="cpu", allow_no_key=True)
     (warning,) = plan.warnings
-    assert "0.0.0.0" in warning and "other machines" in warning and "--api-key-env" in warning
+    assert "0.0.0.0" in warning and "other machines" in warning and "--allow-no-key" in warning
     assert plan.engine == "model_worker" and plan.model_name == run_dir.name
     monkeypatch.setenv("TW_KEY", "x")
     keyed = plan_serve(run_dir, host="0.0.0.0", port=free_port(), api_key_env="TW_KEY")

@@ -1,5 +1,6 @@
 """CLI: `trainwiz serve RUN [--checkpoint N] [--port P] [--host H] [--api-key-env VAR]
-[--detach]`: the run's model behind FastChat's OpenAI-compatible API (backend.results.serve).
+[--allow-no-key] [--detach]`: the run's model behind FastChat's OpenAI-compatible API
+(backend.results.serve).
 
 In the foreground it serves until ctrl+c; with ``--detach`` it returns once the model answers
 and `trainwiz stop RUN` ends it. Either way it prints the base URL and a curl line to try."""
@@ -37,6 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="VAR",
         help=_("require this API key, read from environment variable VAR (never from argv)"),
     )
+    parser.add_argument(
+        "--allow-no-key",
+        action="store_true",
+        help=_("serve an address other machines reach without an API key (refused otherwise)"),
+    )
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument(
         "--detach", "-d", action="store_true", help=_("return once served; stop with trainwiz stop")
@@ -49,8 +55,10 @@ def _forward(args: argparse.Namespace) -> list[str]:
     out = ["--host", args.host, "--port", str(args.port), "--device", args.device]
     if args.checkpoint is not None:
         out += ["--checkpoint", str(args.checkpoint)]
-    if args.api_key_env:
+    if args.api_key_env is not None:
         out += ["--api-key-env", args.api_key_env]
+    if args.allow_no_key:
+        out.append("--allow-no-key")
     return out
 
 
@@ -79,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         api_key_env=args.api_key_env,
         device=args.device,
+        allow_no_key=args.allow_no_key,
     )  # fmt: skip: checks everything (exit 2) before a process starts
     for warning in plan.warnings:
         print(_("trainwiz: warning: {line}").format(line=warning), file=sys.stderr)
