@@ -202,13 +202,15 @@ def role_pid(run_dir: Path, role: str, timeout: float = 60) -> int:
         pids = [pid for pid, cmd in processes_of(run_dir).items() if _role_of(cmd) == role]
         return pids[0] if pids else None
 
-    return wait_until(
+    pid = wait_until(
         found,
         what=f"a {role} process of {run_dir}",
         timeout=timeout,
         seen=lambda: {"processes": processes_of(run_dir), **run_seen(run_dir)},
         interval=0.1,
     )
+    assert pid is not None  # wait_until returns only a truthy value
+    return pid
 
 
 def assert_nothing_left(run_dir: Path, timeout: float = 20) -> None:
