@@ -88,6 +88,7 @@ class ChecksScreen(StepScreen):
         self._generation += 1
         self.results = []
         self.running = True
+        self.wizard.set_check_results([], complete=False)  # Launch says they run, offers nothing
         self.query_one(CheckList).show_pending([(s.id, s.title) for s in CHECKS])
         self._update_status()
         self._show_detail()
@@ -132,6 +133,16 @@ class ChecksScreen(StepScreen):
         """Another preset means other needs: check again rather than rebuild the layout."""
         if self.is_mounted:
             self.action_rerun()
+
+    def _app_preset_changed(self) -> None:
+        """A newly opened preset comes without check results (the App drops the last preset's):
+        check it now, even while another step is shown, so Launch waits for its own checks
+        instead of offering l on the previous preset's. An edit keeps them until Checks shows."""
+        if self.is_mounted and not self.is_current and self.wizard.machine.checks is None:
+            self._preset_stale = False
+            self.action_rerun()
+            return
+        super()._app_preset_changed()
 
     def language_changed(self) -> None:
         """Only the words change: repaint the status and the detail, keep the results."""

@@ -31,7 +31,7 @@ from backend.plan import Plan
 from backend.runs import LaunchResult, launch
 from backend.runs.plangate import PlanVerdict, plan_verdict
 from backend.runs.spec import plan_spec
-from backend.steps import STEPS, Readiness
+from backend.steps import STEPS, Readiness, blockers
 from screens.base import StepScreen
 from screens.dialogs import ConfirmDialog, extra_warnings
 
@@ -196,12 +196,54 @@ class LaunchScreen(StepScreen):
         session_run = getattr(self.app, "last_launched", None)
         if isinstance(session_run, Path) and session_run != self.last_run:
             self.last_run = session_run  # Run all launched it (the same launch, another way in)
+        text = Text()
         if self.last_run is not None:
-            return Text(
+            text.append(
                 _("Launched run {run}. Press m for the Monitor.").format(run=self.last_run.name),
                 style="green",
             )
-        return Text(_("Not launched. Press l to launch (you will be asked to confirm)."))
+        gate = self._checks_gate()
+        if gate is None:
+            if self.last_run is None:
+                text.append(_("Not launched. Press l to launch (you will be asked to confirm)."))
+            return text
+        if self.last_run is None:
+            text.append(_("Not launched."))
+        return text.append("\n").append_text(gate)  # never l past a blocker or before checks
+
+    def _checks_gate(self) -> Text | None:
+        """Why l is not offered: a failed check that blocks Launch (named), or this preset's
+        checks not done yet; None once they ran and nothing blocks."""
+        machine = self.machine
+        found = blockers(self.step_id, machine)
+        if found:
+            named = "; ".join(f"{r.id}: {r.summary}" for r in found)
+            return Text(
+                _("Launch is blocked by {checks}. Fix it, then re-run the checks (step 1).").format(
+                    checks=named
+                ),
+                style="bold red",
+            )
+        if machine.checks is None:
+            return Text(
+                _(
+                    "The checks have not run for this preset: Checks (step 1) runs them; "
+                    "Launch is offered once they are done."
+                ),
+                style="yellow",
+            )
+        if not machine.complete:
+            return Text(
+                _("The checks for this preset are running… Launch is offered once they are done."),
+                style="italic",
+            )
+        return None
+
+    def show_blockers(self) -> None:
+        """New check results (or a new preset's, none yet) change what the status line offers."""
+        super().show_blockers()
+        if self.query("#launch-status"):
+            self._update_status()
 
     def _update_status(self, error: str | None = None) -> None:
         status = self.query_one("#launch-status", Static)
@@ -225,6 +267,9 @@ class LaunchScreen(StepScreen):
         over = self.verdict is not None and not self.verdict.fits
         title = _("Launch {name} anyway?") if over else _("Launch {name}?")
         warnings = extra_warnings(p)
+        if self.machine.checks is None or not self.machine.complete:  # l pressed before them
+            warnings.insert(0, _("the checks have not finished for this preset: what this "
+                                 "machine lacks is not known yet (Checks, step 1)"))  # fmt: skip
         if self.verdict is not None and over:  # said first: the plan predicts it runs out
             warnings.insert(0, _("WARNING the plan for this machine: {numbers}").format(
                 numbers=self.verdict.numbers()))  # fmt: skip

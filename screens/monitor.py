@@ -42,11 +42,12 @@ from backend.monitor.nodegpu import NodeGpuSource, is_node_run
 from backend.monitor.owner import OwnerResolver
 from backend.monitor.world import planned_world, world_note
 from backend.rundir import FINAL_STATES
-from screens.base import StepScreen
+from screens.base import StepBody, StepScreen
 from screens.run_actions import RunActions
 from widgets.gpu_panel import GpuPanel
 from widgets.log_pane import LogPane, OpenTroubleshoot
 from widgets.loss_chart import LossChart
+from widgets.run_header import RunHeader
 from widgets.throughput import ThroughputMeter
 
 GpuSourceFactory = Callable[[OwnerResolver], GpuSource]
@@ -81,6 +82,14 @@ class LogUpdate(Message):
     def __init__(self, batch: ClassifiedBatch) -> None:
         super().__init__()
         self.batch = batch
+
+
+class ServeStarted(Message):
+    """Bubbles to the App: a server of ``run_dir`` is up (the quit dialog names it)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__()
+        self.run_dir = run_dir
 
 
 def _ended_at(status: dict[str, Any] | None) -> float | None:
@@ -143,6 +152,7 @@ class MonitorScreen(StepScreen):
                 id="monitor-none",
             )
             return
+        yield RunHeader(self.run.run_id, id="monitor-run")
         with Horizontal(id="monitor-middle"):
             yield LossChart(id="loss")
             yield ThroughputMeter(id="throughput")
@@ -162,13 +172,18 @@ class MonitorScreen(StepScreen):
 
     async def on_screen_resume(self) -> None:
         """A launch (or attach) since the last visit: monitor that run instead."""
+        await self.follow_current_run()
+
+    async def follow_current_run(self) -> None:
+        """Show the App's current run if it is not the one shown (the App calls this when it
+        finds the preset's run while the Monitor is on screen)."""
         new = self._resolve_run()
         if new is None or (self.run is not None and new.run_dir == self.run.run_dir):
             return
         self._cancel.set()
         self._cancel = threading.Event()
         self._metrics_seen = False
-        await self.recompose()
+        await self.query_one(StepBody).recompose()  # the frame (header, step bar) stays
         self._start_workers()
 
     def preset_changed(self) -> None:
@@ -235,15 +250,18 @@ class MonitorScreen(StepScreen):
         follower = MetricsFollower(run.metrics)
         tracker = RunTracker(source="metrics")
         last_status: dict[str, Any] | None = None
-        planned, said = planned_world(run.run_dir), ""  # the trainer's world size vs the plan's
+        planned = planned_world(run.run_dir)  # the trainer's world size vs the plan's
+        said: tuple[str, int | None] = ("", None)
         while True:
             status = run.status()
             ended_at = _ended_at(status)  # a run that ended without an end line stops its clock
             events = follower.poll()
-            note = world_note(tracker.start.world_size if tracker.start else None, planned)
-            if status is not None and (status != last_status or note != said):
-                last_status, said = status, note
-                self.post_message(StatusUpdate({**status, "_world_note": note}))
+            world = tracker.start.world_size if tracker.start else None  # its start record's
+            note = world_note(world, planned)
+            if status is not None and (status != last_status or (note, world) != said):
+                last_status, said = status, (note, world)
+                self.post_message(StatusUpdate({**status, "_world_note": note,
+                                                "_world_size": world}))  # fmt: skip
                 if ended_at is not None and tracker.last is not None and not events:
                     view = tracker.view(self.chart_width, now=ended_at)
                     self.post_message(MetricsUpdate(view, "metrics"))
@@ -281,6 +299,9 @@ class MonitorScreen(StepScreen):
         world = str(message.status.get("_world_note") or "")  # world size not the plan's
         note = "\n".join(x for x in (fallback, world) if x)
         self.query_one(ThroughputMeter).show(None, state, note)
+        size = message.status.get("_world_size")
+        self.query_one(RunHeader).show(state, str(message.status.get("preset") or ""),
+                                       size if isinstance(size, int) else None)  # fmt: skip
         self.query_one(RunActions).refresh_offers()  # resume / chat follow the run's state
 
     def on_open_troubleshoot(self, message: OpenTroubleshoot) -> None:
@@ -337,6 +358,8 @@ class MonitorScreen(StepScreen):
         )
 
         severity, text = serve_in_background(run_dir)
+        if severity != "error":  # up (started now or already): the App remembers it for quit
+            self.post_message(ServeStarted(run_dir))
         self.app.call_from_thread(self.notify, text, title=_("Serve"), severity=severity)
 
     def action_runs(self) -> None:

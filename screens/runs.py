@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Label, Static
 from backend.i18n import N_, _
 from backend.paths import METRICS
 from backend.rundir import list_run_dirs
+from backend.runstate import FINAL_STATES
 
 TAIL_BYTES = 64 * 1024  # the last step line is near the end of metrics.jsonl
 
@@ -123,6 +124,40 @@ def run_rows() -> list[RunRow]:
 def live_runs(rows: list[RunRow], preset: str | None = None) -> list[RunRow]:
     """The runs still going (of ``preset`` when named)."""
     return [r for r in rows if r.live and (preset is None or r.preset == preset)]
+
+
+def newest_ended_run(rows: list[RunRow], preset: str) -> RunRow | None:
+    """``preset``'s newest run that is over (finished, failed or stopped): what the Monitor shows
+    when nothing trains, so a wizard opened after a run shows its final figures."""
+    return next((r for r in rows if r.preset == preset and r.state in FINAL_STATES), None)
+
+
+@dataclass(frozen=True)
+class ServeRow:
+    """A server of a run (``trainwiz serve RUN --detach``, or the Monitor's Serve key) that is up."""
+
+    run_dir: Path
+    model: str
+    url: str
+
+    def line(self) -> str:
+        """How the quit dialog names it, with the way to end it."""
+        return _("serving {model} at {url}: stays up (trainwiz stop {run} ends it)").format(
+            model=self.model, url=self.url, run=self.run_dir.name
+        )
+
+
+def live_serves(run_dirs: list[Path]) -> list[ServeRow]:
+    """The servers of ``run_dirs`` still up (blocking: reads /proc; a worker)."""
+    from backend.results.serve_run import live_serve  # deferred: worker thread, serve helpers
+
+    out = []
+    for run_dir in run_dirs:
+        record = live_serve(run_dir)
+        if record is not None:
+            out.append(ServeRow(run_dir, str(record.get("model") or run_dir.name),
+                                str(record.get("base_url") or "?")))  # fmt: skip
+    return out
 
 
 class RunsScreen(ModalScreen[Path | None]):

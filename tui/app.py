@@ -122,6 +122,8 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin, FlowsMixin):
         self.resume_requested: Path | None = None  # Troubleshoot's resume, for the Monitor
         self.plan_gpu = plan_gpu
         self.last_launched: Path | None = None  # the run this session started (Launch, Run all)
+        self._picked_run: Path | None = None  # shown as the preset's run (tui/app_runs.py)
+        self.served: list[Path] = []  # runs whose server this wizard started
         self.sub_title = _("preset: {name}").format(name=preset.name)
         for step_id in STEP_IDS:
             self.add_mode(step_id, step_factory(self, step_id))
@@ -142,8 +144,7 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin, FlowsMixin):
         self.switch_mode(self.start_step)
         import_step_modules_in_background()
         build_ahead_later(self, self.start_step)
-        if self.current_run is None:
-            self.with_runs(self._show_live_run_on_start)
+        self.show_preset_run()
 
     # ---- steps (the one navigation mechanism) ------------------------------------------
     @property
@@ -274,12 +275,17 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin, FlowsMixin):
         if source is not None:
             self.preset_source = source
             self.edited = False
+            # The checks were the last preset's: Launch waits for this one's (Checks runs them
+            # as soon as it sees none), and the Monitor may show this preset's run.
+            self.machine = Machine()
         else:
             self.edited = True
         self.preset_origin = origin
         self.preset = preset
         if note:
             self.notify(note, title="Preset")
+        if source is not None:
+            self.show_preset_run()
 
     def watch_preset(self, preset: Preset) -> None:
         edited = _(" (edited)") if self.edited else ""

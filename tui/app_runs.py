@@ -59,6 +59,8 @@ class RunsMixin(App[int]):
     current_run: Path | None
     edited: bool
     leave_quickly = False  # run_wizard's App: quitting never waits for a thread worker
+    _picked_run: Path | None  # the run shown because it is the preset's (none was chosen)
+    served: list[Path]  # runs whose server this wizard started (the Monitor's Serve key)
 
     def on_load(self) -> None:
         if self.leave_quickly:
@@ -89,20 +91,41 @@ class RunsMixin(App[int]):
 
         self.run_worker(read, thread=True, exit_on_error=False, group="app-runs")
 
-    def _show_live_run_on_start(self, rows: list[Any]) -> None:
-        from screens.runs import live_runs  # deferred: loads when first needed
+    # ---- the preset's run on the Monitor --------------------------------------------------
+    def show_preset_run(self) -> None:
+        """On start and when a preset is opened: unless a run was launched, attached or chosen,
+        the Monitor shows this preset's live run, else its newest run that is over."""
+        if self.current_run is None or self.current_run == self._picked_run:
+            self.with_runs(self._show_preset_run)
 
+    def _show_preset_run(self, rows: list[Any]) -> None:
+        from screens.runs import live_runs, newest_ended_run  # deferred: loads when first needed
+
+        if self.current_run is not None and self.current_run != self._picked_run:
+            return  # launched, attached or chosen meanwhile: that one stays
         live = live_runs(rows, self.preset.name)
-        if not live or self.current_run is not None:
+        row = live[0] if live else newest_ended_run(rows, self.preset.name)
+        if row is None or row.run_dir == self.current_run:
             return
-        self.current_run = live[0].run_dir
-        self.notify(
-            _("{preset} is training now: run {run}. The Monitor shows it (step 6).").format(
-                preset=self.preset.name, run=live[0].line()
-            ),
-            title=_("Live run found"),
-            timeout=12,
-        )
+        self.current_run = self._picked_run = row.run_dir
+        if live:
+            self.notify(
+                _("{preset} is training now: run {run}. The Monitor shows it (step 6).").format(
+                    preset=self.preset.name, run=row.line()
+                ),
+                title=_("Live run found"),
+                timeout=12,
+            )
+        monitor = self.screen if self.current_step == "monitor" else None
+        follow = getattr(monitor, "follow_current_run", None)
+        if callable(follow):  # on screen now: show it at once (else when next shown)
+            self.call_later(follow)
+
+    def on_serve_started(self, message: Any) -> None:
+        """The Monitor's Serve key started (or found) a server: the quit dialog names it."""
+        run_dir = getattr(message, "run_dir", None)
+        if isinstance(run_dir, Path) and run_dir not in self.served:
+            self.served.append(run_dir)
 
     def action_runs(self) -> None:
         from screens.runs import RunsScreen  # deferred: loads when first needed
@@ -137,15 +160,17 @@ class RunsMixin(App[int]):
             self.exit()
             return
 
-        def ask(rows: list[Any]) -> None:
+        def ask(rows: list[Any], serves: list[Any]) -> None:
             from screens.runs import live_runs  # deferred: loads when first needed
 
             live = live_runs(rows)
             unsaved = self.edited
-            if not live and not unsaved:
+            if not live and not serves and not unsaved:
                 self.exit()
                 return
-            keep = [_("keeps going: {run}").format(run=row.line()) for row in live]
+            keep = [_("keeps going: {run} (trainwiz stop {run_id} ends it)").format(
+                run=row.line(), run_id=row.run_id) for row in live]  # fmt: skip
+            keep += [serve.line() for serve in serves]  # servers this wizard started
             warnings = (
                 [_("unsaved edits to {name}: Cancel, then ctrl+s saves them").format(
                     name=self.preset.name)]
@@ -154,8 +179,8 @@ class RunsMixin(App[int]):
             dialog = ConfirmDialog(
                 _("Quit trainwiz?"),
                 keep or [_("no run is going")],
-                [_("runs are detached: `trainwiz runs` lists them, `trainwiz attach RUN` "
-                   "reopens one")] if live else [],
+                [_("runs and servers are detached: `trainwiz runs` lists the runs, `trainwiz "
+                   "attach RUN` reopens one")] if keep else [],
                 warnings,
                 yes=N_("Quit"),
             )  # fmt: skip
@@ -167,7 +192,22 @@ class RunsMixin(App[int]):
 
             self.push_screen(dialog, answered)
 
-        self.with_runs(ask)
+        served = list(self.served)
+
+        def read() -> None:
+            from screens.runs import live_serves, run_rows  # deferred: loads when first needed
+
+            try:
+                rows = run_rows()
+            except Exception:  # an unreadable home: no runs known, quitting is not blocked
+                rows = []
+            try:
+                serves = live_serves(served)
+            except Exception:  # /proc unreadable: no server known to be up
+                serves = []
+            self.call_from_thread(ask, rows, serves)
+
+        self.run_worker(read, thread=True, exit_on_error=False, group="app-runs")
 
     def action_chat(self) -> None:
         """The Chat view on the run the Monitor shows (the palette's way in)."""

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,21 +58,42 @@ def read_record(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def stop_serving(run_dir: Path, timeout: float = 20.0) -> bool:
-    """End a serve of ``run_dir`` (its supervisor, then anything left); True if one ran."""
+def live_serve(run_dir: Path) -> dict[str, Any] | None:
+    """The record of ``run_dir``'s serve while its supervisor is up (None: not served now)."""
+    record = read_record(run_dir)
+    if record and same_process(record.get("pid"), record.get("pid_start")):
+        return record
+    return None
+
+
+@dataclass(frozen=True)
+class ServeStopped:
+    """What ``stop_serving`` ended: ``trainwiz stop`` adds it to the training's own count, so
+    a served run's answer counts its servers (the supervisor and each process it started)."""
+
+    ended: int
+    left: list[int]
+
+
+def stop_serving(run_dir: Path, timeout: float = 20.0) -> ServeStopped | None:
+    """End a serve of ``run_dir`` (its supervisor, then anything left); None if none ran."""
     record = read_record(run_dir)
     live = serve_processes(run_dir)
     if record is None and not live:
-        return False
+        return None
+    seen = {p: start_time(p) for p in live}  # pid + start time: a reused pid is not ours
     pid = record.get("pid") if record else None
     if record and same_process(pid, record.get("pid_start")):
+        seen[int(pid)] = record.get("pid_start")  # type: ignore[arg-type]
         os.kill(int(pid), signal.SIGTERM)  # type: ignore[arg-type]
         deadline = time.monotonic() + timeout
         while same_process(pid, record.get("pid_start")) and time.monotonic() < deadline:
             time.sleep(0.1)
+    seen.update({p: start_time(p) for p in serve_processes(run_dir) if p not in seen})
     end_leftovers(run_dir)
     (run_dir / SERVE_DIR / RECORD).unlink(missing_ok=True)
-    return True
+    ended = sum(1 for p, start in seen.items() if start is not None and not same_process(p, start))
+    return ServeStopped(ended, serve_processes(run_dir))
 
 
 def supervise(plan: ServePlan, serving: Serving, on_ready: Any = None) -> int:
@@ -127,8 +149,8 @@ def start_detached(run_dir: Path, args: list[str], timeout: float = 900.0) -> di
 def serve_in_background(run_dir: Path, port: int = 8000) -> tuple[str, str]:
     """The Monitor's Serve key: a detached serve on 127.0.0.1 (port 8000, else a free one),
     or the one already running; (notification severity, text with the URL or the reason)."""
-    record = read_record(run_dir)
-    if record and same_process(record.get("pid"), record.get("pid_start")):
+    record = live_serve(run_dir)
+    if record is not None:
         return "information", _("already served at {url} (trainwiz stop {name} ends it)").format(
             url=record.get("base_url"), name=run_dir.name
         )

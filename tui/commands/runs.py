@@ -103,7 +103,10 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     ids = {s.run_id: terminal_safe(s.run_id) for s in statuses}  # a directory's name
     width = max(len(shown) for shown in ids.values())
-    head = f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'STARTED':<12} {'EVAL':<7} {'CKPT':<10}"
+    head = (
+        f"{'RUN':<{width}}  {'STATE':<9} {'RUNNER':<7} {'WORLD':<5} {'STARTED':<12} {'EVAL':<7} "
+        f"{'CKPT':<10}"
+    )
     print(head + f" {'REAL TOK/S':>10} {'WALL':<7} MESSAGE")
     for s in statuses:
         best, ckpt = extra[s.run_id]["best_eval_loss"], extra[s.run_id]["last_checkpoint"]
@@ -113,9 +116,12 @@ def run_list(args: argparse.Namespace) -> int:
         real = extra[s.run_id]["real_tokens_per_s"]
         rate = f"{real:,.0f}" if real is not None else "-"
         wall = duration(extra[s.run_id]["wall_s"]) if extra[s.run_id]["wall_s"] else "-"
-        world = extra[s.run_id]["world_note"]  # the trainer's world size is not the plan's
+        # the trainer's world size (its start record), and a note when it is not the plan's
+        size = extra[s.run_id]["world_size"]
+        world = extra[s.run_id]["world_note"]
         say(
-            f"{ids[s.run_id]:<{width}}  {s.state:<9} {s.runner:<7} {_age(s.started_at):<12} "
+            f"{ids[s.run_id]:<{width}}  {s.state:<9} {s.runner:<7} "
+            f"{size if size is not None else '-':<5} {_age(s.started_at):<12} "
             f"{evals:<7} {ckpts:<10} {rate:>10} {wall:<7} {s.message}"
             + (f" ({world})" if world else "")
         )
@@ -191,11 +197,15 @@ def run_stop(args: argparse.Namespace) -> int:
         return code
     from backend.results.serve_run import stop_serving  # deferred: serve helpers, only to stop
 
-    if stop_serving(run_dir) and not args.json:  # `trainwiz serve RUN --detach`
+    served = stop_serving(run_dir)  # `trainwiz serve RUN --detach`: its servers end first
+    if served is not None and not args.json:
         say(_("{run_id}: stopped serving its model").format(run_id=run_dir.name))
     status = stop_run(run_dir, timeout=args.timeout)
     extra = status.model_extra or {}
-    ended, left = extra.get("ended_processes", 0), extra.get("left_processes", [])
+    # What was ended is the backend's own count: the training's processes and the servers'.
+    ended = extra.get("ended_processes", 0) + (served.ended if served else 0)
+    left = [*extra.get("left_processes", []), *(served.left if served else [])]
+    status = status.model_copy(update={"ended_processes": ended, "left_processes": left})
     if args.json:
         print_json(status.model_dump())
     else:
