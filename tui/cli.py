@@ -41,6 +41,7 @@ COMMAND_MODULES = [
     "diagnose",
     "replay",
     "presets",
+    "mcp",
 ]
 
 
@@ -142,13 +143,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_wizard(preset=args.preset, gpu=args.gpu)
         result: int = args.func(args)
         return result
-    except BadInput as exc:
-        for line in exc.problems:
-            print_error(_("trainwiz: {line}").format(line=line))
-        return 2
-    except TrainwizError as exc:
-        print_error(_("trainwiz: error: {error}").format(error=exc))
-        return 1
     except KeyboardInterrupt:
         print(_("trainwiz: interrupted"), file=sys.stderr)
         return 130
@@ -156,17 +150,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_went_away()
     except OSError as exc:
         return _os_error(exc)
-    except Exception as exc:  # never a traceback: one line, and exit 1
-        if _is_validation_error(exc):  # a value a model refused that no command checked first
-            for error in exc.errors()[:30]:  # type: ignore[attr-defined]
-                where = ".".join(str(p) for p in error.get("loc", ())) or type(exc).__name__
-                message = str(error.get("msg", "")).removeprefix("Value error, ")
-                print_error(f"trainwiz: {where}: {one_line(message)}")
-            return 2
-        print_error(
-            _("trainwiz: error: {error}").format(error=one_line(f"{type(exc).__name__}: {exc}"))
+    except Exception as exc:  # never a traceback: one line each, and exit 1 or 2
+        code, lines = failure(exc)
+        for line in lines:
+            print_error(line)
+        return code
+
+
+def failure(exc: Exception) -> tuple[int, list[str]]:
+    """The exit code and the lines a command's failure is told in (not yet made terminal-safe:
+    ``error_text``). One definition for the CLI and the MCP server's tool errors: bad input
+    (2) one line per problem, naming the field and the fix; any other failure (1) one line."""
+    if isinstance(exc, BadInput):
+        return 2, [_("trainwiz: {line}").format(line=line) for line in exc.problems]
+    if isinstance(exc, TrainwizError):
+        return 1, [_("trainwiz: error: {error}").format(error=exc)]
+    if isinstance(exc, OSError):
+        what = exc.strerror or type(exc).__name__
+        name = exc.filename if isinstance(exc.filename, str) else None
+        text = f"{one_line(name, 120)}: {what}" if name else what
+        return (
+            2 if exc.errno in _INPUT_ERRNOS else 1,
+            [_("trainwiz: error: {error}").format(error=text)],
         )
-        return 1
+    if _is_validation_error(exc):  # a value a model refused that no command checked first
+        lines = []
+        for error in exc.errors()[:30]:  # type: ignore[attr-defined]
+            where = ".".join(str(p) for p in error.get("loc", ())) or type(exc).__name__
+            message = str(error.get("msg", "")).removeprefix("Value error, ")
+            lines.append(f"trainwiz: {where}: {one_line(message)}")
+        return 2, lines
+    return 1, [_("trainwiz: error: {error}").format(error=one_line(f"{type(exc).__name__}: {exc}"))]
 
 
 def _is_validation_error(exc: BaseException) -> bool:
@@ -202,14 +216,12 @@ _INPUT_ERRNOS = {errno.ENAMETOOLONG, errno.EINVAL, errno.ENOTDIR, errno.ELOOP, e
 def _os_error(exc: OSError) -> int:
     """An OSError that reached the top: a too-long or impossible path is bad input (2); a full
     disk, a closed stdout, a read-only home is a failure (1). Either way one line."""
-    what = exc.strerror or type(exc).__name__
-    name = exc.filename if isinstance(exc.filename, str) else None
-    text = f"{one_line(name, 120)}: {what}" if name else what
+    code, lines = failure(exc)
     try:
-        print_error(_("trainwiz: error: {error}").format(error=text))
+        print_error(lines[0])
     except (OSError, ValueError, AttributeError):
         pass
-    return 2 if exc.errno in _INPUT_ERRNOS else 1
+    return code
 
 
 class _ClosedStream:

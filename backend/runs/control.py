@@ -268,6 +268,27 @@ def follow_log(
             time.sleep(poll)
 
 
+TAIL_READ_MAX = 1 << 20  # bytes a tail reads from a log's end, at most
+
+
+def tail_lines(path: Path, lines: int, max_bytes: int = TAIL_READ_MAX) -> list[str]:
+    """The last ``lines`` lines of a file, reading at most ``max_bytes`` from its end: a poll of
+    a long run (the MCP server's ``logs_tail``, its metrics resource) never reads a multi-GB log
+    whole. A first line cut by the byte limit is dropped; a missing file has no lines."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, 2)
+            start = max(0, size - max_bytes)
+            handle.seek(start)
+            data = handle.read(size - start)
+    except OSError:
+        return []
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if start > 0 and text:
+        text = text[1:]  # began mid-line
+    return text[-lines:] if lines > 0 else []
+
+
 def wait_for(
     run_dir: Path,
     predicate: Callable[[RunStatus], bool],

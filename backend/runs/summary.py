@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from backend.diagnosis import diagnose_file
 from backend.diagnosis.model import Finding
@@ -150,3 +151,29 @@ class ProgressLine:
             eta += " (step-based: the run's entry does not count real tokens)"
         parts.append(eta)
         return " · ".join(parts)
+
+
+def run_progress(run_dir: Path) -> dict[str, Any]:
+    """Where a run is, for a poll (`trainwiz attach RUN --json`, the MCP server's
+    ``run_status``): the Monitor's tracker over the whole metrics.jsonl, so each figure is
+    ``backend.monitor.figures``' one definition and the ETA is the Monitor's (real tokens left /
+    the live pace; step-based, said so by ``eta_basis``, for an entry without the total)."""
+    tracker = RunTracker(source="metrics")
+    path = run_dir / METRICS
+    if path.is_file():
+        tracker.update(read_events(path))
+    s = tracker.summary()
+    return {
+        "step": s.step,
+        "max_steps": s.max_steps,
+        "loss": s.last_loss,
+        "mean_loss": s.mean_loss,
+        "real_tokens_per_s": s.run_real_tokens_per_s,  # over the run's steps counted
+        "pace_real_tokens_per_s": s.tokens_nonpad_per_s,  # the recent steps': what ETA divides
+        "eta_s": s.eta_s,
+        "eta_basis": s.eta_basis,
+        "real_tokens_left": s.real_tokens_left,
+        "wall_s": s.wall_s,
+        "attempt": s.attempt,
+        "finished": s.finished,
+    }

@@ -62,7 +62,12 @@ def say(text: str = "", *, stderr: bool = False, end: str = "\n", flush: bool = 
 
 def print_json(payload: Any) -> None:
     """Print dataclasses / pydantic models / plain data as indented JSON."""
-    print(json.dumps(to_jsonable(payload), indent=2, default=str))
+    print(json_text(payload))
+
+
+def json_text(payload: Any) -> str:
+    """What ``--json`` prints: the one serialisation the CLI and the MCP server's results share."""
+    return json.dumps(to_jsonable(payload), indent=2, default=str)
 
 
 def to_jsonable(obj: Any) -> Any:

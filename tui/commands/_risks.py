@@ -15,8 +15,10 @@ from backend.preset.safety import container_risks, risk_summary
 from backend.preset.schema import Preset
 
 
-def confirm_risks(preset: Preset, yes: bool) -> None:
-    """Return when the user accepted every risk (or there is none); raise BadInput otherwise."""
+def confirm_risks(preset: Preset, yes: bool, *, ask: bool = True) -> None:
+    """Return when the user accepted every risk (or there is none); raise BadInput otherwise.
+    ``ask=False`` (the MCP server: its terminal, if any, is not the agent's user) never asks:
+    without ``yes`` the refusal is the same as a script's."""
     risks = container_risks(preset)
     if not risks:
         return
@@ -25,7 +27,7 @@ def confirm_risks(preset: Preset, yes: bool) -> None:
     if yes:
         print(_("trainwiz: --yes given: going ahead with these options"), file=sys.stderr)
         return
-    if sys.stdin.isatty():
+    if ask and sys.stdin.isatty():
         answer = input(
             _("preset {name} asks for the options above; run it? [y/N] ").format(name=preset.name)
         )

@@ -15,6 +15,7 @@ from backend.i18n import N_, _
 from backend.mirrors import apply_mirrors
 from backend.preset.loader import load_preset
 from backend.preset.safety import Risk, container_risks
+from backend.preset.schema import Preset
 from backend.tokens import allow_hosts
 from tui.commands._common import add_json_flag, print_json
 
@@ -53,33 +54,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.only:
-        unknown = [i for i in args.only if i not in check_ids()]
+    allow_hosts(args.token_host)
+    preset, results, risks = run_check_set(args.preset, args.only)
+    if args.json:
+        print_json(check_json(preset, results, risks))
+    else:
+        _print_table(results, preset.name if preset else None)
+        _print_risks(risks)
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def run_check_set(
+    preset_ref: str | None, only: list[str] | None
+) -> tuple[Preset | None, list[CheckResult], list[Risk]]:
+    """The checks `trainwiz check` runs (and the MCP server's ``check`` tool): the preset loaded
+    and its mirrors probed first, so the network checks test the mirror the launch would use."""
+    if only:
+        unknown = [i for i in only if i not in check_ids()]
         if unknown:
             raise BadInput(
                 _("--only {ids}: unknown check (known: {known})").format(
                     ids=", ".join(unknown), known=", ".join(check_ids())
                 )
             )
-    allow_hosts(args.token_host)
-    preset = load_preset(args.preset) if args.preset else None
+    preset = load_preset(preset_ref) if preset_ref else None
     if preset is not None:  # mirrors: auto/cn probe first, so the network checks test the choice
         preset = apply_mirrors(preset)
-    results = run_checks(preset, only=args.only)
+    results = run_checks(preset, only=only)
     risks = container_risks(preset) if preset is not None else []
-    if args.json:
-        print_json(
-            {
-                "preset": preset.name if preset else None,
-                "checks": [r.model_dump(mode="json") for r in results],
-                "blocked_steps": blocked_steps(results),
-                "risks": [asdict(r) for r in risks],
-            }
-        )
-    else:
-        _print_table(results, preset.name if preset else None)
-        _print_risks(risks)
-    return 1 if any(r.status == "fail" for r in results) else 0
+    return preset, results, risks
+
+
+def check_json(preset: Preset | None, results: list[CheckResult], risks: list[Risk]) -> dict:
+    """`trainwiz check --json`: one builder for the CLI and the MCP server."""
+    return {
+        "preset": preset.name if preset else None,
+        "checks": [r.model_dump(mode="json") for r in results],
+        "blocked_steps": blocked_steps(results),
+        "risks": [asdict(r) for r in risks],
+    }
 
 
 def _print_risks(risks: list[Risk]) -> None:

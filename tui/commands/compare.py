@@ -7,13 +7,16 @@ each cell is made terminal-safe before its width is taken, and every line printe
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.i18n import _
 from backend.runs import find_run
 from backend.runs.summary import duration
 from backend.termsafe import terminal_safe
 from tui.commands._common import add_json_flag, pad_cells, print_json, say
+
+if TYPE_CHECKING:  # the compare code loads when runs are compared, not for `--help`
+    from backend.results.compare import Comparison
 
 
 def register_compare(runs: argparse.ArgumentParser) -> None:
@@ -38,10 +41,16 @@ def _value(value: Any) -> str:
     return "-" if value is None else terminal_safe(str(value))
 
 
-def run_compare(args: argparse.Namespace) -> int:
+def compared(refs: list[str]) -> Comparison:
+    """The runs side by side: `trainwiz runs compare` (its ``--json`` is this, as JSON) and the
+    MCP server's ``compare``."""
     from backend.results.compare import compare_runs  # deferred: `--help` skips the compare code
 
-    found = compare_runs([find_run(ref) for ref in args.runs])
+    return compare_runs([find_run(ref) for ref in refs])
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    found = compared(args.runs)
     if args.json:
         print_json(found)
         return 0

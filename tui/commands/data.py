@@ -12,6 +12,8 @@ from backend.termsafe import terminal_safe
 from tui.commands._args import bounded_int
 from tui.commands._common import add_json_flag, print_json
 
+MAX_LENGTH_RANGE = (8, 1048576)  # what --max-length takes (and the MCP server's data_check)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser("data", help=_("check FastChat conversation data"))
@@ -25,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     check.add_argument(
         "--max-length",
-        type=bounded_int(8, 1048576),
+        type=bounded_int(*MAX_LENGTH_RANGE),
         default=512,
         help=_("model_max_length (default 512, FastChat's)"),
     )
@@ -41,18 +43,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_check(args: argparse.Namespace) -> int:
-    if args.max_length < 8:
-        raise BadInput(_("--max-length must be at least 8"))
-    path = resolve_placeholders(args.file, None)
-    model = resolve_placeholders(args.model, None) if args.model else None
-    report = check_data(
-        path, model, args.max_length, python=args.python, chat_template=args.chat_template
+    report = data_report(
+        args.file, args.model, args.max_length, python=args.python, chat_template=args.chat_template
     )
     if args.json:
-        print_json({**report.model_dump(mode="json"), "errors": report.errors, "ok": report.ok})
+        print_json(data_json(report))
     else:
         print_report(report)
     return 0 if report.ok else 1
+
+
+def data_report(
+    file: str,
+    model: str | None,
+    max_length: int = 512,
+    *,
+    python: str | None = None,
+    chat_template: str = "auto",
+) -> DataReport:
+    """`trainwiz data check`'s report (and the MCP server's ``data_check``): placeholders such
+    as ``@sample`` and ``@home`` resolved as the launch resolves them."""
+    if max_length < 8:
+        raise BadInput(_("--max-length must be at least 8"))
+    path = resolve_placeholders(file, None)
+    model_dir = resolve_placeholders(model, None) if model else None
+    return check_data(path, model_dir, max_length, python=python, chat_template=chat_template)
+
+
+def data_json(report: DataReport) -> dict[str, object]:
+    """`trainwiz data check --json`: one builder for the CLI and the MCP server."""
+    return {**report.model_dump(mode="json"), "errors": report.errors, "ok": report.ok}
 
 
 def _length_fields(t: TokenStats) -> dict[str, object]:

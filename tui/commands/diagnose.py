@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -133,10 +134,43 @@ def _run_line(status: RunStatus) -> str:
     )
 
 
+@dataclass
+class Diagnosed:
+    """A log's diagnosis, and the run record it belongs to when it is a run's."""
+
+    log: Path
+    preset_source: str | Path | None
+    diagnosis: Diagnosis
+    status: RunStatus | None
+
+
 def run(args: argparse.Namespace) -> int:
-    log, run_preset = resolve_log(args.target)
+    found = diagnose_target(args.target, args.preset)
+    if args.json:
+        print_json(diagnose_json(found))
+    else:
+        if found.status is not None:
+            builtins.print(terminal_safe(_run_line(found.status)))
+        _print_human(found.log, found.diagnosis)
+    return 1 if found.diagnosis.has_error else 0
+
+
+def diagnose_json(found: Diagnosed) -> dict[str, object]:
+    """`trainwiz diagnose --json`: one builder for the CLI and the MCP server."""
+    return {
+        "log": str(found.log),
+        "preset": str(found.preset_source) if found.preset_source else None,
+        "run": _run_fields(found.status),
+        "findings": [to_jsonable(f) for f in found.diagnosis.findings],
+    }
+
+
+def diagnose_target(target: str, preset_ref: str | None = None) -> Diagnosed:
+    """Diagnose a log file, a run dir or a run id (fixes against ``preset_ref``, else the run's
+    own preset): the one path of `trainwiz diagnose` and the MCP server's ``diagnose``."""
+    log, run_preset = resolve_log(target)
     preset = None
-    preset_source = args.preset or run_preset
+    preset_source = preset_ref or run_preset
     if preset_source:
         from backend.preset.loader import (  # deferred: `diagnose FILE` skips pydantic, YAML
             load_preset,
@@ -159,17 +193,4 @@ def run(args: argparse.Namespace) -> int:
             )
 
             judge_memory_fixes(diagnosis.findings, preset)
-    if args.json:
-        print_json(
-            {
-                "log": str(log),
-                "preset": str(preset_source) if preset_source else None,
-                "run": _run_fields(status),
-                "findings": [to_jsonable(f) for f in diagnosis.findings],
-            }
-        )
-    else:
-        if status is not None:
-            builtins.print(terminal_safe(_run_line(status)))
-        _print_human(log, diagnosis)
-    return 1 if diagnosis.has_error else 0
+    return Diagnosed(log, preset_source, diagnosis, status)

@@ -10,11 +10,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from backend.i18n import _
 from backend.plan.commands import check_version
 from backend.preset import load_preset
-from backend.runs import follow_log, launch, refresh
+from backend.runs import LaunchResult, follow_log, launch, refresh
 from backend.runs.summary import ProgressLine, RunSummary, shown_message, summarize_run
 from tui.commands._args import add_ignore_plan_flag
 from tui.commands._common import add_json_flag, print_json, say, to_jsonable
@@ -54,28 +55,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    preset = load_preset(args.preset)
-    if args.transformers is not None:
-        check_version(args.transformers)  # before any run directory exists
-    confirm_risks(preset, args.yes)
-    result = launch(
-        preset,
-        prepare=not args.no_prepare,
-        transformers_version=args.transformers,
+    result = start_run(
+        args.preset,
+        no_prepare=args.no_prepare,
+        transformers=args.transformers,
+        yes=args.yes,
         ignore_plan=args.ignore_plan,
-        ref=args.preset,
     )
-    for note in result.notes:
-        print(_("trainwiz: {line}").format(line=note), file=sys.stderr)
     if args.detach:
         if args.json:
-            print_json(
-                {
-                    "run_id": result.run_id,
-                    "run_dir": str(result.run_dir),
-                    **result.status.model_dump(),
-                }
-            )
+            print_json(launch_json(result))
         else:
             print(result.run_id)
             print(
@@ -102,6 +91,39 @@ def run(args: argparse.Namespace) -> int:
         )
         return 130
     return report_end(result.run_dir, args.json)
+
+
+def start_run(
+    preset_ref: str,
+    *,
+    no_prepare: bool = False,
+    transformers: str | None = None,
+    yes: bool = False,
+    ignore_plan: bool = False,
+    ask: bool = True,
+) -> LaunchResult:
+    """Validate, confirm the preset's risks, launch: what `trainwiz launch` refuses and starts is
+    what the MCP server's ``launch`` refuses and starts (it passes ``ask=False``: the explicit
+    ``yes`` is its only confirmation). The planner's verdict gates inside ``launch``."""
+    preset = load_preset(preset_ref)
+    if transformers is not None:
+        check_version(transformers)  # before any run directory exists
+    confirm_risks(preset, yes, ask=ask)
+    result = launch(
+        preset,
+        prepare=not no_prepare,
+        transformers_version=transformers,
+        ignore_plan=ignore_plan,
+        ref=preset_ref,
+    )
+    for note in result.notes:
+        print(_("trainwiz: {line}").format(line=note), file=sys.stderr)
+    return result
+
+
+def launch_json(result: LaunchResult) -> dict[str, Any]:
+    """`trainwiz launch --detach --json`: one builder for the CLI and the MCP server."""
+    return {"run_id": result.run_id, "run_dir": str(result.run_dir), **result.status.model_dump()}
 
 
 def report_end(run_dir: Path, as_json: bool) -> int:

@@ -189,12 +189,22 @@ def _named_dir(value: str, what: str) -> str:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    report = validate_model_dir(_named_dir(args.dir, "DIR"))
+    report = validate_report(args.dir)
     if args.json:
-        print_json({**report.model_dump(mode="json"), "ok": report.ok})
+        print_json(validate_json(report))
     else:
         _print_report(report)
     return 0 if report.ok else 1
+
+
+def validate_report(model_dir: str) -> ModelReport:
+    """`trainwiz model validate DIR`'s report (and the MCP server's ``model_validate``)."""
+    return validate_model_dir(_named_dir(model_dir, "DIR"))
+
+
+def validate_json(report: ModelReport) -> dict[str, object]:
+    """`trainwiz model validate --json`: one builder for the CLI and the MCP server."""
+    return {**report.model_dump(mode="json"), "ok": report.ok}
 
 
 def run_make_tiny(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from backend.i18n import _
@@ -14,11 +14,14 @@ from backend.plan.outputs import check_output_dir
 from backend.planner.hostram import host_ram_for
 from backend.planner.report import planner_report
 from backend.preset import load_preset
-from backend.preset.safety import container_risks
+from backend.preset.safety import Risk, container_risks
+from backend.preset.schema import Preset
 from backend.redact import preset_secrets, redact_text
-from backend.runs.spec import plan_spec
+from backend.runs.spec import LaunchSpec, plan_spec
 from tui.commands._args import bounded_float
 from tui.commands._common import add_json_flag, print_json
+
+HOST_RAM_RANGE = (1.0, 65536.0)  # GiB --host-ram takes (and the MCP server's plan and tune)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -61,13 +64,36 @@ def add_real_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host-ram",
         metavar="GIB",
-        type=bounded_float(1, 65536),
+        type=bounded_float(*HOST_RAM_RANGE),
         help=_("host RAM to plan within (default: this machine's when planning for its GPU)"),
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    preset = load_preset(args.preset)
+@dataclass
+class PlanOutcome:
+    """What `trainwiz plan` found: the launch's spec for this machine, the preset's risks, and
+    the planner's lines (the script's comments) and estimate (the JSON's fields)."""
+
+    preset: Preset
+    spec: LaunchSpec
+    risks: list[Risk]
+    lines: list[str]
+    estimate: dict[str, Any]
+
+
+def make_plan(
+    preset_ref: str,
+    *,
+    transformers: str | None = None,
+    gpu: str | None = None,
+    config: str | None = None,
+    do_tune: bool = False,
+    free_batch: bool = False,
+    lengths: str | None = None,
+    host_ram: float | None = None,
+) -> PlanOutcome:
+    """The plan of `trainwiz plan` and of the MCP server's ``plan`` tool (one path for both)."""
+    preset = load_preset(preset_ref)
     check_output_dir(preset)  # where the weights would go: refused before anything else
     if preset.mirrors.profile == "custom" and preset.mirrors.resolved is None:
         # The preset's own hosts: a plan is a look, it sends them no request (launch probes).
@@ -81,44 +107,61 @@ def run(args: argparse.Namespace) -> int:
     else:
         preset = apply_mirrors(preset)  # mirrors: auto/cn probe first
     # The launch's own decisions (port, torchrun, image) for this machine, made the same way.
-    spec = plan_spec(preset, transformers_version=args.transformers, preset_ref=args.preset)
-    plan = spec.plan
+    spec = plan_spec(preset, transformers_version=transformers, preset_ref=preset_ref)
     risks = container_risks(preset)
     lines, estimate = planner_report(
         preset,
-        args.gpu,
-        args.config,
-        do_tune=args.tune,
-        free_batch=args.free_batch,
-        lengths=args.lengths,
-        host_ram=host_ram_for(args.host_ram, args.gpu),
+        gpu,
+        config,
+        do_tune=do_tune,
+        free_batch=free_batch,
+        lengths=lengths,
+        host_ram=host_ram_for(host_ram, gpu),
     )
     for risk in risks:
         print(_("trainwiz: warning: {line}").format(line=redact_text(risk.line())), file=sys.stderr)
+    return PlanOutcome(preset, spec, risks, lines, estimate)
+
+
+def plan_json(outcome: PlanOutcome) -> dict[str, Any]:
+    """`trainwiz plan --json`: one builder for the CLI and the MCP server."""
+    spec = outcome.spec
+    return {
+        **spec.plan.to_dict(),
+        "master_port": spec.master_port,
+        "torchrun": spec.torchrun,
+        "image": spec.image,
+        "notes": spec.notes,
+        **_scrub(outcome.estimate, preset_secrets(outcome.preset)),  # e.g. the tuned YAML
+        "risks": [asdict(r) for r in outcome.risks],
+        "mirrors": outcome.preset.mirrors.resolved,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    outcome = make_plan(
+        args.preset,
+        transformers=args.transformers,
+        gpu=args.gpu,
+        config=args.config,
+        do_tune=args.tune,
+        free_batch=args.free_batch,
+        lengths=args.lengths,
+        host_ram=args.host_ram,
+    )
     if args.json:
-        estimate = _scrub(estimate, preset_secrets(preset))  # e.g. the tuned preset's YAML
-        print_json(
-            {
-                **plan.to_dict(),
-                "master_port": spec.master_port,
-                "torchrun": spec.torchrun,
-                "image": spec.image,
-                "notes": spec.notes,
-                **estimate,
-                "risks": [asdict(r) for r in risks],
-                "mirrors": preset.mirrors.resolved,
-            }
-        )
-    else:
-        warnings = [comment(_("WARNING {line}").format(line=risk.line())) for risk in risks]
-        script = plan.as_script()
-        if warnings:  # right under the title line, before any command
-            head, _sep, rest = script.partition("\n")
-            script = "\n".join([head, *warnings, rest])
-        print(script, end="")
-        secrets = preset_secrets(preset)
-        notes = [*spec.notes, *plan_lines(preset), *lines]
-        print("\n" + "\n".join(comment(redact_text(line, secrets)) for line in notes))
+        print_json(plan_json(outcome))
+        return 0
+    preset, spec, risks = outcome.preset, outcome.spec, outcome.risks
+    warnings = [comment(_("WARNING {line}").format(line=risk.line())) for risk in risks]
+    script = spec.plan.as_script()
+    if warnings:  # right under the title line, before any command
+        head, _sep, rest = script.partition("\n")
+        script = "\n".join([head, *warnings, rest])
+    print(script, end="")
+    secrets = preset_secrets(preset)
+    notes = [*spec.notes, *plan_lines(preset), *outcome.lines]
+    print("\n" + "\n".join(comment(redact_text(line, secrets)) for line in notes))
     return 0
 
 

@@ -18,9 +18,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     presets = list_shipped()
     if args.json:
-        print_json({"presets": [{"name": n, "description": d} for n, d in presets]})
+        print_json(presets_json())
         return 0
     width = max(len(n) for n, _ in presets)
     for name, description in presets:
         print(f"{name:<{width}}  {description}")
     return 0
+
+
+def presets_json() -> dict[str, list[dict[str, str]]]:
+    """`trainwiz presets --json`: one builder for the CLI and the MCP server."""
+    return {"presets": [{"name": n, "description": d} for n, d in list_shipped()]}

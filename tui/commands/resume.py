@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import Any
 
 from backend.i18n import _
 from backend.runs import find_run
@@ -31,6 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(func=run)
 
 
+def resume_json(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """`trainwiz resume --detach --json`: one builder for the CLI and the MCP server."""
+    return {"run_id": run_dir.name, "run_dir": str(run_dir), **record}
+
+
 def run(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
     record = resume(run_dir)
@@ -44,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     if args.detach:
         if args.json:
-            print_json({"run_id": run_dir.name, "run_dir": str(run_dir), **record})
+            print_json(resume_json(run_dir, record))
         else:
             print("\n".join([what, *passed]))
         return 0

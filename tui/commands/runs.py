@@ -10,16 +10,17 @@ import argparse
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _
 from backend.monitor.world import world_fields
 from backend.paths import runs_dir
 from backend.preset import load_preset
-from backend.rundir import RunDir, check_runs_root
+from backend.rundir import RunDir, RunStatus, check_runs_root
 from backend.runs import find_run, follow_log, list_runs, refresh, stop_run
 from backend.runs.procs import deleted_runs, end_processes
-from backend.runs.summary import shown_message
+from backend.runs.summary import run_progress, shown_message
 from backend.termsafe import terminal_safe
 from backend.units import duration
 from tui.commands._common import add_json_flag, print_json, say
@@ -85,7 +86,9 @@ def _age(seconds: float | None) -> str:
     return f"{delta // 3600}h{delta % 3600 // 60:02d}m ago"
 
 
-def run_list(args: argparse.Namespace) -> int:
+def listed_runs() -> tuple[list[RunStatus], dict[str, dict[str, Any]]]:
+    """Every run's refreshed record and what `runs` adds to it (best eval loss, checkpoint,
+    the figures, the world size); deleted runs whose processes live on are named on stderr."""
     from backend.results.summary import brief  # deferred: results, only when listing
 
     check_runs_root()  # a TRAINWIZ_HOME that is a file is bad input, not "no runs yet"
@@ -95,9 +98,27 @@ def run_list(args: argparse.Namespace) -> int:
         s.run_id: {**brief(runs_dir() / s.run_id), **world_fields(runs_dir() / s.run_id)}
         for s in statuses
     }
+    return statuses, extra
+
+
+def runs_json() -> list[dict[str, Any]]:
+    """`trainwiz runs --json`: one builder for the CLI and the MCP server."""
+    statuses, extra = listed_runs()
+    return [{**s.model_dump(), **extra[s.run_id]} for s in statuses]
+
+
+def status_json(run_dir: Path) -> dict[str, Any]:
+    """`trainwiz attach RUN --json` (and the MCP server's ``run_status``): the refreshed record
+    and where the run is (step, loss, real tokens/s, ETA: ``run_progress``)."""
+    status = refresh(run_dir).model_dump()
+    return {**status, "run_dir": str(run_dir), "progress": run_progress(run_dir)}
+
+
+def run_list(args: argparse.Namespace) -> int:
     if args.json:
-        print_json([{**s.model_dump(), **extra[s.run_id]} for s in statuses])
+        print_json(runs_json())
         return 0
+    statuses, extra = listed_runs()
     if not statuses:
         print(_("no runs yet: start one with 'trainwiz launch PRESET'"))
         return 0
@@ -150,7 +171,7 @@ def attach_preset(run_dir: Path) -> tuple[str | None, list[str]]:
 def run_attach(args: argparse.Namespace) -> int:
     run_dir = find_run(args.run)
     if args.json:
-        print_json({**refresh(run_dir).model_dump(), "run_dir": str(run_dir)})
+        print_json(status_json(run_dir))
         return 0
     from tui.app import run_wizard  # deferred: Textual, only for `runs attach`
 
@@ -187,6 +208,27 @@ def _note_deleted() -> None:
         )
 
 
+def stop_counted(run_dir: Path, timeout: float, *, quiet: bool = False) -> RunStatus:
+    """Stop a run and a serve of it (`trainwiz stop`, the MCP server's ``stop``): the record
+    says what was ended (``ended_processes``, ``left_processes``), the servers counted in."""
+    from backend.results.serve_run import stop_serving  # deferred: serve helpers, only to stop
+
+    served = stop_serving(run_dir)  # `trainwiz serve RUN --detach`: its servers end first
+    if served is not None and not quiet:
+        say(_("{run_id}: stopped serving its model").format(run_id=run_dir.name))
+    status = stop_run(run_dir, timeout=timeout)
+    extra = status.model_extra or {}
+    # What was ended is the backend's own count: the training's processes and the servers'.
+    ended = extra.get("ended_processes", 0) + (served.ended if served else 0)
+    left = [*extra.get("left_processes", []), *(served.left if served else [])]
+    return status.model_copy(update={"ended_processes": ended, "left_processes": left})
+
+
+def stop_json(run_dir: Path, timeout: float) -> dict[str, Any]:
+    """`trainwiz stop RUN --json`: one builder for the CLI and the MCP server."""
+    return stop_counted(run_dir, timeout, quiet=True).model_dump()
+
+
 def run_stop(args: argparse.Namespace) -> int:
     try:
         run_dir = find_run(args.run)
@@ -195,17 +237,9 @@ def run_stop(args: argparse.Namespace) -> int:
         if code is None:
             raise
         return code
-    from backend.results.serve_run import stop_serving  # deferred: serve helpers, only to stop
-
-    served = stop_serving(run_dir)  # `trainwiz serve RUN --detach`: its servers end first
-    if served is not None and not args.json:
-        say(_("{run_id}: stopped serving its model").format(run_id=run_dir.name))
-    status = stop_run(run_dir, timeout=args.timeout)
+    status = stop_counted(run_dir, args.timeout, quiet=args.json)
     extra = status.model_extra or {}
-    # What was ended is the backend's own count: the training's processes and the servers'.
-    ended = extra.get("ended_processes", 0) + (served.ended if served else 0)
-    left = [*extra.get("left_processes", []), *(served.left if served else [])]
-    status = status.model_copy(update={"ended_processes": ended, "left_processes": left})
+    ended, left = extra.get("ended_processes", 0), extra.get("left_processes", [])
     if args.json:
         print_json(status.model_dump())
     else:

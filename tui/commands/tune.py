@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from backend.errors import BadInput
 from backend.i18n import _
@@ -19,9 +21,15 @@ from backend.planner.rowsearch import batch_line
 from backend.planner.tune import COMPILE_BUDGET_S, tune
 from backend.preset import load_preset
 from backend.preset.loader import preset_to_yaml
+from backend.redact import preset_secrets
 from tui.commands._args import bounded_float, bounded_int
 from tui.commands._common import add_json_flag, print_json
 from tui.commands.plan import add_real_data_flags
+
+# What --top, --steps and --compile-budget take (the MCP server's ``tune`` tool takes the same).
+TOP_RANGE = (1, 64)
+STEPS_RANGE = (1, 100000)
+COMPILE_BUDGET_RANGE = (0.0, 86400.0)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -58,16 +66,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument(
         "--compile-budget",
-        type=bounded_float(0, 86400),
+        type=bounded_float(*COMPILE_BUDGET_RANGE),
         default=None,
         metavar="S",
         help=_("seconds of compile allowed before the first step (default 240)"),
     )
     parser.add_argument(
-        "--top", type=bounded_int(1, 64), default=3, help=_("candidates to probe (default 3)")
+        "--top", type=bounded_int(*TOP_RANGE), default=3, help=_("candidates to probe (default 3)")
     )
     parser.add_argument(
-        "--steps", type=bounded_int(1, 100000), default=12, help=_("steps per probe (default 12)")
+        "--steps",
+        type=bounded_int(*STEPS_RANGE),
+        default=12,
+        help=_("steps per probe (default 12)"),
     )
     parser.add_argument(
         "--write",
@@ -83,41 +94,89 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(func=run)
 
 
+@dataclass
+class TuneOptions:
+    """`trainwiz tune`'s options (its argparse names): the CLI and the MCP server fill them."""
+
+    preset: str
+    gpu: str | None = None
+    config: str | None = None
+    free_batch: bool = False
+    probe: bool = False
+    no_probe: bool = False
+    compile_budget: float | None = None
+    top: int = 3
+    steps: int = 12
+    write: str | None = None
+    force: bool = False
+    lengths: str | None = None
+    host_ram: float | None = None
+
+
+@dataclass
+class TuneOutcome:
+    """What a tune found and wrote: the human lines, the diff and the ``--json`` payload."""
+
+    lines: list[str]
+    diff: list[str]
+    payload: dict[str, Any]
+    target: Path
+    probed: bool
+    secrets: list[str]  # the preset's, for a result shown elsewhere (the diff quotes its values)
+
+
 def run(args: argparse.Namespace) -> int:
-    preset = load_preset(args.preset)
-    target = Path(args.write) if args.write else _default_target(args.preset)
-    if (target.exists() or target.is_symlink()) and not args.force:
+    opts = TuneOptions(**{f.name: getattr(args, f.name) for f in fields(TuneOptions)})
+    outcome = tune_preset(opts)
+    if args.json:
+        print_json(outcome.payload)
+    else:
+        lines = outcome.lines
+        print("\n".join(lines if not outcome.probed else [*lines, *outcome.diff]))
+        print(
+            _("trainwiz: tuned preset written to {target}").format(target=outcome.target),
+            file=sys.stderr,
+        )
+    return 0
+
+
+def tune_preset(opts: TuneOptions) -> TuneOutcome:
+    """Search, probe when asked (or where the preset's GPU is), write the tuned preset: the one
+    path of `trainwiz tune` and the MCP server's ``tune`` tool."""
+    preset = load_preset(opts.preset)
+    target = Path(opts.write) if opts.write else _default_target(opts.preset)
+    if (target.exists() or target.is_symlink()) and not opts.force:
         raise BadInput(  # before any work: never a user's file replaced without being asked
             _("{target} exists: pass --force to overwrite it, or --write another path").format(
                 target=target
             )
         )
     planned = preset
-    if preset.launch.device == "cpu" and args.probe and args.gpu:
+    if preset.launch.device == "cpu" and opts.probe and opts.gpu:
         # a CPU preset has no GPU plan: rank for the named GPU, measure on this CPU
         planned = preset.model_copy(deep=True)
         planned.launch.device = "cuda"
-    gpu, shape, why = resolve_inputs(planned, args.gpu, args.config)
+    gpu, shape, why = resolve_inputs(planned, opts.gpu, opts.config)
     if gpu is None or shape is None:
         raise BadInput(_("tune: {why}").format(why=why))
-    if args.top < 1 or args.steps < 2:
+    if opts.top < 1 or opts.steps < 2:
         raise BadInput(_("--top must be >= 1 and --steps >= 2"))
-    if args.probe and args.no_probe:
+    if opts.probe and opts.no_probe:
         raise BadInput(_("--probe and --no-probe: choose one"))
 
-    budget = COMPILE_BUDGET_S if args.compile_budget is None else args.compile_budget
+    budget = COMPILE_BUDGET_S if opts.compile_budget is None else opts.compile_budget
     if budget <= 0:
         raise BadInput(_("--compile-budget must be > 0 seconds"))
-    dist = dist_from_report(args.lengths) if args.lengths else default_dist()
-    host_ram = host_ram_for(args.host_ram, args.gpu)
-    result = tune(preset, gpu, shape, free_batch=args.free_batch, dist=dist, host_ram=host_ram,
+    dist = dist_from_report(opts.lengths) if opts.lengths else default_dist()
+    host_ram = host_ram_for(opts.host_ram, opts.gpu)
+    result = tune(preset, gpu, shape, free_batch=opts.free_batch, dist=dist, host_ram=host_ram,
                   compile_budget_s=budget)  # fmt: skip
     before_yaml = preset_to_yaml(preset)
     lines = tune_lines(result, before_yaml, preset_to_yaml(result.preset))
     winner_preset = result.preset
     probe_rows = []
     winner = None
-    do_probe, why_not = probe_decision(args, preset, gpu)
+    do_probe, why_not = probe_decision(opts, preset, gpu)
     if not do_probe:
         lines.append(why_not)
     if do_probe:
@@ -129,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         say = lambda msg: print(_("trainwiz: {line}").format(line=msg), file=sys.stderr, flush=True)  # noqa: E731
         if is_full_fsdp(result.preset):
             where = "cpu" if preset.launch.device == "cpu" else gpu.name
-            measured = probe(preset, result, top=args.top, steps=args.steps, progress=say,
+            measured = probe(preset, result, top=opts.top, steps=opts.steps, progress=say,
                              compile_budget_s=budget, learn=(where, shape, dist))  # fmt: skip
         else:  # tune's answer (or the preset) is LoRA/QLoRA/ZeRO: probe the methods' ranking
             from backend.planner.learned import (  # deferred: calibration rows, only when tuning
@@ -141,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                                             calibration=load_rows(where))  # fmt: skip
             if is_full_fsdp(preset):
                 ranked = [c for c in ranked if c.changes]
-            measured = probe_methods(preset, ranked, top=args.top, steps=args.steps, progress=say,
+            measured = probe_methods(preset, ranked, top=opts.top, steps=opts.steps, progress=say,
                                      learn=(where, shape, dist))  # fmt: skip
         lines.append(_("probe (measured here; real tokens/s = median after the warm-up steps):"))
         for r in measured.rows:
@@ -194,30 +253,22 @@ def run(args: argparse.Namespace) -> int:
             before_yaml.splitlines(), after_yaml.splitlines(), "preset", str(target), lineterm=""
         )
     )
-    if args.json:
-        methods = [c.as_dict() for c in result.methods]  # LoRA/QLoRA/ZeRO alternatives
-        print_json(
-            {
-                "written": str(target),
-                "diff": diff,
-                "probe": probe_rows,
-                "winner": winner,
-                "methods": methods,
-                "probed": do_probe,
-                "predicted_only": "" if do_probe else why_not,
-                "batch": result.batch,
-                "dropped": [{"label": e.settings.label(), "why": why} for e, why in result.dropped],
-            }
-        )
-    else:
-        print("\n".join(lines if not do_probe else [*lines, *diff]))
-        print(
-            _("trainwiz: tuned preset written to {target}").format(target=target), file=sys.stderr
-        )
-    return 0
+    methods = [c.as_dict() for c in result.methods]  # LoRA/QLoRA/ZeRO alternatives
+    payload = {
+        "written": str(target),
+        "diff": diff,
+        "probe": probe_rows,
+        "winner": winner,
+        "methods": methods,
+        "probed": do_probe,
+        "predicted_only": "" if do_probe else why_not,
+        "batch": result.batch,
+        "dropped": [{"label": e.settings.label(), "why": why} for e, why in result.dropped],
+    }
+    return TuneOutcome(lines, diff, payload, target, do_probe, preset_secrets(preset))
 
 
-def probe_decision(args: argparse.Namespace, preset: object, gpu: object) -> tuple[bool, str]:
+def probe_decision(args: TuneOptions, preset: object, gpu: object) -> tuple[bool, str]:
     """Measure by default where the preset's GPU is here; otherwise predict and say why."""
     from backend.planner.learned import kind_key  # deferred: calibration rows, only when tuning
 
