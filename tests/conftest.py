@@ -102,10 +102,20 @@ def _session_trainwiz_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(autouse=True)
 def _trainwiz_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> Path:
+    """Each test's own TRAINWIZ_HOME. In the full tier it holds the embedded default's tiny
+    model already (``@home/models/tiny-llama``, a copy of the session's ``tiny_model``), as on a
+    machine where the quick start ran once: every launch of tiny-cpu would otherwise make the
+    same model again in its prepare step (~7 CPU-seconds each, torch and transformers loaded
+    for it). A test of that first-time path is marked ``bare_home`` and gets an empty home."""
     home = tmp_path_factory.mktemp("trainwiz-home")
     monkeypatch.setenv("TRAINWIZ_HOME", str(home))
+    item = request.node
+    if _full_only(item) and item.get_closest_marker("bare_home") is None:
+        shutil.copytree(request.getfixturevalue("tiny_model"), home / "models" / "tiny-llama")
     return home
 
 

@@ -90,11 +90,9 @@ def test_multi_gpu_preset_is_predicted_only(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_probe_runs_for_real_on_the_cpu_and_records_the_machine(
-    tmp_path: Path, tiny_model: Path, _trainwiz_home: Path
+    tmp_path: Path, _trainwiz_home: Path
 ) -> None:
-    import shutil
-
-    shutil.copytree(tiny_model, _trainwiz_home / "models" / "tiny-llama")
+    assert (_trainwiz_home / "models" / "tiny-llama").is_dir()  # the full tier's home has it
     out = tmp_path / "tuned.yaml"
     proc = cli("tune", "tiny-cpu", "--probe", "--gpu", "h200", "--top", "1", "--steps", "3",
                "--write", str(out), "--json", timeout=400)  # fmt: skip

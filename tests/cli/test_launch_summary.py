@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,20 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.model.tiny import make_tiny
-from backend.preset.loader import load_preset
-
 pytestmark = [pytest.mark.training, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_followed_launch_prints_steps_loss_real_tokens_and_output(tmp_path: Path) -> None:
-    home = Path(os.environ["TRAINWIZ_HOME"])
-    preset = load_preset(ROOT / "presets" / "tiny-cpu.yaml")
-    assert preset.model.tiny is not None
-    make_tiny(tmp_path / "tiny", preset.model.tiny)
-    shutil.copytree(tmp_path / "tiny", home / "models" / "tiny-llama")
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["training"]["max_steps"] = 3
     short = tmp_path / "short.yaml"

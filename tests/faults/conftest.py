@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,8 +12,8 @@ from tests.faults.helpers import end_runs
 
 
 @pytest.fixture
-def home(tiny_model: Path) -> Iterator[Path]:
+def home() -> Iterator[Path]:
+    """This test's TRAINWIZ_HOME, the tiny model in it already (tests/conftest.py)."""
     home = Path(os.environ["TRAINWIZ_HOME"])
-    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
     yield home
     end_runs(home)

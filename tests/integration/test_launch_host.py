@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,10 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def home(tiny_model: Path) -> Path:
-    home = Path(os.environ["TRAINWIZ_HOME"])
-    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
-    return home
+def home() -> Path:
+    """This test's TRAINWIZ_HOME, the tiny model in it already (tests/conftest.py)."""
+    return Path(os.environ["TRAINWIZ_HOME"])
 
 
 def runs_json() -> dict[str, dict]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +34,7 @@ def wait_final(run_id: str, timeout: float = 400) -> dict:
 
 
 def test_lora_run_saves_an_adapter_that_merges(tiny_model: Path, tmp_path: Path) -> None:
-    home = Path(os.environ["TRAINWIZ_HOME"])
-    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
+    home = Path(os.environ["TRAINWIZ_HOME"])  # the tiny model is in it (tests/conftest.py)
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu-lora.yaml").read_text())
     data["training"]["max_steps"] = STEPS
     preset = tmp_path / "tiny-lora-short.yaml"
@@ -113,8 +111,7 @@ def test_lora_run_saves_an_adapter_that_merges(tiny_model: Path, tmp_path: Path)
 def test_zero_launch_writes_the_deepspeed_config_the_entry_is_given(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    home = Path(os.environ["TRAINWIZ_HOME"])
-    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
+    home = Path(os.environ["TRAINWIZ_HOME"])  # the tiny model is in it (tests/conftest.py)
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu-lora.yaml").read_text())
     data["training"]["max_steps"] = 2
     data["training"]["zero"] = {"stage": 2}

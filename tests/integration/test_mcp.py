@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -44,12 +43,9 @@ T = TypeVar("T")
 
 
 @pytest.fixture
-def home(tiny_model: Path) -> Path:
-    """This test's TRAINWIZ_HOME with the session's tiny Llama where tiny-cpu looks for it."""
-    home = Path(os.environ["TRAINWIZ_HOME"])
-    if not (home / "models" / "tiny-llama").exists():  # the home may hold it already
-        shutil.copytree(tiny_model, home / "models" / "tiny-llama")
-    return home
+def home() -> Path:
+    """This test's TRAINWIZ_HOME, the session's tiny Llama in it already (tests/conftest.py)."""
+    return Path(os.environ["TRAINWIZ_HOME"])
 
 
 @asynccontextmanager

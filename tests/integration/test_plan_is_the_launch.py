@@ -8,10 +8,8 @@ difference: the printed plan is made before the run directory exists).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -43,8 +41,6 @@ def _displayed(step: dict) -> list[str]:
 
 
 def test_plan_launch_and_process_are_one_argv(tiny_model: Path, tmp_path: Path) -> None:
-    home = Path(os.environ["TRAINWIZ_HOME"])
-    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["training"]["max_steps"] = 5000
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:

@@ -51,6 +51,7 @@ def replay(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.bare_home  # the first replay on a bare machine makes the tiny model
 def test_replay_tiny_cpu_end_to_end_then_skips_satisfied_steps(tmp_path: Path) -> None:
     preset = _preset(tmp_path)
     first = replay(str(preset), "--yes", "--json")

@@ -2,14 +2,15 @@
 
 Real parts: the tiny CPU Llama of tiny-cpu-lora, trained a few steps per LoRA candidate through
 the entry by the probe's own launches; the QLoRA candidate cannot run on this CPU and must be
-reported as skipped with its reason, not crash. A CPU preset has no GPU plan of its own, so the
-ranking is the planner's for the GPU named with --gpu (the predicted figures are for it).
+reported as skipped with its reason, not crash, and it does not take the place of a LoRA one
+(--top 1 launches one LoRA configuration; QLoRA's skipped row comes besides). A CPU preset has
+no GPU plan of its own, so the ranking is the planner's for the GPU named with --gpu (the
+predicted figures are for it), and its candidates stay padded (packing is for a GPU).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -26,13 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_probe_measures_lora_candidates_and_skips_qlora_on_cpu(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    home = Path(os.environ["TRAINWIZ_HOME"])
-    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
     shutil.copy(ROOT / "presets" / "tiny-cpu-lora.yaml", tmp_path / "lora.yaml")
     written = tmp_path / "lora-tuned.yaml"
     proc = subprocess.run(
         [sys.executable, "-m", "tui.cli", "tune", str(tmp_path / "lora.yaml"), "--probe",
-         "--gpu", "4090", "--top", "2", "--steps", "4", "--json"],
+         "--gpu", "4090", "--top", "1", "--steps", "4", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
