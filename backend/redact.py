@@ -9,7 +9,8 @@ through these functions, so there is one rule for what counts as secret:
 - an environment value is hidden unless its key is a well-known non-secret setting (NCCL_*,
   CUDA_*, OMP_NUM_THREADS, ...) — default deny, so an unknown key never leaks; a key that names a
   secret (TOKEN, KEY, SECRET, PASS...) is hidden even under a known prefix;
-- the user-info part of any ``scheme://user:pass@host`` URL is hidden;
+- the user-info part of any ``scheme://user:pass@host`` URL is hidden, and so is the value of
+  a query parameter named like a secret (``?token=``, ``access_token``, ``api_key``, ``sig``...);
 - the values of secret-looking variables of this process's environment, Bearer tokens and
   ``hf_...`` tokens are hidden wherever they appear in free text.
 """
@@ -39,6 +40,15 @@ _SAFE_KEYS = {
     "LOCAL_RANK", "HOME", "PATH", "UCX_TLS", "FI_PROVIDER", "NVTE_FLASH_ATTN",
 }  # fmt: skip
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/@\s'\"]+)@")
+# A query (or fragment) parameter: ``?name=value`` / ``&name=value``; the value stops at the
+# next separator, a space or a quote, and never starts with '<' (so <redacted> stays as it is).
+_QUERY_PARAM = re.compile(
+    r"(?P<lead>[?&;#])(?P<name>[A-Za-z0-9_.~-]{1,64})=(?P<value>[^&#;\s'\"<>][^&#;\s'\"]*)"
+)
+# Parameter names that hold a secret: any name containing one of these words, or made of
+# these words (``key``, ``sig``, ``X-Amz-Signature``; ``monkey`` and ``keyboard`` are not).
+_SECRET_PARAM_ANYWHERE = re.compile(r"(?i)token|secret|passw|apikey|api_key|signature|credential")
+_SECRET_PARAM_WORDS = frozenset({"key", "sig", "pass", "pwd", "auth", "authorization"})
 _BEARER = re.compile(r"(?i)\b(bearer|authorization:)(\s+)([A-Za-z0-9._~+/=-]{8,})")
 _HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
 MIN_SCRUB = 6  # shorter values ("1", "yes") are only hidden structurally, never in free text
@@ -82,7 +92,25 @@ def redact_url(url: str) -> str:
         user, sep, _password = info.partition(":")
         return match.group("scheme") + (f"{user}:{REDACTED}" if sep else REDACTED) + "@"
 
-    return _URL_USERINFO.sub(hide, url)
+    return _QUERY_PARAM.sub(_hide_param, _URL_USERINFO.sub(hide, url))
+
+
+def secret_param(name: str) -> bool:
+    """Does a URL query parameter called ``name`` carry a secret?"""
+    if _SECRET_PARAM_ANYWHERE.search(name):
+        return True
+    return any(word in _SECRET_PARAM_WORDS for word in re.split(r"[_.~-]+", name.lower()))
+
+
+def _hide_param(match: re.Match[str]) -> str:
+    if not secret_param(match.group("name")):
+        return match.group()
+    return f"{match.group('lead')}{match.group('name')}={REDACTED}"
+
+
+def secret_query_names(url: str) -> list[str]:
+    """The names of ``url``'s query and fragment parameters that carry a secret."""
+    return [m.group("name") for m in _QUERY_PARAM.finditer(url) if secret_param(m.group("name"))]
 
 
 # Names that match _SECRET_WORDS but hold no secret: the shell's working directories, and the
@@ -170,6 +198,11 @@ def preset_secrets(preset: Any) -> list[str]:
             for match in _URL_USERINFO.finditer(item):
                 _user, _, password = match.group("info").partition(":")
                 values.append(password or match.group("info"))
+            values += [
+                m.group("value")
+                for m in _QUERY_PARAM.finditer(item)
+                if secret_param(m.group("name"))
+            ]
     return [v for v in values if v]
 
 

@@ -20,6 +20,7 @@ from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _, resolve_language, set_language
 from backend.redact import redact_text
 from backend.termsafe import terminal_safe
+from tui.commands._args import path_arg
 
 __version__ = "0.1.0"
 
@@ -84,6 +85,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--preset",
         metavar="NAME|PATH",
+        type=path_arg,
         help=_("open the wizard with this preset loaded (a shipped name or a YAML path)"),
     )
     parser.add_argument(

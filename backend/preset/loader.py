@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from backend.errors import BadInput
 from backend.i18n import N_, SOURCE_LANGUAGE, _, current_language
 from backend.preset.schema import Preset
+from backend.preset.schema_notify import HOST_FILES
 from backend.preset.yamlsafe import MAX_PRESET_BYTES, compose_and_construct, decode_preset_bytes
 from backend.redact import redact_text
 
@@ -207,8 +208,11 @@ def _short(value: Any) -> str:
     return shown + f"... ({len(text):,} characters)"
 
 
-def parse_preset_text(text: str, source: str = "<preset>") -> Preset:
-    """Parse YAML text into a Preset, raising BadInput listing every problem."""
+def parse_preset_text(text: str, source: str = "<preset>", *, host_files: bool = True) -> Preset:
+    """Parse YAML text into a Preset, raising BadInput listing every problem.
+
+    ``host_files``: also check the files it names on this host (``notify.ca_file``), as for a
+    preset the user gives; a run's own record, read later or on another machine, is not."""
     if len(text) > MAX_PRESET_BYTES:
         raise BadInput(
             _("{source}: {count:,} characters is larger than a preset can be").format(
@@ -239,13 +243,15 @@ def parse_preset_text(text: str, source: str = "<preset>") -> Preset:
             ).format(where=_where(source, node), schema=schema)
         )
     try:
-        return Preset.model_validate(data)
+        return Preset.model_validate(data, context={HOST_FILES: host_files})
     except ValidationError as exc:
         raise BadInput(format_validation_error(exc, root, source)) from exc
 
 
 def resolve_preset_path(name_or_path: str) -> Path:
     """A path as given, or a shipped preset by name (with or without .yaml)."""
+    if not name_or_path.strip():  # an unset shell variable: Path('') is the current folder
+        raise BadInput(_("preset: empty: name a shipped preset or a YAML file"))
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path
@@ -272,7 +278,8 @@ def resolve_preset_path(name_or_path: str) -> Path:
     )
 
 
-def load_preset(name_or_path: str | Path) -> Preset:
+def load_preset(name_or_path: str | Path, *, host_files: bool = True) -> Preset:
+    """A preset by name or path (``host_files``: see :func:`parse_preset_text`)."""
     path = resolve_preset_path(str(name_or_path))
     try:
         with path.open("rb") as handle:  # read one byte past the limit, never the whole file
@@ -288,7 +295,8 @@ def load_preset(name_or_path: str | Path) -> Preset:
                 "right file?"
             ).format(path=path, MAX_PRESET_BYTES=MAX_PRESET_BYTES)
         )
-    return parse_preset_text(decode_preset_bytes(raw, str(path)), source=str(path))
+    text = decode_preset_bytes(raw, str(path))
+    return parse_preset_text(text, source=str(path), host_files=host_files)
 
 
 def preset_to_yaml(preset: Preset) -> str:

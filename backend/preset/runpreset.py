@@ -20,7 +20,10 @@ def run_preset(run_dir: Path, source: str | Path | None = None) -> Preset:
     has one; else preset.yaml) with every path into the directory the run was launched in
     moved into ``run_dir``, ``source`` included. The loaded preset itself when nothing moves (a
     run never copied)."""
-    preset = load_preset(own_paths(run_dir)(str(source)) if source else run_dir / PRESET)
+    # Not checked against this host's files again: the launch did (a CA bundle named relative to
+    # where it was planned must not make the run's record unreadable elsewhere).
+    ref = own_paths(run_dir)(str(source)) if source else run_dir / PRESET
+    preset = load_preset(ref, host_files=False)
     data = preset.model_dump(mode="json", by_alias=True, exclude_unset=True)
     moved = own_record(run_dir, data)
     return preset if moved is data else Preset.model_validate(moved)

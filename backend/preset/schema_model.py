@@ -22,6 +22,7 @@ from backend.preset.grammar import (
     check_repo_id,
     check_url,
 )
+from backend.preset.hostpaths import model_dir_problem
 from backend.preset.schema_base import _Strict
 
 TinyFamily = Literal["llama2", "llama3", "qwen2", "mistral", "gemma2"]
@@ -105,6 +106,15 @@ class ModelSource(_Strict):
     @classmethod
     def _env_name(cls, value: str) -> str:
         check_env_keys({value: ""})
+        return value
+
+    @field_validator("dir")
+    @classmethod
+    def _not_a_system_dir(cls, value: str) -> str:
+        """Refused on load, not at the prepare step of a run already started."""
+        problem = model_dir_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

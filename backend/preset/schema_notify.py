@@ -13,15 +13,20 @@ import re
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from backend.i18n import _
+from backend.preset.hostpaths import ca_bundle_problem
 from backend.preset.schema_base import _Strict
+from backend.redact import secret_query_names
 
 Event = Literal["finished", "failed", "loss_nan", "stalled"]
 EVENTS: tuple[Event, ...] = ("finished", "failed", "loss_nan", "stalled")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _NEEDS_ENV = ("slack", "feishu", "dingtalk")  # their URL carries the token
+# Validation context key: check the files a preset names on this host (the loader sets it for a
+# preset the user gives; a run's own record, read later or elsewhere, is not checked again).
+HOST_FILES = "host_files"
 
 
 def check_https(url: str, where: str) -> str:
@@ -36,6 +41,24 @@ def check_https(url: str, where: str) -> str:
             _("{where}: no user:password in the URL: put the secret in token_env").format(
                 where=where
             )
+        )
+    return url
+
+
+def check_no_secret(url: str) -> str:
+    """A URL the preset holds in clear carries no secret: not ``user:password@``, not a
+    ``?token=`` / ``key`` / ``sig`` ... parameter (the run's preset.yaml, a saved preset and
+    every message quoting it would repeat it)."""
+    parts = urlsplit(url)
+    found = ["user:password@"] if parts.username or parts.password else []
+    found += [f"{name}=" for name in secret_query_names(url)]
+    if found:
+        raise ValueError(
+            _(
+                "the URL carries a secret ({what}): put the secret in an environment variable "
+                "and name it with token_env (sent as 'Authorization: Bearer …'), or put the whole "
+                "URL in one and name that with url_env"
+            ).format(what=", ".join(found))
         )
     return url
 
@@ -63,6 +86,11 @@ class Webhook(_Strict):
             )
         return value
 
+    @field_validator("url")
+    @classmethod
+    def _no_secret(cls, value: str | None) -> str | None:
+        return check_no_secret(value) if value is not None else None
+
     @model_validator(mode="after")
     def _one_source(self) -> Webhook:
         if self.url is not None:
@@ -89,3 +117,16 @@ class NotifySettings(_Strict):
     ca_file: str | None = Field(
         None, description="a CA bundle to trust for the webhooks (a private endpoint)"
     )
+
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_bundle(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A PEM bundle, checked where the preset is given (plan, check, launch): the watcher
+        reads it only when the run ends, when a bad one can no longer be fixed."""
+        if value is None:
+            return None
+        if not value.strip() or (info.context or {}).get(HOST_FILES):
+            problem = ca_bundle_problem(value)
+            if problem:
+                raise ValueError(problem)
+        return value

@@ -10,6 +10,7 @@ Nothing here raises on one bad run: a corrupt status.json is reported on that ru
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +33,7 @@ from backend.rundir import (
     recovered_status,
     update_status,
 )
-from backend.runs import multinode
+from backend.runs import garbled, multinode
 from backend.runs.docker_runner import container_state, stop_container
 from backend.runs.multinode import jobs
 from backend.runs.procs import (  # the watcher-process helpers live with the others
@@ -40,6 +41,7 @@ from backend.runs.procs import (  # the watcher-process helpers live with the ot
     pid_alive,
     run_processes,
     same_process,
+    start_time,
     watcher_alive,
     watcher_pids,
 )
@@ -156,24 +158,34 @@ def _ended_without_watcher(run_dir: Path, stopped: bool) -> dict:
 
 
 def _refresh_corrupt(run_dir: Path, exc: CorruptRun) -> RunStatus:
-    """status.json unreadable: say so; once nothing of the run runs, rebuild a final record."""
+    """status.json unreadable: rewritten atomically into a valid record from what is known
+    (``backend.runs.garbled``), the unreadable file kept beside it as status.json.garbled."""
     status = recovered_status(run_dir)
     alive = run_processes(run_dir)
-    if alive:
-        return status.model_copy(
-            update={"state": "running", "message": f"{exc}; {len(alive)} process(es) running"}
-        )
-    if not (run_dir / STATUS).exists() and not (run_dir / LOG).exists():
+    present = os.path.lexists(run_dir / STATUS)
+    if not present and not (run_dir / LOG).exists():
         return status.model_copy(update={"message": str(exc)})
-    ended = _ended_without_watcher(run_dir, (run_dir / STOP_REQUEST).exists())
-    ended["message"] = f"{ended['message']} [rebuilt: {exc}]"
-    ended["ended_at"] = time.time()
-    try:
-        if (run_dir / STATUS).exists():
-            (run_dir / STATUS).replace(run_dir / (STATUS + ".corrupt"))  # kept as evidence
-    except OSError:
-        pass
-    return _save(run_dir, status, **ended)
+    why = garbled.why_unreadable(run_dir / STATUS) if present else "missing"
+    kept = garbled.keep_garbled(run_dir) if present else None
+    changes: dict[str, object]
+    if alive:
+        watchers = watcher_pids(run_dir)
+        changes = {
+            "state": "running",
+            "message": garbled.running_message(why, len(alive), kept),
+            "watcher_pid": watchers[0] if watchers else None,
+            "watcher_start": start_time(watchers[0]) if watchers else None,
+        }
+    else:
+        changes = _ended_without_watcher(run_dir, (run_dir / STOP_REQUEST).exists())
+        if changes.get("cause") == "watcher_died":  # nothing says how it ended
+            changes.update(cause=garbled.UNREADABLE, message=garbled.UNREADABLE_END)
+        changes["message"] = garbled.ended_message(str(changes["message"]), why, kept)
+        changes["ended_at"] = time.time()
+    if present and kept is None:  # never rewrite what could not be kept
+        note = " (not rewritten: no copy of it could be kept beside it)"
+        return status.model_copy(update={**changes, "message": f"{changes['message']}{note}"})
+    return _save(run_dir, status, **changes)
 
 
 def list_runs() -> list[RunStatus]:

@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from backend.i18n import _
 from backend.monitor.metrics import MetricsFollower, StepRecord
+from backend.preset.hostpaths import ca_bundle_problem
 from backend.preset.loader import load_preset
 from backend.preset.schema_notify import check_https
 from backend.redact import MIN_SCRUB, redact_text
@@ -135,6 +136,9 @@ def request_for(
 def _context(ca_file: str | None, env: dict[str, str]) -> ssl.SSLContext:
     """Verified TLS; the system's CAs, or the CA bundle the preset or environment names."""
     bundle = ca_file or env.get(CA_ENV) or None
+    problem = ca_bundle_problem(bundle) if bundle else None
+    if problem:  # a FIFO would block this thread forever; the log names the file, no secret
+        raise Refused(f"CA bundle: {problem}")
     return ssl.create_default_context(cafile=bundle)
 
 
@@ -301,7 +305,8 @@ def _log(run_dir: Path, line: str, secrets: list[str] | None = None) -> None:
 
 def _settings(run_dir: Path) -> Any:
     try:
-        return load_preset(RunDir(run_dir).preset_file).notify
+        # the CA bundle is checked when it is used (below), not as a reason to send nothing
+        return load_preset(RunDir(run_dir).preset_file, host_files=False).notify
     except Exception:
         return None
 

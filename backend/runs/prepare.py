@@ -18,7 +18,7 @@ from backend.preset.loader import load_preset
 
 
 def _model(preset_path: str) -> int:
-    preset = load_preset(preset_path)
+    preset = load_preset(preset_path, host_files=False)  # the run's own record: launch checked it
     last = [0.0]
 
     def progress(event: Any) -> None:
@@ -36,7 +36,7 @@ def _model(preset_path: str) -> int:
 
 
 def _environment(preset_path: str) -> int:
-    preset = load_preset(preset_path)
+    preset = load_preset(preset_path, host_files=False)
 
     def progress(event: Any) -> None:
         text = getattr(event, "text", None)

@@ -1,5 +1,6 @@
-"""A garbled status.json is reported, and rebuilt (the garbled copy kept) once nothing of the
-run is running; while processes of the run live it is reported, never rewritten under them."""
+"""A garbled status.json is reported and rebuilt into a valid record (the garbled copy kept as
+status.json.garbled): failed once nothing of the run is running, running while processes of the
+run live (tests/cli/test_garbled_status.py has the rest)."""
 
 from __future__ import annotations
 
@@ -29,14 +30,14 @@ def test_a_garbled_record_is_rebuilt_and_kept(kind: str) -> None:
     run_dir = create_run_dir("p", "host")
     (run_dir / "status.json").write_bytes(GARBLE[kind])
     record = runs_json()[run_dir.name]
-    assert record["state"] == "failed" and "[rebuilt:" in record["message"]
-    assert (run_dir / "status.json.corrupt").read_bytes() == GARBLE[kind]
+    assert record["state"] == "failed" and "status.json was unreadable" in record["message"]
+    assert (run_dir / "status.json.garbled").read_bytes() == GARBLE[kind]
     json.loads((run_dir / "status.json").read_text())  # valid from now on
     again = cli("logs", run_dir.name)
     assert again.returncode == 0 and "Traceback" not in again.stderr
 
 
-def test_while_the_run_runs_it_is_reported_not_rewritten() -> None:
+def test_while_the_run_runs_it_is_rewritten_as_running() -> None:
     run_dir = create_run_dir("p", "host")
     (run_dir / "status.json").write_bytes(GARBLE["truncated"])
     env = {**os.environ, "TRAINWIZ_RUN_DIR": str(run_dir.resolve())}
@@ -50,8 +51,9 @@ def test_while_the_run_runs_it_is_reported_not_rewritten() -> None:
             seen=lambda: {"run processes": run_processes(run_dir), "exit": proc.poll()},
         )
         record = runs_json()[run_dir.name]
-        assert record["state"] == "running" and "not a valid status" in record["message"]
-        assert (run_dir / "status.json").read_bytes() == GARBLE["truncated"]
+        assert record["state"] == "running" and "unreadable" in record["message"]
+        assert json.loads((run_dir / "status.json").read_text())["state"] == "running"
+        assert (run_dir / "status.json.garbled").read_bytes() == GARBLE["truncated"]
     finally:
         proc.kill()
         proc.wait()

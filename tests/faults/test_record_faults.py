@@ -166,8 +166,8 @@ def test_each_corrupt_run_file_is_reported_never_fatal(name: str, how: str, tmp_
     expected = "failed" if name == "metrics.jsonl" else "finished"
     assert runs[bad.name]["state"] == expected, runs[bad.name]
     if name == "status.json":
-        assert "rebuilt" in runs[bad.name]["message"]
-        assert (bad / "status.json.corrupt").read_bytes() == GARBAGE[how]
+        assert "status.json was unreadable" in runs[bad.name]["message"]
+        assert (bad / "status.json.garbled").read_bytes() == GARBAGE[how]
     for args in (("logs", bad.name), ("logs", "-f", bad.name), ("stop", bad.name)):
         out = cli(*args, timeout=30)
         assert out.returncode == 0, (args, out.stderr)
@@ -179,7 +179,7 @@ def test_status_corrupted_under_a_live_run_then_stop_still_ends_it() -> None:
     _wait(run_dir, ("running",))
     (run_dir / "status.json").write_bytes(b"\x00garbage")
     run = runs_json()[run_dir.name]
-    assert run["state"] == "running" and "not a valid status" in run["message"]
+    assert run["state"] == "running" and "status.json was unreadable" in run["message"]
     out = cli("stop", run_dir.name, "--timeout", "5")
     assert out.returncode == 0, out.stdout + out.stderr
     assert runs_json()[run_dir.name]["state"] == "stopped"

@@ -43,3 +43,33 @@ def test_diagnose_output_has_no_escape_sequences(
 )
 def test_terminal_safe(raw: str, shown: str) -> None:
     assert terminal_safe(raw) == shown
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"  # embeddings, overrides, isolates
+BIDI_LOGS = {
+    "oom": f"torch.OutOfMemoryError: CUDA out of{BIDI[4]} memory. Tried to allocate 2.00 GiB\n",
+    "nccl": f"NCCL error {BIDI}: unhandled system error\nncclSystemError{BIDI[4]}\n",
+    "traceback": (
+        "Traceback (most recent call last):\n"
+        f'  File "/x/{BIDI[4]}evil.py", line 3, in <module>\n'
+        f"RuntimeError: boom {BIDI[4]}{BIDI[5]} reversed{BIDI[8]} text\n"
+    ),
+    "unknown": f"hello {BIDI[4]}world\nerror: something {BIDI}bad\n",
+}
+
+
+@pytest.mark.parametrize("json", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize("kind", sorted(BIDI_LOGS))
+def test_diagnose_shows_no_bidi_control_from_the_log_or_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, json: bool
+) -> None:
+    """U+202E and friends show text in another order than it is stored ("Trojan Source"):
+    whatever diagnose quotes (a finding's line, the log's own name) reaches the terminal
+    without them, in the text report and in --json (escaped by the JSON encoder)."""
+    log = tmp_path / f"ev{BIDI[4]}il.log"
+    log.write_text(BIDI_LOGS[kind])
+    code = main(["diagnose", str(log), *(["--json"] if json else [])])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert not set(BIDI) & set(out + err), (out + err)[-600:]
+    assert "Traceback" not in err

@@ -75,3 +75,15 @@ def add_ignore_plan_flag(parser: argparse.ArgumentParser) -> None:
             "memory or host RAM"
         ),
     )
+
+
+def path_arg(text: str) -> str:
+    """A file or folder named on the command line: never empty. ``--to "$OUT"`` with OUT unset
+    is ``--to ''``, and ``Path('')`` is the current folder, so an empty path used to mean a
+    default (export into ``.``, ``tune --write`` onto PRESET-tuned.yaml, ``check --preset ''``
+    a plain survey). argparse names the flag: ``argument --to: empty: ...``, exit 2."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            _("empty: name a file or folder (use '.' for the current folder)")
+        )
+    return text

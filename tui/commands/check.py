@@ -17,6 +17,7 @@ from backend.preset.loader import load_preset
 from backend.preset.safety import Risk, container_risks
 from backend.preset.schema import Preset
 from backend.tokens import allow_hosts
+from tui.commands._args import path_arg
 from tui.commands._common import add_json_flag, print_json
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
@@ -34,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--preset",
         metavar="NAME|PATH",
+        type=path_arg,
         help=_("judge against this preset (default: a plain survey)"),
     )
     parser.add_argument(

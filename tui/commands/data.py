@@ -9,7 +9,7 @@ from backend.errors import BadInput
 from backend.i18n import _
 from backend.model.placeholders import resolve_placeholders
 from backend.termsafe import terminal_safe
-from tui.commands._args import bounded_int
+from tui.commands._args import bounded_int, path_arg
 from tui.commands._common import add_json_flag, print_json
 
 MAX_LENGTH_RANGE = (8, 1048576)  # what --max-length takes (and the MCP server's data_check)
@@ -20,10 +20,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sub = parser.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     check = sub.add_parser("check", help=_("roles, empty turns, ids; token lengths with --model"))
     check.add_argument(
-        "file", metavar="FILE", help=_("FastChat conversation JSON ('@sample' works)")
+        "file",
+        metavar="FILE",
+        type=path_arg,
+        help=_("FastChat conversation JSON ('@sample' works)"),
     )
     check.add_argument(
-        "--model", metavar="DIR", help=_("model dir whose tokenizer measures lengths")
+        "--model",
+        metavar="DIR",
+        type=path_arg,
+        help=_("model dir whose tokenizer measures lengths"),
     )
     check.add_argument(
         "--max-length",
@@ -31,7 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=512,
         help=_("model_max_length (default 512, FastChat's)"),
     )
-    check.add_argument("--python", help=_("training python for the tokenizer (default: this one)"))
+    check.add_argument(
+        "--python",
+        metavar="PATH",
+        type=path_arg,
+        help=_("training python for the tokenizer (default: this one)"),
+    )
     check.add_argument(
         "--chat-template",
         default="auto",

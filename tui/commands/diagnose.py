@@ -19,6 +19,7 @@ from backend.errors import BadInput
 from backend.i18n import N_, _
 from backend.paths import LOG, NODES, PRESET, STATUS, runs_dir  # not rundir: no pydantic for a log
 from backend.termsafe import terminal_safe
+from tui.commands._args import path_arg
 from tui.commands._common import add_json_flag, fill_cells, pad_cells, print_json, to_jsonable
 
 if TYPE_CHECKING:  # backend.runs pulls in the launcher: only a run needs it, and imports it then
@@ -41,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--preset",
         metavar="NAME|PATH",
+        type=path_arg,
         help=_("compute fixes against this preset (default for a run: its preset.yaml)"),
     )
     add_json_flag(parser)

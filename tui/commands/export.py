@@ -10,7 +10,7 @@ from pathlib import Path
 from backend.i18n import _
 from backend.results.export import export_run
 from backend.runs import find_run
-from tui.commands._args import bounded_int
+from tui.commands._args import bounded_int, path_arg
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -19,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "export", help=_("write a run's model as safetensors + tokenizer + model card")
     )
     parser.add_argument("run", metavar="RUN", help=_("run id, unique prefix, 'last' or a run dir"))
-    parser.add_argument("--to", required=True, metavar="DIR", help=_("a new (or empty) folder"))
+    parser.add_argument(
+        "--to", required=True, metavar="DIR", type=path_arg, help=_("a new (or empty) folder")
+    )
     parser.add_argument(
         "--checkpoint",
         type=bounded_int(0, 10**9),

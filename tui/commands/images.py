@@ -16,7 +16,7 @@ from backend.images.host import detect_host_gpus
 from backend.images.pull import pull_image
 from backend.images.survey import ImagesSurvey, host_override, survey_images
 from backend.preset.loader import load_preset
-from tui.commands._args import version_text
+from tui.commands._args import path_arg, version_text
 from tui.commands._common import add_json_flag, print_json, to_jsonable
 
 _STYLE = {"compatible": "green", "warning": "yellow", "incompatible": "red"}
@@ -29,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=_("images this machine can train in (catalog + local), and pull"),
         description=_("Judge every catalog and local image against the driver, GPUs and preset."),
     )
-    parser.add_argument("--preset", metavar="NAME|PATH", help=_("judge for this preset"))
+    parser.add_argument(
+        "--preset", metavar="NAME|PATH", type=path_arg, help=_("judge for this preset")
+    )
     parser.add_argument(
         "--driver",
         type=version_text(_("a driver version like 535.54.03")),

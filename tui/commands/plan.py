@@ -18,7 +18,7 @@ from backend.preset.safety import Risk, container_risks
 from backend.preset.schema import Preset
 from backend.redact import preset_secrets, redact_text
 from backend.runs.spec import LaunchSpec, plan_spec
-from tui.commands._args import bounded_float
+from tui.commands._args import bounded_float, path_arg
 from tui.commands._common import add_json_flag, print_json
 
 HOST_RAM_RANGE = (1.0, 65536.0)  # GiB --host-ram takes (and the MCP server's plan and tune)
@@ -42,7 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--gpu", metavar="NAME", help=_("plan memory for this GPU (h200, a100, ...)")
     )
-    parser.add_argument("--config", metavar="PATH", help=_("the model's config.json (its shape)"))
+    parser.add_argument(
+        "--config", metavar="PATH", type=path_arg, help=_("the model's config.json (its shape)")
+    )
     parser.add_argument("--tune", action="store_true", help=_("print the fastest preset that fits"))
     parser.add_argument(
         "--free-batch", action="store_true", help=_("--tune may change the global batch")
@@ -56,6 +58,7 @@ def add_real_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lengths",
         metavar="REPORT",
+        type=path_arg,
         help=_(
             "token lengths from `trainwiz data check FILE --model DIR --json` saved to a file "
             "(default: a stated ShareGPT-like distribution)"

@@ -22,7 +22,7 @@ from backend.planner.tune import COMPILE_BUDGET_S, tune
 from backend.preset import load_preset
 from backend.preset.loader import preset_to_yaml
 from backend.redact import preset_secrets
-from tui.commands._args import bounded_float, bounded_int
+from tui.commands._args import bounded_float, bounded_int, path_arg
 from tui.commands._common import add_json_flag, print_json
 from tui.commands.plan import add_real_data_flags
 
@@ -54,7 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "for it and measured on the CPU)"
         ),
     )
-    parser.add_argument("--config", metavar="PATH", help=_("the model's config.json (its shape)"))
+    parser.add_argument(
+        "--config", metavar="PATH", type=path_arg, help=_("the model's config.json (its shape)")
+    )
     parser.add_argument("--free-batch", action="store_true", help=_("may change the global batch"))
     parser.add_argument(
         "--probe",
@@ -83,6 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--write",
         metavar="PATH",
+        type=path_arg,
         help=_("write the tuned preset here (default: PRESET-tuned.yaml)"),
     )
     parser.add_argument(
