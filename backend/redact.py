@@ -130,8 +130,19 @@ _NOT_SECRET = frozenset(
 )
 
 
+# The process environment's secrets, with the environment they were read from: redaction runs
+# on every line shown (a plan of a hostile preset redacts ~200,000 strings), and decoding and
+# matching every variable each time cost more than the redaction itself.
+_env_secrets: tuple[dict[Any, Any], list[str]] | None = None
+
+
 def _process_secrets() -> list[str]:
-    return [
+    global _env_secrets
+    raw = getattr(os.environ, "_data", None)  # CPython's own dict behind os.environ (C-speed)
+    snapshot = dict(raw) if isinstance(raw, dict) else dict(os.environ)
+    if _env_secrets is not None and _env_secrets[0] == snapshot:
+        return _env_secrets[1]
+    found = [
         value
         for key, value in os.environ.items()
         if len(value) >= MIN_SCRUB
@@ -139,6 +150,8 @@ def _process_secrets() -> list[str]:
         and key.upper() not in _NOT_SECRET
         and not key.startswith("TRAINWIZ_")
     ]
+    _env_secrets = (snapshot, found)
+    return found
 
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
