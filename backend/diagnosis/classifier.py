@@ -29,6 +29,7 @@ from backend.diagnosis.nodes import cross_node, node_of
 from backend.diagnosis.scan import ShapeFilter, compile_prefilter, compile_prefilter_str, key_index
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
 from backend.diagnosis.signatures_cluster import YIELDS_TO, import_wrapper_only
+from backend.diagnosis.signatures_hw import HW_YIELDS_TO
 from backend.diagnosis.unrecognised import add_unrecognised, keep_tail
 from backend.i18n import N_, _
 
@@ -387,7 +388,7 @@ def findings_of(accs: dict[str, _Acc], preset: Preset | None) -> list[Finding]:
             )
         )
     findings.sort(key=_sort_key)
-    for consequence, cause in YIELDS_TO:
+    for consequence, cause in (*YIELDS_TO, *HW_YIELDS_TO):
         found = {f.category: f for f in findings}
         if consequence in found and cause in found and found[cause].severity == "error":
             findings.remove(found[consequence])

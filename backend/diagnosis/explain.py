@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from backend.diagnosis.explain_hw import hw_detail
 from backend.i18n import N_, _
 
 _EXPLAIN: dict[str, str] = {
@@ -148,6 +149,43 @@ _EXPLAIN: dict[str, str] = {
         "The tokenizer has no chat template, so apply_chat_template cannot format "
         "conversations: base (non-chat) models usually ship none."
     ),
+    "gpu_hardware": N_(
+        "The GPU itself failed, not the training code: the NVIDIA driver logged an Xid event "
+        "(in the kernel log, `dmesg`), the GPU fell off the PCIe bus, its memory had an "
+        "uncorrectable ECC error, or an NVLink failed. CUDA calls on that GPU then fail with "
+        "whatever error comes next and the other ranks time out in NCCL; a restart on the same "
+        "GPU usually fails again until it is reset or replaced."
+    ),
+    "illegal_memory_access": N_(
+        "A CUDA kernel read or wrote memory it does not own, or one of PyTorch's bounds checks "
+        "inside a kernel failed (device-side assert). The commonest cause in fine-tuning is a "
+        "token id at or above the embedding's size: a tokenizer with more tokens than the "
+        "model's vocabulary (tokens added without resize_token_embeddings), or labels outside "
+        "it. Others: a fused or compiled kernel (flash-attn, Liger, torch.compile) with a bug or "
+        "a shape it does not support. CUDA reports it late, so the traceback may point at a "
+        "later call; the other ranks then time out in NCCL."
+    ),
+    "fp16_unscale": N_(
+        "fp16 mixed precision (training.fp16: torch.amp's GradScaler) found trainable weights "
+        "that are themselves float16. AMP keeps fp32 master weights and computes in fp16; it "
+        "cannot unscale gradients stored in fp16. The model (or its LoRA adapters) was loaded in "
+        "float16: torch_dtype=torch.float16, or a transformers version that loads the "
+        "checkpoint's own dtype."
+    ),
+    "io_error": N_(
+        "A read or write failed in the storage itself, not for permissions or space: "
+        "Input/output error (EIO: a failing disk, or a network file system such as NFS or "
+        "Lustre losing its server), Stale file handle (ESTALE: a file on NFS was replaced or "
+        "removed while open, or the export was remounted), Read-only file system (EROFS: a "
+        "read-only mount, or the kernel remounting a disk read-only after errors)."
+    ),
+    "network_unreachable": N_(
+        "A connection to another host failed in the network: no route to it (errno 101, 113) "
+        "or no answer before the connect timeout (errno 110). The name resolved (otherwise "
+        "hostname_resolution), but the packets do not arrive: a firewall or security group "
+        "drops them, the node has no route to that network, the wrong interface was used, or a "
+        "proxy is needed. For downloads (the Hub, PyPI) the machine may have no internet access."
+    ),
     "hf_args": N_(
         "The installed transformers does not accept a training argument in the command: "
         "the name changed between versions (evaluation_strategy -> eval_strategy, removed in 4.51; "
@@ -187,6 +225,9 @@ def explain(category: str, groups: dict[str, Any], count: int) -> str:
             "{path} belongs to another user than the one the run runs as (a folder a root "
             "container or `sudo` made, or a bind mount), so the run cannot write there."
         ).format(path=folder)
+    detail = hw_detail(category, groups)
+    if detail:
+        text = _then(text, detail)
     if category == "tokenization_mismatch":
         text = _then(text, _("Seen {count} time(s).").format(count=count))
     if count > 1 and category not in ("tokenization_mismatch",):

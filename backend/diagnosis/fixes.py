@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from backend.diagnosis.explain import gib_from_text
 from backend.diagnosis.fixes_cluster import cluster_fixes
 from backend.diagnosis.fixes_env import container_fixes, flash_fixes, hf_fixes
+from backend.diagnosis.fixes_hw import hw_fixes
 from backend.diagnosis.fixes_methods import method_fixes
 from backend.diagnosis.fixes_train import arch_fixes, hub_fixes, nan_fixes, template_fixes
 from backend.diagnosis.model import Fix, PresetChange
@@ -220,6 +221,9 @@ def _fixes_for(category: str, groups: dict[str, Any], preset: Preset | None) -> 
     cluster = cluster_fixes(category, preset, every, groups)  # Slurm, nodes, DeepSpeed config…
     if cluster is not None:
         return cluster
+    hardware = hw_fixes(category, preset, every, groups)  # GPU, kernels, AMP, storage, network
+    if hardware is not None:
+        return hardware
     if category == "port_in_use":
         port = free_port()
         return [

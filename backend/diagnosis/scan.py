@@ -50,15 +50,22 @@ def _anchors() -> list[str]:
 def key_index() -> tuple[list[str], list[frozenset[int]], list[frozenset[int]]]:
     """The scan keys and, per key, the signatures and markers a line holding it may match
     (those with an anchor containing the key)."""
-    keys = sorted({scan_key(a) for a in _anchors()})
-    sigs = [
-        frozenset(i for i, s in enumerate(SIGNATURES) if any(k in a for a in s.anchors))
-        for k in keys
-    ]
-    marks = [
-        frozenset(i for i, m in enumerate(MARKERS) if any(k in a for a in m.anchors)) for k in keys
-    ]
-    return keys, sigs, marks
+    anchors = _anchors()
+    keys = sorted({scan_key(a) for a in anchors})
+    # Each distinct anchor is tested against each key once (not once per table entry holding
+    # it): this runs at every start of `diagnose`, and the tables share many anchors.
+    holds = {a: [n for n, k in enumerate(keys) if k in a] for a in anchors}
+
+    def per_key(table: tuple[tuple[str, ...], ...]) -> list[frozenset[int]]:
+        found: list[set[int]] = [set() for _ in keys]
+        for i, entry_anchors in enumerate(table):
+            for anchor in entry_anchors:
+                for n in holds[anchor]:
+                    found[n].add(i)
+        return [frozenset(x) for x in found]
+
+    sigs = per_key(tuple(s.anchors for s in SIGNATURES))
+    return keys, sigs, per_key(tuple(m.anchors for m in MARKERS))
 
 
 def _trie(words: list[str]) -> str:

@@ -26,6 +26,14 @@ from backend.diagnosis.signatures_cluster import (
     SLURM,
     VERSIONS,
 )
+from backend.diagnosis.signatures_hw import (
+    AMP,
+    GPU_HARDWARE,
+    HW_MARKERS,
+    IO,
+    KERNEL_FAULTS,
+    NET_UNREACHABLE,
+)
 from backend.diagnosis.signatures_methods import EXTENSION_BUILDS, METHOD_MARKERS, METHODS
 from backend.diagnosis.signatures_train import ARCH, FOLDERS, HUB, NAN, TEMPLATES, TRAIN_MARKERS
 from backend.i18n import N_
@@ -42,6 +50,10 @@ TIERS: dict[str, int] = {
 }
 
 SIGNATURES: tuple[Signature, ...] = (
+    # --- the GPU itself, then a kernel's fault: first, because NCCL's and the watchdog's lines
+    # quote the CUDA error that ended a rank (a line names the fault, not the messenger) ---
+    *GPU_HARDWARE,
+    *KERNEL_FAULTS,
     # --- shared memory (before disk_full and nccl: a full /dev/shm is the root cause) ---
     _sig(
         "shm",
@@ -225,6 +237,8 @@ SIGNATURES: tuple[Signature, ...] = (
         ("Operation not permitted",),
     ),
     *FOLDERS,  # a folder the run writes to that another user owns
+    *IO,  # EIO, ESTALE, EROFS: the storage failed (before disk_full's ENOSPC)
+    *AMP,  # fp16 AMP on fp16 weights
     # --- disk ---
     _sig(
         "disk_full",
@@ -334,6 +348,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     *NCCL_TRANSPORT,  # a broken socket/IB connection is an error, not a warning
     _sig("nccl", "warning", N_("NCCL warning"), r"NCCL WARN\b", ("NCCL WARN",)),
+    # last: ssh's, the c10d store's and NCCL's own socket errors above keep their categories
+    *NET_UNREACHABLE,
 )
 
 MARKERS: tuple[Marker, ...] = (
@@ -374,4 +390,5 @@ MARKERS: tuple[Marker, ...] = (
     *TRAIN_MARKERS,
     *METHOD_MARKERS,
     *CLUSTER_MARKERS,
+    *HW_MARKERS,
 )

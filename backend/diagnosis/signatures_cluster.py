@@ -25,7 +25,10 @@ _RESOLVER = (
     r" hostname|nodename nor servname provided|Could not resolve hostname|\[Errno 11001\]"
     r" getaddrinfo failed|ValueError: host not found"
 )
-_ERRNO_CONNECT = r"errno: 11[013]\b|Connection refused|Connection timed out|No route to host"
+_ERRNO_CONNECT = (
+    r"errno: (?:101|11[013])\b|Connection refused|Connection timed out|No route to host"
+    r"|Network is unreachable"
+)
 
 # Before the generic ones (port_in_use, nccl): these name a more specific cause.
 NETWORK: tuple[Signature, ...] = (

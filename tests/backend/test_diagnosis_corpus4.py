@@ -52,8 +52,8 @@ KNOWN_MISSES: dict[str, str] = {
     "container_permission/harbor-262-root-cache-errno13-download.log": "warning only",
     "container_permission/nemotron-1386-hf-cache-no-exist-errno13.log": "warning only",
     # torch.save "write(): fd 29 failed with Input/output error"; the thread says the disk was full.
-    # No category: the RuntimeError is quoted as an unrecognised failure (never silent).
-    "disk_full/pytorch-10577-torch-save-write-io-error.log": "unrecognised_failure",
+    # The log says EIO, not ENOSPC: an io_error (whose fixes include the free-space check).
+    "disk_full/pytorch-10577-torch-save-write-io-error.log": "io_error",
     # A CPU-only bitsandbytes warning above the host-RAM "Killed" wins.
     "host_oom/textgen-2509-bnb-cpu-warning-then-killed.log": "bitsandbytes_cuda",
     # grad_norm nan (mmengine) and torch's "Non-finite norm encountered in clip_grad_norm_".
