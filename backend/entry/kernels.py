@@ -29,13 +29,25 @@ def _fused_adamw_ok(torch: Any) -> bool:
     return "fused" in inspect.signature(torch.optim.AdamW.__init__).parameters
 
 
-def gate(argv: list[str], pop_option: Any, training_cls: Any, torch: Any) -> dict[str, Any]:
-    """Drop what cannot run here from argv; return what stays on (for the metrics' start line)."""
+def gate(
+    argv: list[str], pop_option: Any, training_cls: Any, torch: Any, lm_head_adapter: bool = False
+) -> dict[str, Any]:
+    """Drop what cannot run here from argv; return what stays on (for the metrics' start line).
+
+    ``lm_head_adapter``: LoRA adapts lm_head. Liger's fused linear cross-entropy multiplies by
+    ``lm_head.weight`` itself (PEFT's base weight), so that adapter would get no gradient and
+    no say in the loss: Liger stays off. With any other LoRA targets Liger is fine (HF Trainer
+    patches the PEFT model's base model; its SwiGLU/RMSNorm call the adapted projections)."""
     fields = {f.name for f in dataclasses.fields(training_cls)}
     active: dict[str, Any] = {}
     liger = pop_option(argv, "use_liger_kernel")
     if _flag_on(liger):
-        if "use_liger_kernel" not in fields:
+        if lm_head_adapter:
+            log(
+                "use_liger_kernel: LoRA adapts lm_head, which Liger's fused loss would bypass "
+                "(it reads lm_head.weight): off"
+            )
+        elif "use_liger_kernel" not in fields:
             log("use_liger_kernel: this transformers has no such argument: off")
         elif importlib.util.find_spec("liger_kernel") is None:
             log("use_liger_kernel: liger_kernel is not installed (pip install liger-kernel): off")

@@ -56,6 +56,11 @@ def pop_lora_args(argv):
     return lora_args
 
 
+def adapts_lm_head(lora_args):
+    """Whether the adapters include lm_head (kernels.gate keeps Liger's fused loss off then)."""
+    return lora_args is not None and "lm_head" in list(lora_args.lora_target_modules)
+
+
 def require_qlora():
     """QLoRA's 4-bit weights need a CUDA GPU and bitsandbytes; say so before loading anything."""
     if not torch.cuda.is_available():

@@ -318,7 +318,8 @@ def main(argv=None):
         log(f"no FSDP on the CPU (plain DDP, every process holds the whole model): "
             f"{' '.join(no_fsdp)} not applied")  # fmt: skip
     adapt_argv(argv)
-    active_kernels = kernels.gate(argv, pop_option, TrainingArguments, torch)
+    active_kernels = kernels.gate(argv, pop_option, TrainingArguments, torch,
+                                  lm_head_adapter=lora.adapts_lm_head(lora_args))  # fmt: skip
     added = ranks.device_args(argv, TrainingArguments, torch)  # CPU: use_cpu, else 1 copy each
     parser = transformers.HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
     model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)

@@ -16,6 +16,8 @@ from backend.planner.throughput import ThroughputPlan, predict_throughput
 
 # Keep the user's configuration unless the best one is predicted this much faster.
 MIN_GAIN = 0.02
+# Compile (flex_attention's kernels, torch.compile) allowed before the first step, seconds.
+COMPILE_BUDGET_S = 240.0
 
 
 @dataclass

@@ -1,49 +1,61 @@
 """Tune across training methods: LoRA, QLoRA and DeepSpeed ZeRO beside FSDP's full fine-tune.
 
 ``tune()`` searches FSDP settings; this module adds the other methods FastChat can train with
-(docs/lora.md). For each method it finds the configuration (micro-batch x recompute) with the most
-real tokens/s that fits the GPU *and* the host's RAM, and says what the method changes for the
-result (an adapter instead of a model, a 4-bit base, host RAM for CPU-Adam). When no full
-fine-tune fits, the fastest of them becomes tune's answer; otherwise they are listed beside it
-as alternatives. A configuration predicted to exceed GPU memory or host RAM is never offered;
-CPU offload is only offered when the host's RAM is known (``--host-ram`` or this machine's).
+(docs/lora.md). For each method it finds the configuration with the most real tokens/s that
+fits the GPU *and* the host's RAM: micro-batch x recompute on padded batches, and for LoRA/QLoRA
+on the trainwiz entry also the full fine-tune's speed tools (packed rows, Liger, fused AdamW,
+selective recompute, regional compile: rowsearch.packed_candidates), and says what the method
+changes for the result (an adapter instead of a model, a 4-bit base, host RAM for CPU-Adam).
+When no full fine-tune fits, the fastest of them becomes tune's answer; otherwise they are listed
+beside it as alternatives. A configuration predicted to exceed GPU memory or host RAM is never
+offered; CPU offload is only offered when the host's RAM is known (``--host-ram`` or this
+machine's). Regional compile is picked on a prediction only once a probe of the same method
+measured it on this GPU kind (as for a full fine-tune); until then the probe measures it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend.i18n import _
-from backend.planner.estimate import MIN_GAIN, Change, TuneResult
+from backend.planner.changes import rank_key
+from backend.planner.estimate import COMPILE_BUDGET_S, MIN_GAIN, Estimate, TuneResult
 from backend.planner.gpu import GIB, GpuSpec
+from backend.planner.method_changes import ADAPTER_LR, apply_changes, method_changes, result_note
 from backend.planner.methods import (
     MethodSettings,
-    adapter_params,
     estimate_method,
     estimate_preset,
     method_from_preset,
 )
 from backend.planner.realdata import LengthDist, default_dist
-from backend.planner.rowsearch import batch_line
+from backend.planner.rowsearch import batch_line, packed_candidates
 from backend.planner.settings import TrainSettings, settings_from_preset
 from backend.planner.shape import ModelShape
-from backend.preset.schema import Preset
+from backend.planner.tune_filters import dropped_note, measured_compile_only, selective_where_needed
+
+__all__ = ["ADAPTER_LR", "MethodCandidate", "add_methods", "apply_method", "method_lines",
+           "probe_order", "result_note", "search_methods", "tune_method_preset"]  # fmt: skip
 
 # Micro-batches tried per method (divisors of the per-rank batch, as tune keeps the global batch).
 MAX_MICRO_BATCH = 64
-# The learning rate a full fine-tune switched to LoRA/QLoRA gets (when its own is lower).
-ADAPTER_LR = 2e-4
 
 
 @dataclass
 class MethodCandidate:
-    """The best configuration of one method, what it changes in the preset and in the result."""
+    """The best configuration of one method, what it changes in the preset and in the result;
+    ``pool``: every configuration of the method that fits, best predicted first (tight and
+    not-yet-measured compiled ones too: what a probe may measure)."""
 
     method: MethodSettings
-    estimate: Any  # backend.planner.tune.Estimate
-    changes: list[Any] = field(default_factory=list)  # backend.planner.tune.Change
+    estimate: Any  # backend.planner.estimate.Estimate
+    changes: list[Any] = field(default_factory=list)  # backend.planner.estimate.Change
     result_note: str = ""
+    pool: list[Any] = field(default_factory=list)
+    before: Any = None  # the preset's own settings under this method (what changes compare with)
+    shape: ModelShape | None = None  # the model's (result notes of the pool's configurations)
 
     @property
     def label(self) -> str:
@@ -87,92 +99,37 @@ def _trials(preset: Any, world: int, host_ram: int | None) -> list[MethodSetting
     return own + [m for m in trials if m not in own]
 
 
-def _variants(base: TrainSettings, max_micro_batch: int) -> list[TrainSettings]:
-    """Micro-batch x recompute at the same global batch; padded rows, no FSDP (DeepSpeed or
-    DDP shard these methods; the method model plans padded batches)."""
+def packs_here(preset: Any, gpu: GpuSpec) -> bool:
+    """Packed rows (and the tools that come with them) run on the trainwiz entry on a bf16 GPU;
+    FastChat's own train_mem.py cannot pack (the same rule as tune's)."""
+    return preset.launch.entry == "trainwiz" and preset.launch.device == "cuda" and gpu.bf16_ok
+
+
+def _variants(
+    base: TrainSettings,
+    max_micro_batch: int,
+    packed: LengthDist | None,
+    flash_varlen: bool,
+    layers: int,
+) -> list[TrainSettings]:
+    """Micro-batch x recompute at the same global batch on padded rows, no FSDP (DeepSpeed or
+    DDP shard these methods); with ``packed`` (the data's lengths) also the full fine-tune's
+    packed candidates without FSDP: rows x accumulation x recompute x Liger x fused AdamW, and
+    regional compile on one GPU (the entry compiles the decoder layers through PEFT's wrapper)."""
     per_rank = base.micro_batch * base.grad_accum
     sizes = [b for b in range(1, per_rank + 1) if per_rank % b == 0 and b <= max_micro_batch]
-    return [
-        base.with_(
-            micro_batch=b, grad_accum=per_rank // b, trainer_gc=gc, fsdp="", fsdp_ac=False,
-            packing=False, pack_tokens=0,
+    plain = base.with_(fsdp="", fsdp_ac=False)
+    out = [
+        plain.with_(
+            micro_batch=b, grad_accum=per_rank // b, trainer_gc=gc, packing=False, pack_tokens=0,
+            recompute_layers=0,
         )
         for b in sizes or [base.micro_batch]
         for gc in (False, True)
     ]  # fmt: skip
-
-
-def result_note(shape: ModelShape, m: MethodSettings, est: Any) -> str:
-    """What the method changes for the trained result (and what it costs)."""
-    if m.adapters:
-        trained = adapter_params(shape, m)
-        note = _(
-            "trains {m:.1f} M parameters (~{pct:.2g} % of the model): the output is the "
-            "adapter only; merge it into the base for a full model (trainwiz export --merge)"
-        ).format(m=trained / 1e6, pct=100 * trained / shape.n_params)
-        if m.method == "qlora":
-            note += _(
-                "; 4-bit nf4 base: slight quality loss and slower steps (dequantisation), "
-                "needs bitsandbytes on CUDA"
-            )
-        return note
-    note = _("every weight is trained: the same result as a full fine-tune (DeepSpeed ZeRO-{s})")
-    note = note.format(s=m.zero_stage)
-    if m.offload_optimizer:
-        note += _("; {what} in host RAM ({gib:.0f} GiB of it at peak), CPU-Adam steps are slower")
-        what = _("optimizer states and weights") if m.offload_param else _("optimizer states")
-        note = note.format(what=what, gib=est.memory.host_ram_peak / GIB)
-    return note
-
-
-def _changes(preset: Any, m: MethodSettings, s: TrainSettings, note: str) -> list[Any]:
-    tr = preset.training
-    out = []
-    if tr.method != m.method:
-        out.append(Change("training.method", tr.method, m.method, note))
-    if tr.method == "full" and m.adapters and tr.learning_rate < ADAPTER_LR:
-        why = _(
-            "adapters start from zero and train a few parameters: about 10x a full "
-            "fine-tune's rate (QLoRA paper: 2e-4 for 7-13B models)"
-        )
-        out.append(Change("training.learning_rate", tr.learning_rate, ADAPTER_LR, why))
-    zero = (
-        {"stage": m.zero_stage, "offload_optimizer": m.offload_optimizer,
-         "offload_param": m.offload_param}
-        if m.zero_stage else None
-    )  # fmt: skip
-    old_zero = tr.zero.model_dump() if tr.zero is not None else None
-    if old_zero != zero:
-        why = note if tr.method == m.method else _("the ZeRO settings of this method")
-        out.append(Change("training.zero", old_zero, zero, why))
-    if tr.fsdp:
-        out.append(
-            Change("training.fsdp", tr.fsdp, "", _("DeepSpeed/DDP shard this method, not FSDP"))
-        )
-    if tr.packing:
-        why = _("the method's model plans padded batches (packing is not planned with it)")
-        out.append(Change("training.packing", True, False, why))
-    if tr.per_device_train_batch_size != s.micro_batch:
-        why = _("the micro-batch with the most real tokens/s that fits")
-        out.append(
-            Change("training.per_device_train_batch_size", tr.per_device_train_batch_size,
-                   s.micro_batch, why)
-        )  # fmt: skip
-    if tr.gradient_accumulation_steps != s.grad_accum:
-        why = _("keeps the global batch at {n}").format(n=s.global_batch)
-        out.append(
-            Change("training.gradient_accumulation_steps", tr.gradient_accumulation_steps,
-                   s.grad_accum, why)
-        )  # fmt: skip
-    if tr.gradient_checkpointing != s.trainer_gc:
-        why = (
-            _("recompute is needed to fit the activations")
-            if s.trainer_gc
-            else _("activations fit without recompute, which saves the recompute pass")
-        )
-        out.append(
-            Change("training.gradient_checkpointing", tr.gradient_checkpointing, s.trainer_gc, why)
-        )
+    if packed is not None:
+        out += packed_candidates(plain, packed, flash_varlen=flash_varlen, layers=layers,
+                                 compile_layers=base.world == 1)  # fmt: skip
     return out
 
 
@@ -185,18 +142,35 @@ def search_methods(
     host_ram: int | None = None,
     max_micro_batch: int = MAX_MICRO_BATCH,
     calibration: list[dict[str, Any]] | None = None,
+    packing: bool | None = None,
+    flash_varlen: bool | None = None,
+    compile_budget_s: float = COMPILE_BUDGET_S,
 ) -> tuple[list[MethodCandidate], list[str]]:
     """Each method's fastest configuration that fits GPU and host, best real tokens/s first,
     and notes on what was left out and why. ``calibration``: this GPU kind's probe rows (each
-    method is corrected by its own)."""
+    method is corrected by its own). ``packing`` None: LoRA/QLoRA try packed rows where the
+    entry packs (``packs_here``); ``flash_varlen`` None: flash_attn looked up, not imported."""
     base = settings_from_preset(preset)
+    dist = dist or default_dist()
+    if packing is None:
+        packing = packs_here(preset, gpu)
+    if flash_varlen is None:  # looked up, never imported: the wizard has no training stack
+        flash_varlen = importlib.util.find_spec("flash_attn") is not None
     notes: list[str] = []
     out: list[MethodCandidate] = []
+    over_budget: dict[str, list[tuple[Estimate, str]]] = {}  # method label -> dropped
+    unmeasured: dict[str, list[Estimate]] = {}  # method label -> compiled, not measured here
     for m in _trials(preset, base.world, host_ram):
-        estimates = [
-            estimate_method(shape, s, m, gpu, dist, host_ram, calibration)
-            for s in _variants(base, max_micro_batch)
-        ]
+        packed = dist if packing and m.adapters and not m.zero_stage else None
+        pool = _variants(base, max_micro_batch, packed, flash_varlen, shape.layers)
+        if "lm_head" in m.target_modules:  # Liger's fused loss would bypass its adapter (entry)
+            pool = [s for s in pool if not s.liger]
+        estimates = [estimate_method(shape, s, m, gpu, dist, host_ram, calibration) for s in pool]
+        estimates = selective_where_needed(estimates)
+        over = [(e, "") for e in estimates if e.throughput.startup_s > compile_budget_s]
+        if over:
+            over_budget[m.label()] = over
+            estimates = [e for e in estimates if e.throughput.startup_s <= compile_budget_s]
         fitting = [e for e in estimates if e.memory.fits and e.fits_host]
         if not fitting:
             gpu_ok = [e for e in estimates if e.memory.fits]
@@ -208,13 +182,25 @@ def search_methods(
                         label=m.label(), need=need / GIB, have=host_ram / GIB)
                 )  # fmt: skip
             continue
-        roomy = [e for e in fitting if not e.memory.tight] or fitting
-        best = max(
-            roomy,
-            key=lambda e: (round(e.throughput.real_tokens_per_s, -1), -e.settings.micro_batch),
-        )
+        own_rows = [r for r in calibration or [] if str(r.get("method") or "full") == m.kind()]
+        pickable, left = measured_compile_only(fitting, own_rows, gpu.name)
+        if left:
+            unmeasured[m.label()] = [e for e in fitting if e.settings.compile_layers]
+        pickable = pickable or fitting
+        roomy = [e for e in pickable if not e.memory.tight] or pickable
+        best = max(roomy, key=rank_key)
+        before = estimate_method(shape, base.with_(fsdp="", fsdp_ac=False), m, gpu, dist,
+                                 host_ram, calibration)  # fmt: skip
         note = result_note(shape, m, best)
-        out.append(MethodCandidate(m, best, _changes(preset, m, best.settings, note), note))
+        changes = method_changes(preset, m, before, best, note)
+        pool_sorted = sorted(fitting, key=rank_key, reverse=True)
+        out.append(MethodCandidate(m, best, changes, note, pool_sorted, before, shape))
+    if over_budget:  # one line for every method: which ones, how many, which rows
+        dropped = [d for rows in over_budget.values() for d in rows]
+        notes.append(f"{', '.join(over_budget)}: {dropped_note(dropped, compile_budget_s)}")
+    if unmeasured:
+        compiled = [e for rows in unmeasured.values() for e in rows]
+        notes.append(f"{', '.join(unmeasured)}: {measured_compile_only(compiled, [], gpu.name)[1]}")
     if host_ram is None:
         notes.append(
             _(
@@ -227,22 +213,37 @@ def search_methods(
 
 def apply_method(preset: Any, cand: MethodCandidate) -> Any:
     """The preset with the candidate's method and settings, validated like a loaded one."""
-    # only what the user set, plus the changes, so the plan renders the flags it rendered
-    data = preset.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    tr = data["training"]
-    for change in cand.changes:
-        key = change.path.removeprefix("training.")
-        if change.new in ("", None):
-            tr.pop(key, None)  # unset (FSDP off, no ZeRO), not an empty flag
-        else:
-            tr[key] = change.new
-    if not tr.get("fsdp"):
-        tr.pop("fsdp_transformer_layer_cls_to_wrap", None)
-        config = dict(tr.pop("fsdp_config", None) or {})
-        config.pop("activation_checkpointing", None)
-        if config:
-            tr["fsdp_config"] = config
-    return Preset.model_validate(data)
+    return apply_changes(preset, cand.changes)
+
+
+def probe_order(preset: Any, candidates: list[MethodCandidate]) -> list[MethodCandidate]:
+    """What ``trainwiz tune --probe`` measures, in order: every method's configurations that fit
+    (compiled ones not measured yet included: the probe measures them), best predicted first,
+    one per distinct GPU workload of a method (b2 x 4096 and b1 x 8192 run the same micro-step),
+    each with the preset changes it writes; a tight one never alone at the head."""
+    seen: set[tuple[Any, ...]] = set()
+    out: list[tuple[Estimate, MethodCandidate]] = []
+    for cand in candidates:
+        for est in cand.pool or [cand.estimate]:
+            s = est.settings
+            key = (cand.method, s.tokens_micro, s.grad_accum, s.checkpointing, s.recompute_layers,
+                   s.liger, s.attn, s.packing, s.compile_layers, s.optim)  # fmt: skip
+            if key not in seen:
+                seen.add(key)
+                out.append((est, cand))
+    out.sort(key=lambda pair: rank_key(pair[0]), reverse=True)
+    safe = next((i for i, (e, _c) in enumerate(out) if not e.memory.tight), 0)
+    if safe > 1:  # the best that is not tight comes second
+        out.insert(1, out.pop(safe))
+    return [_as_candidate(preset, est, cand) for est, cand in out]
+
+
+def _as_candidate(preset: Any, est: Any, cand: MethodCandidate) -> MethodCandidate:
+    if est is cand.estimate or cand.shape is None:
+        return cand
+    note = result_note(cand.shape, cand.method, est)
+    changes = method_changes(preset, cand.method, cand.before, est, note)
+    return MethodCandidate(cand.method, est, changes, note, [est], cand.before, cand.shape)
 
 
 def add_methods(
@@ -254,11 +255,13 @@ def add_methods(
     dist: LengthDist | None,
     host_ram: int | None,
     calibration: list[dict[str, Any]] | None = None,
+    **options: Any,
 ) -> Any:
     """tune()'s hook: list the methods beside its answer, or switch to the fastest one when no
-    full fine-tune fits the GPU and the host."""
+    full fine-tune fits the GPU and the host. ``options``: search_methods' (packing,
+    flash_varlen, compile_budget_s), as tune decided them for its own search."""
     candidates, notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram,
-                                       calibration=calibration)  # fmt: skip
+                                       calibration=calibration, **options)  # fmt: skip
     if is_full_fsdp(preset):  # a ZeRO full fine-tune is among the candidates already
         candidates = [c for c in candidates if c.changes]
     result.methods = candidates
@@ -320,13 +323,14 @@ def tune_method_preset(
     dist: LengthDist | None,
     host_ram: int | None,
     calibration: list[dict[str, Any]] | None = None,
+    **options: Any,
 ) -> Any:
     """tune() for a LoRA/QLoRA/ZeRO preset: its own method's fastest fitting configuration
     (kept as is unless 2 % faster), the other methods listed; another method only when its own
     cannot fit. The FSDP search would plan it as a full fine-tune, so it is not run."""
     before = estimate_preset(shape, preset, gpu, dist, host_ram, calibration)
     candidates, notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram,
-                                       calibration=calibration)  # fmt: skip
+                                       calibration=calibration, **options)  # fmt: skip
     own_method = method_from_preset(preset)
     own = [c for c in candidates if c.method == own_method]
     others = [c for c in candidates if c.method != own_method]

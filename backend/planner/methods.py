@@ -1,8 +1,9 @@
 """LoRA, QLoRA and DeepSpeed ZeRO: memory, speed and host RAM beside FSDP's full fine-tune.
 
 The FSDP model in ``memory.py``/``throughput.py`` is calibrated on H200 runs; the terms here are
-first-principles (not yet measured, see docs/planner.md "Methods"), built from the same
-activation, logits and fixed-cost terms so the methods compare on one footing:
+built from the same activation, logits and fixed-cost terms (packed rows, Liger and regional
+compile included), so the methods compare on one footing, and their time constants are fitted on
+the measured method rows (docs/lora.md, docs/performance.md):
 
 - LoRA: the frozen base in bf16 (2 B/param; the entry loads it in the compute dtype), the
   adapters in fp32 with their grads and Adam states (16 B/param + a foreach temporary), the same
@@ -26,6 +27,7 @@ from backend.planner.gpu import GIB, GpuSpec
 from backend.planner.memory import (
     CUDA_CONTEXT_BYTES,
     FIT_MARGIN,
+    LIGER_LOGIT_BYTES_PER_H,
     LOGIT_BYTES,
     MISC_BYTES,
     NCCL_BYTES,
@@ -47,27 +49,24 @@ from backend.planner.throughput import (
 
 # nf4 with double quantisation: 4 bits + an 8-bit absmax per 64 weights + fp32 per 256 absmax.
 NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
-# Frozen weights do no weight-gradient matmul: forward 2N + input-grad 2N of a full step's 6N
-# (the FLOPs really done, for MFU).
-LORA_COMPUTE_FRACTION = 4 / 6
-# Time is another matter. Fitted on the H200 (docs/lora.md, 7B, b1, recompute, r 8 on q/k/v/o,
-# one row each, so in-sample): a LoRA micro-step took as long as the full fine-tune's predicted
-# one (the saved weight-gradient matmuls go to PEFT's per-module dropout copies and thin r-wide
-# matmuls), and QLoRA 1.43x LoRA (bitsandbytes dequantises every weight in forward, recompute and
-# backward). First-principles values were 4/6 and 1.35: 30 % and 35 % too fast.
-LORA_TIME_FRACTION = 1.02
-# That fit had recompute on. Recompute re-runs the forward (the full step's RECOMPUTE_FACTOR - 1),
-# which LoRA pays whole; the 4/6 applies to the rest. So the factor is kept on the fitted rows
-# and the per-module overhead it implies (x1.36 over first principles) carries to a step without
-# recompute: tune's 3.37B pick (b8, no recompute) was predicted 10.4 % slow by a flat 1.02 and
-# is now within 0.1 %; its 6.74B pick 24 % slow before, 16 % now (docs/performance.md "LoRA
-# tune on the H200"). QLoRA
-# keeps the flat factor: it was never measured without recompute, where its dequantisation
-# passes drop from three to two as well.
-LORA_OVERHEAD = (
-    LORA_TIME_FRACTION * RECOMPUTE_FACTOR / (RECOMPUTE_FACTOR - 1 + LORA_COMPUTE_FRACTION)
-)
-QLORA_SLOWDOWN = 1.43
+# LoRA time. Frozen weights do no weight-gradient matmul (2N of a full step's 6N FLOPs per
+# token); attention, norms, activations and the loss all still run. So a LoRA micro-step is the
+# full fine-tune's (its efficiency: padded or packed rows, Liger, regional compile, the
+# recomputed forward) minus those matmuls, timed at the rate matmuls alone reach (at least the
+# best step efficiency the planner uses, 0.687: packed, Liger, compile), plus PEFT's own work
+# per adapted module (its dropout copy, the thin r-wide matmuls, their kernel launches; again in
+# a recomputed forward). FITTED on six rows (docs/performance.md "LoRA with packed rows"): the
+# H200's 6.74B b1 recompute row (docs/lora.md), tune's 3.37B and 6.74B b8 picks on the H200,
+# one H100's 6.74B b4 padded, packed 4096 x 2 with Liger and fused AdamW, and the same with
+# regional compile: -7 ... +9 %. The flat factor it replaces (1.02 x the full step, fitted on
+# the b1 row alone) predicted the packed rows at 0.41x (also counting padded sequences, not
+# packed rows, as the tokens of a step).
+LORA_MATMUL_EFFICIENCY = 0.69
+LORA_MODULE_OVERHEAD_S = 0.00015
+# QLoRA: bitsandbytes dequantises every weight in forward, recompute and backward. Fitted on
+# the H200's one QLoRA row (b1, recompute; in-sample) as a factor on LoRA's compute; never
+# measured without recompute, where the dequantisation passes drop from three to two.
+QLORA_SLOWDOWN = 1.47
 # ZeRO-3 on the H200 (same row set): each micro-step 2.56x the unsharded prediction (the gather/
 # release hooks around every module run even on one GPU), and DeepSpeed's CPU Adam 1.32x the
 # host Adam rate that FSDP's offload was calibrated on. First principles predicted 2.5x / 1.5x
@@ -167,8 +166,9 @@ def _adapter_activation_bytes(shape: ModelShape, s: TrainSettings, m: MethodSett
     for name in m.target_modules:
         if name in dims and name != "lm_head":
             per_token += (2 * dims[name][0] if m.lora_dropout > 0 else 0) + 2 * m.lora_r
-    layers = 1 if s.checkpointing else shape.layers  # recompute keeps only one layer's
-    return int(per_token * layers * s.micro_batch * s.seq)
+    # recompute keeps one layer's at a time, selective recompute also the layers it skips
+    layers = shape.layers - s.recomputed(shape.layers) + 1 if s.checkpointing else shape.layers
+    return int(per_token * layers * s.tokens_micro)
 
 
 def _finish(plan: MemoryPlan, s: TrainSettings, gpu: GpuSpec, frag: int) -> MemoryPlan:
@@ -194,7 +194,10 @@ def plan_method_memory(
     N = max(1, s.world) if m.zero_stage else 1
     plan = MemoryPlan(gpu_memory=gpu.memory_bytes)
     acts, recompute = activation_bytes(shape, s)
-    logits = int(LOGIT_BYTES * s.micro_batch * s.seq * shape.vocab)
+    if s.liger:  # fused linear cross-entropy: no b·s·V logits (as plan_memory)
+        logits = int(LIGER_LOGIT_BYTES_PER_H * s.tokens_micro * shape.hidden)
+    else:
+        logits = int(LOGIT_BYTES * s.tokens_micro * shape.vocab)
     transient = logits if s.checkpointing else logits + recompute
     frag = int(0.1 * (acts + transient)) + (ZERO_BUCKET_BYTES if m.zero_stage else 0)
     if m.adapters:
@@ -262,12 +265,28 @@ def plan_method_memory(
     return plan
 
 
-def lora_compute_s(full_compute_s: float, shape: ModelShape, s: TrainSettings) -> float:
-    """A LoRA micro-step's compute from the full fine-tune's (recompute included): the recomputed
-    forward is paid whole, the frozen weights' gradient matmuls of the rest are not."""
+def adapted_modules(shape: ModelShape, m: MethodSettings) -> int:
+    """How many linear modules carry an adapter (lm_head once, the others once per layer)."""
+    dims = module_dims(shape)
+    return sum(
+        (1 if name == "lm_head" else shape.layers) for name in m.target_modules if name in dims
+    )
+
+
+def lora_compute_s(
+    full_compute_s: float, shape: ModelShape, s: TrainSettings, gpu: GpuSpec, m: MethodSettings
+) -> float:
+    """A LoRA micro-step's compute from the full fine-tune's (recompute included): the frozen
+    weights' gradient matmuls (2N FLOPs per token) are not done, everything else is, the
+    recomputed forward whole; PEFT adds a fixed cost per adapted module (twice with recompute)."""
     share = s.recomputed(shape.layers) / max(shape.layers, 1) if s.checkpointing else 0.0
     plain = full_compute_s / (1 + (RECOMPUTE_FACTOR - 1) * share)
-    return LORA_OVERHEAD * plain * (LORA_COMPUTE_FRACTION + (RECOMPUTE_FACTOR - 1) * share)
+    saved = (
+        s.tokens_micro * 2 * shape.n_params_no_embedding / (gpu.peak_flops * LORA_MATMUL_EFFICIENCY)
+    )
+    saved = min(saved, plain / 3)  # never more than the weight gradients' third of a step
+    peft = LORA_MODULE_OVERHEAD_S * adapted_modules(shape, m) * (1 + share)
+    return plain - saved + (RECOMPUTE_FACTOR - 1) * share * plain + peft
 
 
 def predict_method_throughput(
@@ -287,10 +306,9 @@ def predict_method_throughput(
     compute = base.compute_s
     optimizer = base.optimizer_s
     if m.adapters:
-        if m.method == "qlora":  # measured with recompute only: the flat fitted factor
-            compute *= LORA_TIME_FRACTION * QLORA_SLOWDOWN
-        else:
-            compute = lora_compute_s(compute, shape, s)
+        compute = lora_compute_s(compute, shape, s, gpu, m)
+        if m.method == "qlora":  # measured with recompute only (b1): a factor on LoRA's
+            compute *= QLORA_SLOWDOWN
         optimizer *= adapter_params(shape, m) / P
         out.comm_s = base.comm_s * adapter_params(shape, m) / P  # only adapter grads reduce
     elif m.offload_optimizer:
@@ -311,10 +329,11 @@ def predict_method_throughput(
         micro,
         step,
     )
-    out.tokens_per_s_per_gpu = s.grad_accum * s.micro_batch * s.seq / step
+    # the tokens the GPU computes: packed rows of pack_tokens, or padded sequences
+    out.tokens_per_s_per_gpu = s.grad_accum * s.tokens_micro / step
     out.tokens_per_s = out.tokens_per_s_per_gpu * s.world
-    if m.adapters:  # no weight-gradient matmuls: count the FLOPs really done
-        out.flops_per_token = base.flops_per_token * LORA_COMPUTE_FRACTION
+    if m.adapters:  # no weight-gradient matmuls: count the FLOPs really done (as the entry)
+        out.flops_per_token = base.flops_per_token - 2.0 * shape.n_params_no_embedding
     out.mfu = out.tokens_per_s_per_gpu * out.flops_per_token / gpu.peak_flops
     out.real_fraction, out.length_source, out.startup_s = (
         base.real_fraction,

@@ -23,8 +23,9 @@ from typing import Any
 from backend.diagnosis import diagnose_text
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.images.ready import missing_method_packages
 from backend.planner.learned import lengths_summary, record
-from backend.planner.method_search import apply_method
+from backend.planner.method_search import apply_method, probe_order
 from backend.planner.tune import Estimate, TuneResult, _apply
 from backend.rundir import LOG, METRICS
 from backend.runs.control import refresh as refresh_run
@@ -179,55 +180,83 @@ def probe_methods(
     progress: Callable[[str], None] | None = None,
     learn: tuple[str, Any, Any] | None = None,
     launcher: Any = None,
+    compile_budget_s: float | None = None,
 ) -> ProbeResult:
-    """The same probe for LoRA/QLoRA/ZeRO: the ``top`` method candidates (``search_methods``'
-    ranking) in turn, each as ``apply_method`` writes it; one that cannot run on this machine
-    (QLoRA without CUDA, ZeRO without deepspeed) is skipped with the reason, not launched.
-    ``learn`` as for ``probe``: each measured (or OOM) row joins the calibration file under
-    its method, which corrects that method's next predictions."""
+    """The same probe for LoRA/QLoRA/ZeRO: the method candidates (``search_methods``' best per
+    method) and every configuration of theirs that fits, best predicted first
+    (``method_search.probe_order``: packed, Liger and not-yet-measured compiled ones too), each
+    as ``apply_method`` writes it, until ``top`` ran (one that fails makes room for the next, up
+    to MAX_EXTRA more). A method that cannot run on this machine (QLoRA without bitsandbytes or
+    CUDA, ZeRO without deepspeed) is never launched: it gets one skipped row with the reason,
+    wherever it ranks, so the report says why it was not measured. ``learn`` as for ``probe``:
+    each measured (or OOM) row joins the calibration file under its method, which corrects that
+    method's next predictions."""
     say = progress or (lambda _msg: None)
     out = ProbeResult()
-    chosen = candidates[:top]
-    for i, cand in enumerate(chosen):
+    why_not: dict[str, str] = {}  # method kind -> why it cannot run here ("" when it can)
+    for cand in candidates:  # one row per method that cannot run, wherever it ranks
+        kind = cand.method.kind()
+        if kind not in why_not:
+            why_not[kind] = cannot_run_here(preset, cand.method)
+            if why_not[kind]:
+                out.rows.append(_skipped(cand, why_not[kind]))
+                say(_("probe: {label}: skipped ({why})").format(label=cand.label,
+                                                                why=why_not[kind]))  # fmt: skip
+    runnable = [c for c in candidates if not why_not[c.method.kind()]]
+    launched = 0
+    for cand in probe_order(preset, runnable):
+        measured = sum(1 for r in out.rows if r.measured_real_tokens_per_s)
+        failed = launched - measured
+        if measured >= top or launched >= top + min(failed, MAX_EXTRA):
+            break
         if cancel is not None and cancel.is_set():
             out.notes.append("cancelled")
             break
-        est = cand.estimate
-        row = ProbeRow(
-            label=cand.label,
-            predicted_real_tokens_per_s=est.throughput.real_tokens_per_s,
-            predicted_peak_gib=round(est.memory.peak_allocated / 2**30, 2),
-        )
-        row.skipped = cannot_run_here(preset, cand.method)
-        if not row.skipped:
-            try:
-                row.preset = apply_method(preset, cand)
-            except ValueError as exc:  # the schema's own verdict (pydantic's ValidationError)
-                errors = getattr(exc, "errors", None)
-                row.skipped = str(errors()[0]["msg"]) if callable(errors) else str(exc)
-        if row.skipped:
+        row = _row(cand.estimate)
+        row.label = cand.label
+        try:
+            row.preset = apply_method(preset, cand)
+        except ValueError as exc:  # the schema's own verdict (pydantic's ValidationError)
+            errors = getattr(exc, "errors", None)
+            row.skipped = str(errors()[0]["msg"]) if callable(errors) else str(exc)
             row.state, row.source = "skipped", "skipped"
             out.rows.append(row)
-            say(_("probe {i}/{n}: {label}: skipped ({why})").format(
-                i=i + 1, n=len(chosen), label=row.label, why=row.skipped))  # fmt: skip
             continue
-        say(f"probe {i + 1}/{len(chosen)}: {row.label}")
-        _measure(out, row.preset, f"{preset.name}-probe{i + 1}", row,
+        launched += 1
+        say(f"probe {launched}/{top}: {row.label}")
+        _measure(out, row.preset, f"{preset.name}-probe{launched}", row,
                  steps=steps, warmup=warmup, timeout_s=timeout_s, cancel=cancel,
-                 launcher=launcher)  # fmt: skip
+                 compile_budget_s=compile_budget_s, launcher=launcher)  # fmt: skip
         say(f"  {row.state}: {row.measured_real_tokens_per_s or 0:,.0f} real tokens/s")
         if learn is not None and (row.measured_real_tokens_per_s or row.oom):
-            _learn(learn, est, row, method=cand.method.kind())
+            _learn(learn, cand.estimate, row, method=cand.method.kind())
     _pick(out)
     return out
 
 
+def _skipped(cand: Any, why: str) -> ProbeRow:
+    row = _row(cand.estimate)
+    row.label, row.skipped, row.state, row.source = cand.label, why, "skipped", "skipped"
+    return row
+
+
 def cannot_run_here(preset: Any, method: Any) -> str:
     """Why ``method`` (a ``MethodSettings``) cannot train ``preset`` on this machine ("" when it
-    can): QLoRA's 4-bit base needs bitsandbytes on CUDA, ZeRO needs deepspeed (looked up, never
-    imported here: the wizard process does not import the training side)."""
+    can): QLoRA's 4-bit base needs CUDA and bitsandbytes in the training environment (a host
+    run trains in an existing one; an image gets it installed), ZeRO needs deepspeed. Looked up
+    with importlib's find_spec (in the training Python for bitsandbytes), never imported here:
+    the wizard process does not import the training side."""
     if method.method == "qlora" and preset.launch.device == "cpu":
         return _("QLoRA's 4-bit base needs bitsandbytes on CUDA; this preset trains on the CPU")
+    if method.method == "qlora" and preset.launch.runner == "host":
+        # not validated: a full FSDP preset as QLoRA would be refused for its fsdp field
+        training = preset.training.model_copy(update={"method": "qlora"})
+        python, missing = missing_method_packages(preset.model_copy(update={"training": training}))
+        if "bitsandbytes" in missing:
+            return _(
+                "QLoRA's 4-bit base needs bitsandbytes, which is not installed in the training "
+                "environment ({python})"
+            ).format(python=python)
     if method.zero_stage and importlib.util.find_spec("deepspeed") is None:
         return _("DeepSpeed ZeRO needs deepspeed, which is not installed here")
     return ""

@@ -156,8 +156,9 @@ def test_a_lora_preset_that_cannot_fit_moves_to_qlora() -> None:
 
 def test_a_switch_to_lora_says_the_batch_and_learning_rate_it_wrote() -> None:
     """tune's words match its pick: after switching a full fine-tune to LoRA, the batch line
-    speaks of the padded LoRA configuration written (not the FSDP search's packed rows), and a
-    full fine-tune's learning rate becomes the adapters' (the diff shows it)."""
+    speaks of the LoRA configuration written (packed rows now: LoRA gets the full fine-tune's
+    speed tools; the padded one before), the preset written holds those rows, and a full
+    fine-tune's learning rate becomes the adapters' (the diff shows it)."""
     import yaml
 
     from backend.planner.gpu import gpu_spec
@@ -173,11 +174,12 @@ def test_a_switch_to_lora_says_the_batch_and_learning_rate_it_wrote() -> None:
     result = tune(preset, gpu_spec("h100"), shape_for_preset(preset), host_ram=64 * 1024**3)
     assert result.preset.training.method == "lora"  # no full fine-tune fits GPU and 64 GiB
     after = result.after.settings
-    assert not after.packing
-    assert result.batch.startswith(f"optimizer step: {after.global_batch} sequences = ~"), (
-        result.batch
-    )
-    assert "rows of" not in result.batch
+    assert after.packing and result.preset.training.packing
+    assert result.preset.training.pack_tokens == after.row
+    assert result.preset.training.gradient_accumulation_steps == after.grad_accum
+    assert result.batch.startswith(
+        f"optimizer step: {after.global_batch} rows of {after.row} = ~"
+    ), result.batch
     assert result.preset.training.learning_rate == ADAPTER_LR
     lr = next(c for c in result.changes if c.path == "training.learning_rate")
     assert (lr.old, lr.new) == (preset.training.learning_rate, ADAPTER_LR)

@@ -54,16 +54,22 @@ def test_the_rows_are_tunes_lora_pick_without_recompute() -> None:
     assert [round(r["measured_real_tokens_per_s"]) for r in rows] == [10092, 6149]
 
 
-def test_the_3b_pick_is_predicted_within_five_percent() -> None:
+def test_the_3b_pick_is_predicted_within_ten_percent() -> None:
+    """Was within 5 % (+0.1 %) when the LoRA factor was fitted on this row and the b1 one; since
+    the LoRA time is one model for padded and packed rows, fitted on six rows with the H100's
+    packed 6.74B ones (docs/performance.md "LoRA with packed rows"), it is +8.5 % here and the
+    6.74B pick -6.9 %: the padded full fine-tune model without FSDP predicts 6.74B slow against
+    3.37B, which no LoRA term can tell apart."""
     row = probe_rows()[0]
-    assert predicted(row) == pytest.approx(row["measured_real_tokens_per_s"], rel=0.05)
+    assert predicted(row) == pytest.approx(row["measured_real_tokens_per_s"], rel=0.10)
 
 
 def test_the_7b_pick_is_predicted_closer_and_still_slow() -> None:
-    """Still under the measured rate (said in docs/performance.md), but no longer by a quarter."""
+    """Still under the measured rate (said in docs/performance.md), no longer by a quarter
+    (-24 % with the flat factor, -15.5 % with the recompute split, -6.9 % now)."""
     row = probe_rows()[1]
     error = predicted(row) / row["measured_real_tokens_per_s"] - 1
-    assert -0.20 < error < 0
+    assert -0.10 < error < 0
     assert error > row["predicted_real_tokens_per_s"] / row["measured_real_tokens_per_s"] - 1
 
 

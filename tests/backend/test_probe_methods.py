@@ -72,8 +72,15 @@ def test_method_probe_rows_join_the_calibration_file_under_their_method(tmp_path
     rows = load_rows("NVIDIA H200")
     assert len(rows) == 1 and rows[0]["method"] == "lora"
     assert rows[0]["measured_real_tokens_per_s"] == 5000
-    # the base model's prediction, so the ratio that corrects the next one stays honest
-    base = lora[0].estimate.uncalibrated.throughput.real_tokens_per_s
+    # the base model's prediction of the configuration probed (the method's best predicted,
+    # a packed compiled one here: the probe measures those first), so the ratio that corrects
+    # the next prediction stays honest
+    from backend.planner.method_search import probe_order
+
+    probed = probe_order(preset, lora)[0]
+    assert probed.estimate.settings.packing and probed.estimate.settings.compile_layers
+    assert out.winner.label == probed.label and rows[0]["settings"]["compile_layers"] is True
+    base = probed.estimate.uncalibrated.throughput.real_tokens_per_s
     assert rows[0]["predicted_real_tokens_per_s"] == round(base, 1)
 
 
