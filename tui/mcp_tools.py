@@ -24,6 +24,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from backend.redact import preset_secrets, redact_data, redact_text
+from backend.rundir import LOG
 from backend.runs import find_run
 from backend.runs.control import tail_lines
 from backend.runs.resume import resume as resume_run
@@ -217,7 +218,7 @@ def logs_tail(
     """The last ``lines`` lines of a run's train.log, secrets redacted and made terminal-safe
     (escape sequences dropped, control characters shown as \\xNN)."""
     run_dir = find_run(run)
-    text = "\n".join(tail_lines(run_dir / "train.log", lines))
+    text = "\n".join(tail_lines(run_dir / LOG, lines))
     return {"run_id": run_dir.name, "lines": lines, "text": terminal_safe(redact_text(text))}
 
 

@@ -67,6 +67,12 @@ def model_dir_problem(value: str) -> str | None:
     if value.startswith(("@run", "@sample")):
         return None
     path = _placeholder_free(value)
+    if value.startswith("@home/"):
+        home = os.path.normpath(os.path.abspath(str(paths.home())))
+        if path.startswith(home + "/"):
+            # Below trainwiz's own state directory: where that directory may be is
+            # TRAINWIZ_HOME's rule (a home in /proc is named as such, not as this field's).
+            return None
     for candidate in dict.fromkeys((path, os.path.realpath(path))):
         kind = _kind(candidate)
         if kind is None:
