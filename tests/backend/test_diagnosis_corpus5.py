@@ -1,0 +1,114 @@
+"""Held-out measurement on a fifth corpus (tests/fixtures/logcorpus5, its README.md says how it
+was collected): 118 excerpts from 118 public threads no earlier corpus uses (20 more that turned
+out to share a thread with an earlier corpus were taken out before scoring), collected by
+someone who had not read the signatures. 30 are of five kinds the classifier had no category
+for (gpu_hardware, illegal_memory_access, fp16_unscale, io_error, network_unreachable), 9 are
+fatal failures of kinds no category covers (the top finding must be an error-level
+``unrecognised_failure``: never silent), 10 are benign.
+
+Measured before any change (commit 9b69818): 65 of 118 strict (55.1 %): 64 of 79 on the
+categories that existed (benign included, 10 of 10 clean), 0 of 30 on the new kinds, 1 of 9
+unrecognised. Then the five categories were written from the libraries' and the driver's own
+message texts, never from these logs, and the corpus measured again: 93 of 118 (78.8 %), 28 of
+30 on the new kinds, the rest unchanged. The misses left are listed below with what diagnose
+says instead; a miss that starts passing is welcome (take it out of the dict then), a new miss
+fails here. ``python -m tests.backend.test_diagnosis_corpus5`` prints the table.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from tests.backend.logcorpora import (
+    assert_no_misses,
+    assert_sources_list_every_file_once,
+    no_error,
+    sources,
+    table_misses,
+    top_error_category,
+    top_in,
+)
+from tests.backend.test_diagnosis_corpus4 import _thread_key
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CORPUS = FIXTURES / "logcorpus5"
+EARLIER = ("logcorpus", "logcorpus2", "logcorpus3", "logcorpus4")
+
+# The misses of the second measurement: file -> the top error-level category diagnose gives
+# ("no error" when nothing reached error severity).
+KNOWN_MISSES: dict[str, str] = {
+    "gpu_hardware/returnn-1486-nvidia-smi-unknown-pcie-aer.log": "no error",
+    "network_unreachable/accelerate-2468-pdsh-no-route-to-host.log": "rendezvous_timeout",
+    "version_mismatch/llava-llama3-5-use-seedable-sampler.log": "unrecognised_failure",
+    "version_mismatch/granite-tsfm-22-jupyter-accelerator-kwarg.log": "no error",
+    "flash_attn_build/openunlearning-50-nvcc-missing-py312.log": "no error",
+    "flash_attn_runtime/deepseekcoder-19-lazy-import-traceback.log": "no error",
+    "deepspeed_config/instructerc-16-micro-batch-zero-rich.log": "no error",
+    "deepspeed_config/medicalgpt-191-fp16-mismatch-chinese.log": "unrecognised_failure",
+    "deepspeed_config/trlx-376-backtick-wrapped-batch-mismatch.log": "no error",
+    "container_permission/immich-30680-rootless-podman-cache.log": "no error",
+    "tokenization_mismatch/medicalgpt-115-loguru-chatglm2-1-vs-81.log": "no error",
+    "chat_template/openr1-85-rank0-trl-format-dataset.log": "no error",
+    "bitsandbytes_cuda/bnb-838-textgen-conda-libcudart-search.log": "no error",
+    "loss_nan/nvidia-dle-543-bert-loss-scale-collapse.log": "no error",
+    "hf_args/llmbook-56-japanese-notebook-evaluation-strategy.log": "no error",
+    "chat_template/fastchat-1534-pad-token-wrapped-chinese.log": "chat_template_mask",
+    "chat_template/transformers-2648-gpt2-pad-token-not-set.log": "no error",
+    "unrecognised_failure/gemma3od-48-safetensors-shared-tensors.log": "no error",
+    "unrecognised_failure/timellm-158-master-port-98-errno13.log": "no error",
+    "unrecognised_failure/wedefense-47-random-port-374-denied.log": "no error",
+    "unrecognised_failure/conceptexpress-5-index-select-device-mismatch.log": "no error",
+    "unrecognised_failure/chatglm3-tuning-8-cuda2-cuda0-chinese.log": "no error",
+    "unrecognised_failure/peft-137-seq2seq-lora-no-grad-fn.log": "no error",
+    "unrecognised_failure/espnet-1446-import-order-segfault.log": "no error",
+    "unrecognised_failure/pytorch-926-gdb-sigsegv-libcuda.log": "no error",
+}
+HELD_OUT_RATE = 65 / 118  # right / all logs on the first (held-out) measurement
+MEASURED_RATE = 93 / 118  # after the five new categories, written without these logs
+
+ROWS = sources(CORPUS)
+FAILURES = [(r["file"], r["label"]) for r in ROWS if r["label"] != "benign"]
+BENIGN = [r["file"] for r in ROWS if r["label"] == "benign"]
+
+
+def test_sources_list_every_file_once_and_share_no_thread_with_the_earlier_corpora() -> None:
+    assert_sources_list_every_file_once(CORPUS, ROWS)
+    assert all(row["note"].strip() for row in ROWS)
+    earlier = {_thread_key(r["url"]) for name in EARLIER for r in sources(FIXTURES / name)}
+    earlier.discard(None)
+    keys = {r["file"]: _thread_key(r["url"]) for r in ROWS}
+    assert None not in keys.values(), keys
+    assert not sorted(name for name, key in keys.items() if key in earlier)
+    assert set(KNOWN_MISSES) <= {name for name, _ in FAILURES}
+
+
+def test_every_log_but_the_known_misses_gets_its_root_cause_as_top_error() -> None:
+    """Failure logs: their label on top at error level (``unrecognised_failure`` for kinds no
+    category knows), with line, text, explanation and fixes; benign logs: nothing at error."""
+    table = {name: top_in({label}, error_only=True) for name, label in FAILURES}
+    table |= {name: no_error(live_lines=False) for name in BENIGN}
+    checked = {name: check for name, check in table.items() if name not in KNOWN_MISSES}
+    assert_no_misses("logcorpus5", table_misses(CORPUS, checked))
+
+
+def test_rate_holds_the_measured_floor() -> None:
+    right = sum(top_error_category(CORPUS / name) == label for name, label in FAILURES)
+    right += sum(top_error_category(CORPUS / name) is None for name in BENIGN)
+    assert right / len(ROWS) >= math.floor(100 * MEASURED_RATE) / 100, (right, len(ROWS))
+
+
+if __name__ == "__main__":
+    table: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for name, label in [*FAILURES, *((b, "benign") for b in BENIGN)]:
+        got = top_error_category(CORPUS / name)
+        table[label][0] += got == (None if label == "benign" else label)
+        table[label][1] += 1
+    for label in sorted(table):
+        print(f"{label:24} {table[label][0]}/{table[label][1]}")
+    right = sum(hit for hit, _ in table.values())
+    print(f"all: {right}/{len(ROWS)} ({100 * right / len(ROWS):.1f} %); held out first: "
+          f"{100 * HELD_OUT_RATE:.1f} %")  # fmt: skip
+    sys.exit(0)
