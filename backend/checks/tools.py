@@ -16,7 +16,7 @@ from backend import subproc
 from backend.checks.context import CheckContext
 from backend.checks.model import CheckResult, finding
 from backend.i18n import _
-from backend.plan.rdzv import port_moves_here
+from backend.plan.rdzv import port_chosen_in_job, port_moves_here
 from backend.ports import claimed_ports, live_run_ports, next_free_port
 
 
@@ -63,6 +63,16 @@ def check_port(ctx: CheckContext) -> CheckResult:
     why = _(
         "torchrun's rendezvous binds master_port; a taken port fails with 'EADDRINUSE' at start."
     )
+    if ctx.preset is not None and port_chosen_in_job(ctx.preset):
+        return finding(
+            "skip",
+            _(
+                "the rendezvous port is chosen in the Slurm job on its head node (one free there "
+                "at that moment), not launch.master_port"
+            ),
+            why=why,
+            data={"port": None},
+        )
     if ctx.judged and needs.node_rank > 0:
         return finding(
             "skip",

@@ -167,7 +167,9 @@ class LaunchConfig(_Strict):
         default_factory=list, description="[user@]host[:sshport], node 0 first"
     )
     rdzv_endpoint: str | None = Field(
-        None, description="host:port of the c10d rendezvous; None: node 0 and master_port"
+        None,
+        description="host:port of the c10d rendezvous; None: node 0 and master_port (Slurm: "
+        "the head node and a port the job finds free there)",
     )
     rdzv_timeout: int = Field(
         600, ge=1, le=86400, description="seconds to wait for every node to join"

@@ -34,7 +34,7 @@ from backend.images.ready import (
 from backend.paths import METRICS, PRESET, attempt_launch
 from backend.plan.commands import build_plan, fastchat_host_dir
 from backend.plan.docker_args import LABEL_PRESET, LABEL_RUN
-from backend.plan.rdzv import port_moves_here
+from backend.plan.rdzv import SLURM_ENDPOINT, port_chosen_in_job, port_moves_here
 from backend.plan.resolve import resolve_preset
 from backend.plan.types import Decided, Plan, PlanStep
 from backend.ports import PortLock, claim_port, claimed_ports, next_free_port, port_free
@@ -60,15 +60,25 @@ def trainwiz_command() -> tuple[str, ...]:
     return (sys.executable, "-m", "tui.cli")
 
 
-def decide_port(preset: Preset, taken: set[int], notes: list[str]) -> int:
+def decide_port(preset: Preset, taken: set[int], notes: list[str]) -> int | None:
     """The master_port torchrun gets (a multi-node run: its rendezvous port): on this machine's
     network (host runner, or a container on ``--net=host``) with one node, or an SSH run's node
     0 here (``backend.plan.rdzv.port_moves_here``), the first port from launch.master_port up that
-    is neither bound here nor chosen by another live run; otherwise the preset's (a Slurm head
-    node is known only in the job, and a bridge network has the container's own ports).
-    ``taken`` gains the choice."""
+    is neither bound here nor chosen by another live run; None for a Slurm job without its own
+    endpoint (its head node is known only in the job, which chooses a free port there:
+    ``port_chosen_in_job``); otherwise the preset's (a bridge network has the container's own
+    ports). ``taken`` gains the choice."""
     launch = preset.launch
     port = launch.master_port
+    if port_chosen_in_job(preset):
+        notes.append(
+            _(
+                "rendezvous at {endpoint}: the port is chosen in the job on its head node (one "
+                "free there at that moment), not launch.master_port; status.json records it "
+                "(master_port, rdzv_endpoint)"
+            ).format(endpoint=SLURM_ENDPOINT)
+        )
+        return None
     if not port_moves_here(preset):
         return port
     chosen = port
@@ -280,7 +290,7 @@ def build_spec(
 
 
 def _add_node_steps(
-    preset: Preset, run_dir: Path | None, plan: Plan, torchrun: str, port: int
+    preset: Preset, run_dir: Path | None, plan: Plan, torchrun: str, port: int | None
 ) -> None:
     """A multi-node plan runs on every node: the single-node container and train steps become
     comments (run by the node steps), then each node's ssh command or the sbatch script."""

@@ -32,9 +32,12 @@ def is_multinode(status: RunStatus) -> bool:
     return (status.model_extra or {}).get("scheduler") in ("ssh", "slurm")
 
 
-def _agent(preset: Preset, train: PlanStep, torchrun: str, rdzv_id: str, port: int) -> list[str]:
+def _agent(
+    preset: Preset, train: PlanStep, torchrun: str, rdzv_id: str, port: int | None
+) -> list[str]:
     """Every node's torchrun agent; ``port`` is the rendezvous port the launch spec decided
-    (``backend.runs.spec.decide_port``), the same for the printed plan and launch.json."""
+    (``backend.runs.spec.decide_port``), the same for the printed plan and launch.json; None:
+    the Slurm job chooses it on its head node (``$head:$port``)."""
     agents = preset.launch.nnodes  # rendezvous members: one agent per node (Slurm: per task)
     if preset.launch.scheduler == "slurm":
         agents *= preset.launch.slurm.ntasks_per_node
@@ -55,7 +58,7 @@ def _env(train: PlanStep, run_dir: Path | str) -> dict[str, str]:
 
 
 def plan_steps(
-    preset: Preset, run_dir: Path | None, train: PlanStep, torchrun: str, port: int
+    preset: Preset, run_dir: Path | None, train: PlanStep, torchrun: str, port: int | None
 ) -> list[PlanStep]:
     """The plan's per-node steps: each node's ssh command, or the sbatch script and sbatch.
     ``torchrun`` and ``port`` are the launch spec's decisions, as launch.json gets them."""
@@ -124,7 +127,12 @@ def _node_specs(
 
 
 def launch_spec(
-    preset: Preset, plan: Plan, run_dir: Path, spec: dict[str, Any], torchrun: str, port: int
+    preset: Preset,
+    plan: Plan,
+    run_dir: Path,
+    spec: dict[str, Any],
+    torchrun: str,
+    port: int | None,
 ) -> dict[str, Any]:
     """launch.json for a multi-node run (and, for Slurm, the job script beside it)."""
     train = plan.step("train")

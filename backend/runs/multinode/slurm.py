@@ -2,10 +2,14 @@
 
 The script asks for N nodes with one task each; ``srun`` starts one torchrun agent per node and
 torchrun's c10d rendezvous runs on the first node of the allocation (``scontrol show hostnames``).
+Its port, unless the preset names its own endpoint, is chosen by the batch step, which runs on
+that node: a port the OS says is free there then, so two jobs on one head node never share one;
+the script prints it (``TRAINWIZ_RDZV_ENDPOINT=host:port``) and the watcher records it.
 Every value in the script comes from a validated preset field and is written with
-``shlex.quote``; the only unquoted words are Slurm's own variables. Each node writes its own
-log (srun ``--output=.../node%t-%N.log``, one per task, the run directory being on the cluster's shared file
-system, as Slurm homes are); the watcher copies those into ``train.log`` with the node named.
+``shlex.quote``; the only unquoted words are Slurm's own variables and that port. Each node
+writes its own log (srun ``--output=.../node%t-%N.log``, one per task, the run directory being
+on the cluster's shared file system, as Slurm homes are); the watcher copies those into
+``train.log`` with the node named.
 The job id, state and node list go into status.json, so a run started from one login can be
 followed and stopped (``scancel``) from another (``squeue``, then ``scontrol``/``sacct``).
 """
@@ -22,6 +26,7 @@ from typing import IO, Any
 from backend import subproc
 from backend.errors import BadInput
 from backend.i18n import _
+from backend.plan.rdzv import SLURM_ENDPOINT
 from backend.plan.slurm_argv import sbatch_options
 from backend.preset.schema import Preset
 from backend.redact import read_secret_env, split_secret_env
@@ -32,20 +37,63 @@ from backend.runs.multinode.agents import NodeLog, NodeState, cause, finding
 SCRIPT = "job.sbatch"
 NODE_LOGS = NODES
 ACTIVE = slurm_states.ACTIVE
-_HEAD = "--rdzv_endpoint=$head"  # the one word built from a Slurm variable (see _word)
+_ENDPOINT = f"--rdzv_endpoint={SLURM_ENDPOINT}"  # the one word built from variables (_word)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENDPOINT_MARK = "TRAINWIZ_RDZV_ENDPOINT="  # the batch log's line naming the port it chose
+_SAID = re.compile(re.escape(ENDPOINT_MARK) + r"([A-Za-z0-9][A-Za-z0-9._-]*):([0-9]{1,5})")
+# Asks the OS for a port free on this node now (bind to port 0), as torchrun will bind it.
+_FREE_PORT = 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
 
 
 def _word(arg: str) -> str:
-    if arg.startswith(_HEAD):
-        return f'--rdzv_endpoint="$head"{shlex.quote(arg[len(_HEAD) :])}'
+    if arg == _ENDPOINT:
+        return '--rdzv_endpoint="$head:$port"'
     return shlex.quote(arg)
+
+
+def _port_lines(python: str) -> list[str]:
+    """The batch step runs on the allocation's first node (Slurm's batch host), which is
+    ``$head``: the port is asked for there, with no extra srun, and said in the batch log."""
+    return [
+        "# the rendezvous port: one the OS says is free on this node (the head) at this moment",
+        f"port=$({shlex.quote(python)} -c {shlex.quote(_FREE_PORT)})",
+        'export TRAINWIZ_RDZV_PORT="$port"',
+        f'echo "{ENDPOINT_MARK}$head:$port"',
+    ]
+
+
+def endpoint_said(line: str) -> tuple[str, int] | None:
+    """(head node, port) from the batch log's ``TRAINWIZ_RDZV_ENDPOINT=`` line, else None."""
+    match = _SAID.fullmatch(line.strip())
+    if not match or not 0 < int(match[2]) < 65536:
+        return None
+    return match[1], int(match[2])
+
+
+def endpoint_in_log(run_dir: Path, job_id: str) -> tuple[str, int] | None:
+    """The endpoint a job chose, from its batch log (a run followed without its watcher)."""
+    try:
+        with open(run_dir / f"slurm-{job_id}.out", "rb") as handle:
+            head = handle.read(1 << 16).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in head.splitlines():
+        said = endpoint_said(line)
+        if said:
+            return said
+    return None
+
+
+def _record_endpoint(run_dir: Path, said: tuple[str, int]) -> RunStatus:
+    host, port = said
+    return update_status(run_dir, master_port=port, rdzv_endpoint=f"{host}:{port}")
 
 
 def sbatch_script(
     preset: Preset, agent: list[str], env: dict[str, str], cwd: str, run_dir: Path | str
 ) -> str:
-    """The whole job script; ``agent`` carries ``--rdzv_endpoint=$head:PORT`` when defaulted."""
+    """The whole job script; ``agent`` carries ``--rdzv_endpoint=$head:$port`` when the job
+    chooses the port (then the script's batch step does, on the head node)."""
     for name in env:
         if not _ENV_NAME.fullmatch(name):
             raise BadInput(
@@ -64,7 +112,10 @@ def sbatch_script(
         for name in secret
     ]
     lines += [
-        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        # sed, not head -n 1: head leaves early and, with pipefail, scontrol's later write (a
+        # long node list) gets SIGPIPE and the script exits 141 (half the tries with 2000 names)
+        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
+        *(_port_lines(samplers.python_beside(agent[0])) if _ENDPOINT in agent else []),
         f"cd {shlex.quote(cwd)}",
         f"mkdir -p {shlex.quote(str(Path(run_dir) / NODE_LOGS))}",
         *samplers.slurm_lines(agent[0], run_dir, env, preset.launch.nnodes),
@@ -137,6 +188,9 @@ class _Follower:
     def poll(self, final: bool = False) -> None:
         for line in self.batch.lines(final):
             self.nlog.tagged(f"slurm {self.job_id}", line)
+            said = endpoint_said(line)
+            if said:  # the port the job chose: status.json's master_port and rdzv_endpoint
+                _record_endpoint(self.run_dir, said)
         for path in RunDir(self.run_dir).node_logs():
             if path not in self.tails:
                 match = re.fullmatch(r"node(\d+)-(.+)\.log", path.name)
@@ -253,6 +307,9 @@ def _scancel(job_id: str) -> None:
 def refresh_job(run_dir: Path, status: RunStatus) -> RunStatus:
     """The state from Slurm itself, for a run whose watcher is gone or on another login."""
     job_id = str((status.model_extra or {}).get("slurm_job_id"))
+    said = endpoint_in_log(run_dir, job_id)
+    if said and (status.model_extra or {}).get("rdzv_endpoint") != f"{said[0]}:{said[1]}":
+        status = _record_endpoint(run_dir, said)  # the port the job chose, said in its log
     info = job_info(job_id)
     if info["state"] in ACTIVE or info["state"] == "UNKNOWN":
         if info["state"] != (status.model_extra or {}).get("slurm_state"):
