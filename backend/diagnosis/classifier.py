@@ -26,7 +26,13 @@ from backend.diagnosis.loglines import clean as _clean
 from backend.diagnosis.loglines import own_allows
 from backend.diagnosis.model import SEVERITY_RANK, Diagnosis, Finding, LineFlag, Severity
 from backend.diagnosis.nodes import cross_node, node_of
-from backend.diagnosis.scan import ShapeFilter, compile_prefilter, compile_prefilter_str, key_index
+from backend.diagnosis.scan import (
+    ShapeFilter,
+    compile_prefilter,
+    compile_prefilter_str,
+    effective_anchors,
+    key_index,
+)
 from backend.diagnosis.signatures import MARKERS, SIGNATURES, TIERS, Signature
 from backend.diagnosis.signatures_cluster import YIELDS_TO, import_wrapper_only
 from backend.diagnosis.signatures_hw import HW_YIELDS_TO
@@ -49,6 +55,7 @@ ESCALATE_MISMATCH = 5  # repeated mismatches mean the template/tokenizer, not on
 ESCALATE_GRAD_NAN = 3  # one NaN gradient norm is a skipped fp16 step; every step is a dead run
 
 _KEYS, _KEY_SIGS, _KEY_MARKERS = key_index()
+_SIG_ANCHORS, _MARKER_ANCHORS = effective_anchors()  # hand-written and derived (regex_cover)
 _PREFILTER = compile_prefilter(_KEYS)
 _PREFILTER_STR: list[re.Pattern[str]] = []  # compiled by the first classify_line
 _EOL_B = re.compile(b"[\r\n]")
@@ -67,7 +74,7 @@ def _match(
     of a ``near`` signature whose context has not been seen yet goes to ``defer`` instead."""
     for index in sorted(candidates):
         sig = SIGNATURES[index]
-        if not exhaustive and not any(anchor in segment for anchor in sig.anchors):
+        if not exhaustive and not any(anchor in segment for anchor in _SIG_ANCHORS[index]):
             continue  # a substring test is far cheaper than a failing regex search
         if sig.needs is not None and (recent is None or not recent(*sig.needs)):
             continue
@@ -227,7 +234,7 @@ class _Scanner:
                     markers |= _KEY_MARKERS[number]
         for index in markers:
             marker = MARKERS[index]
-            anchored = exhaustive or any(a in segment for a in marker.anchors)
+            anchored = exhaustive or any(a in segment for a in _MARKER_ANCHORS[index])
             if anchored and marker.pattern.search(segment):
                 self.markers[marker.context] = self.line
                 self._resolve(marker.context)
