@@ -36,6 +36,8 @@ COMMAND_MODULES = [
     "launch",
     "runs",
     "resume",
+    "queue",
+    "sweep",
     "chat",
     "serve",
     "export",

@@ -20,8 +20,9 @@ from backend.preset.hostpaths import ca_bundle_problem
 from backend.preset.schema_base import _Strict
 from backend.redact import secret_query_names
 
-Event = Literal["finished", "failed", "loss_nan", "stalled"]
-EVENTS: tuple[Event, ...] = ("finished", "failed", "loss_nan", "stalled")
+# sweep_finished: a sweep's variants all ended (sent by the queue's scheduler, docs/queue.md)
+Event = Literal["finished", "failed", "loss_nan", "stalled", "sweep_finished"]
+EVENTS: tuple[Event, ...] = ("finished", "failed", "loss_nan", "stalled", "sweep_finished")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _NEEDS_ENV = ("slack", "feishu", "dingtalk")  # their URL carries the token
 # Validation context key: check the files a preset names on this host (the loader sets it for a

@@ -289,13 +289,14 @@ def _secrets(hook: Any, env: dict[str, str]) -> list[str]:
     return [value for value in found if len(value) >= MIN_SCRUB]
 
 
-def _log(run_dir: Path, line: str, secrets: list[str] | None = None) -> None:
-    """One line in notify.log and train.log, through the redaction (``secrets`` and this
-    process's secret-looking variables, URL userinfo, Bearer tokens): whatever a future line
-    quotes, a webhook's secret is not written."""
+def _log(run_dir: Path, line: str, secrets: list[str] | None = None,
+         logs: tuple[str, ...] = (NOTIFY_LOG, LOG)) -> None:  # fmt: skip
+    """One line in notify.log and train.log (``logs``), through the redaction (``secrets`` and
+    this process's secret-looking variables, URL userinfo, Bearer tokens): whatever a future
+    line quotes, a webhook's secret is not written."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     line = redact_text(line, secrets or ())
-    for name in (NOTIFY_LOG, LOG):
+    for name in logs:
         try:
             with open(run_dir / name, "a", encoding="utf-8") as handle:
                 handle.write(f"[trainwiz {stamp}] notify: {line}\n")
@@ -312,9 +313,13 @@ def _settings(run_dir: Path) -> Any:
 
 
 def send(
-    run_dir: Path, message: Message, settings: Any | None = None
+    run_dir: Path,
+    message: Message,
+    settings: Any | None = None,
+    logs: tuple[str, ...] = (NOTIFY_LOG, LOG),
 ) -> list[tuple[str, bool, str]]:
-    """Send ``message`` to every webhook that wants its event; log each outcome."""
+    """Send ``message`` to every webhook that wants its event; log each outcome in ``logs``
+    (a sweep's folder has a notify.log and no train.log)."""
     settings = settings if settings is not None else _settings(run_dir)
     env = dict(os.environ)
     results = []
@@ -327,6 +332,7 @@ def send(
             run_dir,
             f"{message.event} -> {name}: {'delivered' if ok else 'NOT delivered'} ({detail})",
             _secrets(hook, env),
+            logs,
         )
         results.append((name, ok, detail))
     return results

@@ -16,7 +16,7 @@ from backend.termsafe import terminal_safe
 from tui.commands._common import add_json_flag, pad_cells, print_json, say
 
 if TYPE_CHECKING:  # the compare code loads when runs are compared, not for `--help`
-    from backend.results.compare import Comparison
+    from backend.results.compare import Comparison, RunFigures
 
 
 def register_compare(runs: argparse.ArgumentParser) -> None:
@@ -49,52 +49,61 @@ def compared(refs: list[str]) -> Comparison:
     return compare_runs([find_run(ref) for ref in refs])
 
 
-def run_compare(args: argparse.Namespace) -> int:
-    found = compared(args.runs)
-    if args.json:
-        print_json(found)
-        return 0
-    rows: list[tuple[str, list[str]]] = [
-        (_("state"), [r.state for r in found.runs]),
-        (
-            _("steps"),
-            [f"{r.steps}/{r.max_steps}" if r.max_steps else str(r.steps) for r in found.runs],
-        ),
-        (_("final loss"), [_num(r.final_loss) for r in found.runs]),
+def figure_rows(runs: list[RunFigures]) -> list[tuple[str, list[str]]]:
+    """The figure rows of the compare table, one value per run (``runs compare`` and
+    ``sweep show`` print the same rows)."""
+    return [
+        (_("state"), [r.state for r in runs]),
+        (_("steps"), [f"{r.steps}/{r.max_steps}" if r.max_steps else str(r.steps) for r in runs]),
+        (_("final loss"), [_num(r.final_loss) for r in runs]),
         (
             _("min loss"),
             [
                 f"{_num(r.min_loss)} @{r.min_loss_step}" if r.min_loss is not None else "-"
-                for r in found.runs
+                for r in runs
             ],
         ),
-        (_("mean loss"), [_num(r.mean_loss) for r in found.runs]),
-        (_("final eval loss"), [_num(r.final_eval_loss) for r in found.runs]),
-        (_("min eval loss"), [_num(r.min_eval_loss) for r in found.runs]),
-        (_("real tok/s"), [_num(r.real_tokens_per_s, ",.0f") for r in found.runs]),
-        (_("wall time"), [duration(r.wall_s) for r in found.runs]),
+        (_("mean loss"), [_num(r.mean_loss) for r in runs]),
+        (_("final eval loss"), [_num(r.final_eval_loss) for r in runs]),
+        (_("min eval loss"), [_num(r.min_eval_loss) for r in runs]),
+        (_("real tok/s"), [_num(r.real_tokens_per_s, ",.0f") for r in runs]),
+        (_("wall time"), [duration(r.wall_s) for r in runs]),
         (
             _("GPU-hours"),
-            [
-                _num(r.gpu_hours, ".2f") + (f" ({r.gpus} GPU)" if r.gpus else " (CPU)")
-                for r in found.runs
-            ],
+            [_num(r.gpu_hours, ".2f") + (f" ({r.gpus} GPU)" if r.gpus else " (CPU)") for r in runs],
         ),
     ]
-    for path, values in found.differences.items():
-        rows.append((terminal_safe(path), [_value(v) for v in values]))
-    ids = [terminal_safe(r.run_id) for r in found.runs]
+
+
+def print_table(
+    ids: list[str], rows: list[tuple[str, list[str]]], split_at: int | None, split_title: str
+) -> None:
+    """The compare table: a label column, one column per run headed by ``ids``; a line
+    ``split_title`` before row ``split_at`` (the preset fields). Cells are terminal-safe."""
+    ids = [terminal_safe(i) for i in ids]
+    rows = [(terminal_safe(label), [terminal_safe(v) for v in values]) for label, values in rows]
     label_w = max(len(label) for label, _v in rows)
     widths = [max(len(ids[i]), *(len(values[i]) for _l, values in rows)) for i in range(len(ids))]
     say(pad_cells("", label_w) + "  " + "  ".join(
         pad_cells(run_id, w) for run_id, w in zip(ids, widths, strict=True)
     ))  # fmt: skip
-    figures = len(rows) - len(found.differences)
     for number, (label, values) in enumerate(rows):
-        if number == figures:
-            say(_("preset fields that differ:"))
+        if number == split_at:
+            say(split_title)
         cells = "  ".join(pad_cells(v, w) for v, w in zip(values, widths, strict=True))
         say(pad_cells(label, label_w) + "  " + cells)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    found = compared(args.runs)
+    if args.json:
+        print_json(found)
+        return 0
+    rows = figure_rows(found.runs)
+    figures = len(rows)
+    for path, values in found.differences.items():
+        rows.append((path, [_value(v) for v in values]))
+    print_table([r.run_id for r in found.runs], rows, figures, _("preset fields that differ:"))
     if not found.differences:
         say(_("the presets are the same"))
     return 0
