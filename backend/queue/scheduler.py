@@ -93,6 +93,14 @@ def read_result(item_id: int) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def gpu_snapshot() -> dict[str, Any]:
+    """NVML's answer; a missing binding is an answer too (the item waits, saying why)."""
+    try:
+        return nvml.snapshot()
+    except ImportError as exc:
+        return {"error": f"pynvml cannot be imported ({exc})"}
+
+
 class Scheduler:
     """One pass at a time over queue.db (``tick``); ``run`` loops until nothing is left."""
 
@@ -182,7 +190,7 @@ class Scheduler:
             why = self.waiting_on(item)
             decision = Decision(None, why)
             if not why and item.device == "cuda":
-                snapshot = snapshot if snapshot is not None else nvml.snapshot()
+                snapshot = snapshot if snapshot is not None else gpu_snapshot()
                 decision = decide_gpus(item, snapshot, active)
             elif not why:
                 decision = decide_cpu(active, limit)
