@@ -3,8 +3,11 @@ password is nowhere in the image: not its history, its config, its layers (``doc
 Dockerfile, the build log or any file trainwiz wrote. A second build is a lookup.
 
 The index is tests/backend/authindex.py (https on 127.0.0.1, the throwaway test CA); the build
-reaches it through trainwiz's build-time proxy (backend/images/pipproxy.py). Everything else
-comes from PyPI and the local torch wheel, as in test_images_docker.py.
+reaches it through trainwiz's build-time proxy (backend/images/pipproxy.py). The image is built
+FROM the Docker tests' own environment image (tiny-cpu's, made once and shared, as in
+test_images_docker.py): torch and FastChat are satisfied there, so this build installs only what
+goes through the proxy, instead of unpacking torch again (the proxy's per-build port and the
+test CA change every layer after them).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.diagnosis.build_log import ensure_env_image
 from backend.images.build import build_env_image
 from backend.images.dockerfile import render_dockerfile, write_context
 from backend.images.plan import plan_environment
@@ -48,8 +52,10 @@ def test_private_index_password_never_reaches_the_image(
     tmp_path: Path,
 ) -> None:
     build_wheel(tmp_path / "wheels", name="twsecret_probe", version="1.0")
+    base = ensure_env_image(docker_tiny())  # the shared environment image of the Docker tests
     index = AuthIndex(tmp_path / "wheels", "bob", PASSWORD)
     preset = docker_tiny(
+        image=base,
         pip_extra_index_urls=[index.url("bob", PASSWORD)],
         pip_cert=str(ca_bundle(tmp_path)),  # the proxy trusts the test CA, the build PyPI's
         extra_packages=["accelerate", "einops", "twsecret-probe==1.0"],
