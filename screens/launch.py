@@ -34,6 +34,7 @@ from backend.runs.spec import plan_spec
 from backend.steps import STEPS, Readiness, blockers
 from screens.base import StepScreen
 from screens.dialogs import ConfirmDialog, extra_warnings
+from screens.queue import ask_to_queue
 
 # plan step id -> the step-table step whose readiness it shows
 PLAN_TO_STEP = {"model": "model", "environment": "image", "image": "image", "train": "launch"}
@@ -46,6 +47,7 @@ class LaunchScreen(StepScreen):
     STEP_ID = "launch"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("l", "launch", N_("Launch"), id="launch.start"),
+        Binding("a", "add_to_queue", N_("Add to queue"), id="launch.queue"),
         Binding("r", "replan", N_("Re-plan"), id="launch.replan", show=False),
         Binding("m", "monitor", N_("Monitor"), id="launch.monitor"),
     ]
@@ -331,6 +333,12 @@ class LaunchScreen(StepScreen):
             self.post_message(self.Launched(None, str(exc)))
             return
         self.post_message(self.Launched(result, None))
+
+    def action_add_to_queue(self) -> None:
+        """Queue the preset (screens/queue.py asks as Launch does, "anyway" included): it
+        starts when its GPUs (or a CPU slot) are free."""
+        if not self.refuse_if_form_invalid(_("Add to queue")):
+            ask_to_queue(self, self.preset, self.verdict, self._update_status)
 
     def on_launch_screen_launched(self, message: Launched) -> None:
         self.launching = False

@@ -63,6 +63,7 @@ class StepCommands(Provider):
             ),
             (_("Chat with the run's model"), app.action_chat, app.chat_help()),
             (_("Compare runs"), app.action_compare, _("loss curves, costs, preset changes")),
+            (_("Run queue"), app.action_queue, _("queued runs and sweeps: state, GPUs, pause")),
             (_("Run all steps (replay the preset)"), app.action_run_all, _("asks first")),
             (
                 "Language: 中文 / English",
@@ -97,6 +98,7 @@ class TrainwizApp(PaletteTypeAhead, RunsMixin, FlowsMixin):
         Binding("ctrl+s", "save_preset", N_("Save"), id="app.save_preset", show=False),
         Binding("ctrl+t", "troubleshoot", N_("Troubleshoot"), id="app.troubleshoot", show=False),
         Binding("ctrl+r", "run_all", N_("Run all"), id="app.run_all", show=False),
+        Binding("f7", "queue", N_("Queue"), id="app.queue", show=False),
         Binding("ctrl+q", "quit", N_("Quit"), id="app.quit", priority=True),
     ]
 

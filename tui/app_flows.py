@@ -53,6 +53,13 @@ class FlowsMixin(App[int]):
             first = [self.current_run.name] if self.current_run is not None else None
             self.push_screen(CompareScreen(first))
 
+    def action_queue(self) -> None:
+        """The run queue (screens/queue.py): F7 or the palette's "Run queue"."""
+        from screens.queue import QueueScreen  # deferred: loaded when opened
+
+        if not isinstance(self.screen, QueueScreen):
+            self.push_screen(QueueScreen())
+
     def on_open_troubleshoot(self, message: object) -> None:
         """The log pane's request: troubleshoot this run (or this log file)."""
         self._open_troubleshoot(

@@ -45,6 +45,7 @@ def binding_ids() -> set[str]:
         "tui.app", "screens.checks", "screens.model", "screens.image", "screens.hyperparams",
         "screens.launch", "screens.monitor", "screens.troubleshoot", "screens.replay",
         "screens.preset_picker", "screens.dialogs", "screens.chat", "widgets.log_pane", "screens.runs",
+        "screens.queue",
     ]  # fmt: skip
     ids: set[str] = set()
     for name in modules:
