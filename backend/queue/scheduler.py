@@ -218,7 +218,8 @@ class Scheduler:
         result_path(item.id).unlink(missing_ok=True)  # a retried launch's old answer
         env = dict(os.environ)
         env[MARKER] = item.token
-        env["PYTHONPATH"] = str(PROJECT_ROOT)
+        path = env.get("PYTHONPATH", "")  # trainwiz's own modules first, the user's kept
+        env["PYTHONPATH"] = f"{PROJECT_ROOT}{os.pathsep}{path}" if path else str(PROJECT_ROOT)
         if item.device == "cuda":  # NVML's indexes are the PCI bus order: CUDA's, so told
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
