@@ -67,6 +67,14 @@ class LogView(ScrollView, can_focus=True):
     def sync_size(self) -> None:
         self.virtual_size = Size(self.model.max_width + 7, len(self.model.lines))
 
+    def on_resize(self) -> None:
+        """A following log keeps its newest line in view when it loses rows (a terminal made
+        smaller, a line above it that wraps): the offset would stay where it was, the end
+        below the view. It gains rows at the end by itself (the offset is clamped)."""
+        pane = self.parent
+        if isinstance(pane, LogPane) and pane.follow:
+            self.scroll_end(animate=False, immediate=False, x_axis=False)
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         idx = scroll_y + y

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import time
 
+from plotext._utility import get_matrix_data
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import ComposeResult, RenderResult
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Static
@@ -53,6 +54,44 @@ def caption(view: MetricsView | None) -> Text:
     return t
 
 
+# Rows plotext draws around its canvas here: the axis lines above and below it, the x tick labels
+# and the "step" label (_draw sets no title).
+FRAME_ROWS = 4
+
+
+def lr_ticks(lo: float, hi: float, rows: int) -> list[float]:
+    """The learning-rate axis's ticks (lowest, middle, highest) that fall on distinct rows of a
+    canvas ``rows`` high: the extremes first, the middle only where it has a row of its own.
+
+    plotext removes duplicate ticks through a set (``plotext._utility.brush``), so the order it
+    draws them in follows the process's string hash seed; two ticks on one row (the middle and
+    the top at 80x24, where the canvas has 2 rows) showed either label, one run or the other."""
+    if hi <= lo:
+        return [hi]
+    rows_of = get_matrix_data([hi, lo, (lo + hi) / 2], [lo, hi], max(rows, 1))
+    kept: dict[int, float] = {}
+    for tick, row in zip((hi, lo, (lo + hi) / 2), rows_of, strict=True):
+        kept.setdefault(row, tick)
+    return sorted(kept.values())
+
+
+class LossPlot(PlotextPlot):
+    """The plot, whose learning-rate ticks are chosen for the height it is rendered at (a
+    layout change above it, such as the run header wrapping, changes its rows without a new
+    view)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.lr_range: tuple[float, float] | None = None
+
+    def render(self) -> RenderResult:
+        if self.lr_range is not None:
+            ticks = lr_ticks(*self.lr_range, self.size.height - FRAME_ROWS)
+            # plotext annotates yside as a number; it takes "left"/"right" (documented).
+            self.plt.yticks(ticks, [f"{t:.1e}" for t in ticks], yside="right")  # type: ignore[arg-type]
+        return super().render()
+
+
 class LossChart(Vertical, can_focus=True):
     ALLOW_MAXIMIZE = True
     DEFAULT_CSS = """
@@ -71,7 +110,7 @@ class LossChart(Vertical, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static(caption(None), id="loss-caption")
-        yield PlotextPlot(id="loss-plot")
+        yield LossPlot(id="loss-plot")
 
     def on_mount(self) -> None:
         self._draw()
@@ -97,7 +136,8 @@ class LossChart(Vertical, can_focus=True):
         self._pending = None
         self._last_draw = time.monotonic()
         self.draws += 1
-        plot = self.query_one(PlotextPlot)
+        plot = self.query_one(LossPlot)
+        plot.lr_range = None
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
@@ -112,10 +152,7 @@ class LossChart(Vertical, can_focus=True):
             plt.plot(*view.eval_loss, marker="dot", color="yellow", label="eval")
         if view.lr[0]:
             plt.plot(*view.lr, marker="braille", color="magenta", yside="right", label="lr")
-            lo, hi = min(view.lr[1]), max(view.lr[1])
-            ticks = [lo, (lo + hi) / 2, hi] if hi > lo else [hi]
-            # plotext annotates yside as a number; it takes "left"/"right" (documented).
-            plt.yticks(ticks, [f"{t:.1e}" for t in ticks], yside="right")  # type: ignore[arg-type]
+            plot.lr_range = (min(view.lr[1]), max(view.lr[1]))  # ticks: LossPlot.render
         for spike in view.spikes[-10:]:
             plt.vertical_line(spike.step, color="red")
         plt.xlabel("step")

@@ -28,6 +28,7 @@ from screens.monitor import MonitorScreen
 from screens.run_actions import RunActions
 from tests.tui.test_monitor import MonitorHarness, monitor_state, one_row_trace, replay_factory
 from tests.waiting import pilot_until
+from widgets.run_header import RunHeader
 
 REC = Path(__file__).resolve().parents[1] / "fixtures" / "resumeui"
 RUN_ID = "20261201-124616-tiny-resume"
@@ -107,18 +108,27 @@ async def settled(pilot: Pilot, app: Any) -> None:  # type: ignore[type-arg]
             and meter.state == "failed"
             and screen.query_one("LogPane").model.total > 40
             and chart_drawn(screen.query_one("LossChart"))
+            # the metrics worker names the world size a poll after the state; at 80 columns
+            # it wraps the header to a second line, which takes a row from the chart
+            and screen.query_one(RunHeader).world_size == 1
+            and screen.query_one("GpuPanel").snapshot is not None  # its rows are drawn
         )
 
     def seen() -> str:
         bars = app.screen.query(RunActions)
         offers = bars.first().offers if bars else None
         chart = chart_drawn(app.screen.query_one("LossChart"))
-        return f"{monitor_state(app)}, offers {offers is not None}, chart drawn {chart}"
+        headers = app.screen.query(RunHeader)
+        world = headers.first().world_size if headers else None
+        return (
+            f"{monitor_state(app)}, offers {offers is not None}, chart drawn {chart}, "
+            f"world size {world}"
+        )
 
     await pilot_until(
         pilot,
         landed,
-        what="the monitor to settle on the failed run (offers, step 10, log, chart)",
+        what="the monitor to settle on the failed run (offers, step 10, log, chart, world size, GPUs)",
         timeout=30,
         seen=seen,
     )
