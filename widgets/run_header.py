@@ -17,7 +17,9 @@ from backend.runstate import RunState
 def render_header(run_id: str, state: str = "", preset: str = "", world: int | None = None) -> Text:
     """``Run ID · finished — over: final figures · world size 2 · u: another run``; the preset is
     named when the run's id does not already say it (an 80-column line is short)."""
-    text = Text(_("Run {run}").format(run=run_id), style="bold")
+    # One row at any width: wrapped to two at 80 columns it pushed the Monitor's final figures
+    # (real tok/s) off a 24-row terminal; the least needed parts come last and are cut first.
+    text = Text(_("Run {run}").format(run=run_id), style="bold", no_wrap=True, overflow="ellipsis")
     if preset and preset not in run_id:
         text.append(f" ({preset})")
     known = RunState.of(state) if state else None
@@ -34,7 +36,7 @@ def render_header(run_id: str, state: str = "", preset: str = "", world: int | N
 
 class RunHeader(Static):
     DEFAULT_CSS = """
-    RunHeader { height: auto; padding: 0 1; }
+    RunHeader { height: 1; padding: 0 1; }
     """
 
     def __init__(self, run_id: str, *, id: str | None = None) -> None:

@@ -46,11 +46,14 @@ def render_summary(
         out.append("\n" + _("step {step}").format(step=s.step))
     over = s.finished or state in FINAL_STATES
     if over:  # the run is over: what it did comes first (small terminals show the top)
-        _final(out, s)
+        out.append("\n" + _("Final summary"), style="bold cyan")
     if s.tokens_per_s is None and s.source == "log":
         out.append(_("\ntok/s n/a (log only)"), style="dim")
+        if over:
+            _final(out, s)
     else:
-        # The headline is what the data really has (docs/monitor.md); padded figures come second.
+        # The headline is what the data really has (docs/monitor.md), right under the title: an
+        # 80x24 terminal shows the top rows of this panel. Padded figures come after.
         # Live: the running attempt's recent pace; over: the run's (backend/monitor/figures.py).
         real = s.run_real_tokens_per_s if over and s.source == "metrics" else s.tokens_nonpad_per_s
         out.append(_("\nreal tok/s {num}").format(num=_num(real)), style="bold")
@@ -58,6 +61,8 @@ def render_summary(
             out.append(
                 _("\nreal-token MFU {mfu_nonpad:.1%}").format(mfu_nonpad=s.mfu_nonpad), style="bold"
             )
+        if over:
+            _final(out, s)
         out.append(_("\npadded tok/s {num}").format(num=_num(s.tokens_per_s)))
     out.append(_("\nsmp/s {num}").format(num=_num(s.samples_per_s, ".2f")))
     out.append(_("  step {num}s").format(num=_num(s.step_time_s, ".3f")))
@@ -81,8 +86,7 @@ def render_summary(
 
 def _final(out: Text, s: ThroughputSummary) -> None:
     """The run's summary once it is over: loss first → last, mean loss, wall time, GPU-hours, a
-    resumed run's last attempt pace (the run's real tok/s is the headline below)."""
-    out.append("\n" + _("Final summary"), style="bold cyan")
+    resumed run's last attempt pace (under the title and the run's real tok/s, its headline)."""
     first = "n/a" if s.first_loss is None else f"{s.first_loss:.4f}"
     last = "n/a" if s.last_loss is None else f"{s.last_loss:.4f}"
     out.append("\n" + _("loss {first} → {last}").format(first=first, last=last))
