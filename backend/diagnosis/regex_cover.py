@@ -29,11 +29,15 @@ writes it; a test checks it is fresh); ``scan.py`` parses only a pattern that ch
 
 from __future__ import annotations
 
+import _sre
 import itertools
 import sys
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
+
+from backend.diagnosis.scankey import MIN_KEY, digest, scan_key
+from backend.diagnosis.signatures import MARKERS, SIGNATURES
 
 if sys.version_info >= (3, 11):
     from re import _constants as _c
@@ -60,8 +64,6 @@ class Unbounded(ValueError):
 def _folds() -> dict[int, frozenset[int]]:
     """Lowercase code point -> every code point ``re`` lowercases to it (built once, ~0.3 s;
     only a case-insensitive pattern needs it)."""
-    import _sre
-
     by_lower: dict[int, set[int]] = {}
     for code in range(sys.maxunicode + 1):
         lower = _sre.unicode_tolower(code)
@@ -72,10 +74,12 @@ def _folds() -> dict[int, frozenset[int]]:
 
 def _extra_cases(lower: int) -> tuple[int, ...]:
     if sys.version_info >= (3, 11):
-        from re._casefix import _EXTRA_CASES
+        from re._casefix import _EXTRA_CASES  # deferred: Python 3.11+ only
 
         return tuple(_EXTRA_CASES.get(lower, ()))
-    from sre_compile import _ignorecase_fixes  # type: ignore[attr-defined]  # pragma: no cover
+    from sre_compile import (  # type: ignore[attr-defined]  # pragma: no cover  # deferred: Python 3.10 only
+        _ignorecase_fixes,
+    )
 
     return tuple(_ignorecase_fixes.get(lower, ()))  # pragma: no cover
 
@@ -89,8 +93,6 @@ def _chars(code: int, flags: int) -> Words:
         return frozenset(char)
     if flags & _ASCII:
         return frozenset({char, char.lower(), char.upper()}) if char.isascii() else frozenset(char)
-    import _sre
-
     folds = _folds()
     found = {char}
     lower = _sre.unicode_tolower(code)
@@ -197,8 +199,6 @@ class _Cover:
         words = frozenset(w for part in parts if part is not None for w in part)
         if not words:
             return (0,)
-        from backend.diagnosis.scan import MIN_KEY, scan_key
-
         keys = {scan_key(w) for w in words}
         short = sum(len(k) < MIN_KEY for k in keys)
         new = len({k[0] for k in keys} - self.heads)
@@ -287,8 +287,6 @@ def derive(
     anchors when the prefilter takes them at no cost: at most MAX_DERIVED, each one's scan key
     at least MIN_KEY long, starting with a character a hand key starts with, and found in none
     of COMMON_LINES. Else they are the gap (``<no literal>`` where none bounds a match)."""
-    from backend.diagnosis.scan import MIN_KEY, scan_key
-
     added: set[str] = set()
     missed: set[str] = set()
     for part in cover(source, flags, anchors, heads):
@@ -310,9 +308,6 @@ def derive(
 
 def hand_heads() -> frozenset[str]:
     """The first characters of the hand anchors' scan keys."""
-    from backend.diagnosis.scan import scan_key
-    from backend.diagnosis.signatures import MARKERS, SIGNATURES
-
     anchors = {a for s in SIGNATURES for a in s.anchors} | {a for m in MARKERS for a in m.anchors}
     return frozenset(scan_key(a)[0] for a in anchors)
 
@@ -320,8 +315,6 @@ def hand_heads() -> frozenset[str]:
 def entries() -> list[tuple[str, str, int, tuple[str, ...]]]:
     """(name, pattern, flags, hand anchors) of every signature and marker, named as the gap
     list of the tests names them: ``category#n`` (its n-th signature) or ``marker:context``."""
-    from backend.diagnosis.signatures import MARKERS, SIGNATURES
-
     seen: dict[str, int] = {}
     out = []
     for s in SIGNATURES:
@@ -335,8 +328,6 @@ def entries() -> list[tuple[str, str, int, tuple[str, ...]]]:
 def table() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     """(digest -> anchors to add, empty where none, for every signature and marker;
     name -> spellings left uncovered)."""
-    from backend.diagnosis.scan import digest
-
     heads = hand_heads()
     derived: dict[str, tuple[str, ...]] = {}
     gaps: dict[str, tuple[str, ...]] = {}

@@ -22,33 +22,13 @@ to the few lines whose shape holds a key.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import defaultdict
 from functools import lru_cache
 
 from backend.diagnosis.anchor_table import DERIVED
+from backend.diagnosis.scankey import RANK, digest, scan_key
 from backend.diagnosis.signatures import MARKERS, SIGNATURES
-
-# Characters from most to least frequent in training logs (loss dicts, tqdm bars, NCCL INFO,
-# tracebacks), measured on both corpora, the H200 logs and the benchmark's benign lines.
-# ':' is ranked before 'l' (measured: a ':' group cost 17 % of the prefilter on the benchmark's
-# dict-heavy log, where ': ' ends every key), so "loss: nan" is keyed from its 'l'.
-_BY_FREQUENCY = " eatirnos0c:ld1p.2/_3hgu5m4,8'y9-67][bfwkNCF(|LI)WSPzOv<\"RGD%AT=xE{}*BMU`>^q\\HV!?jK#;Y+XJQZ~@$"
-_RANK = {ch: len(_BY_FREQUENCY) - i for i, ch in enumerate(_BY_FREQUENCY)}
-MIN_KEY = 5  # a shorter key lets too many lines through
-
-
-def scan_key(anchor: str) -> str:
-    """The anchor's tail from its rarest character, keeping at least MIN_KEY characters."""
-    last = max(0, len(anchor) - min(MIN_KEY, len(anchor)))
-    best = min(range(last + 1), key=lambda i: (_RANK.get(anchor[i], 0), i))
-    return anchor[best:]
-
-
-def digest(source: str, flags: int, anchors: tuple[str, ...]) -> str:
-    """A pattern's key in ``anchor_table.py``: its text, flags and hand anchors."""
-    return hashlib.blake2b(repr((source, flags, anchors)).encode(), digest_size=10).hexdigest()
 
 
 @lru_cache(maxsize=1)
@@ -61,7 +41,10 @@ def effective_anchors() -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, .
     def merged(source: str, flags: int, anchors: tuple[str, ...]) -> tuple[str, ...]:
         added = DERIVED.get(digest(source, flags, anchors))
         if added is None:
-            from backend.diagnosis.regex_cover import derive, hand_heads
+            from backend.diagnosis.regex_cover import (  # deferred: parses every pattern (~50 ms), only for one missing from the table
+                derive,
+                hand_heads,
+            )
 
             heads[:] = heads or [hand_heads()]
             added = derive(source, flags, anchors, heads[0])[0]
@@ -125,7 +108,7 @@ def prefilter_pattern(keys: list[str]) -> str:
     parts = []
     # The most frequent first characters first: at a stop the engine tries the alternatives in
     # order, and on the benchmark's log this order measured ~8 % faster than the reverse.
-    for first in sorted(groups, key=lambda ch: -_RANK.get(ch, 0)):
+    for first in sorted(groups, key=lambda ch: -RANK.get(ch, 0)):
         parts.append(re.escape(first) + _trie(sorted(set(groups[first]))))
     return "|".join(parts)
 
