@@ -19,7 +19,7 @@ from backend import units
 from backend.diagnosis.model import Finding, Fix, PresetChange
 from backend.errors import BadInput
 from backend.i18n import _
-from backend.runs.plangate import UNKNOWABLE, PlanVerdict, plan_verdict
+from backend.runs.plangate import UNKNOWABLE, PlanVerdict, plan_verdict, verdict_on
 
 # The failures whose cause is memory the planner predicts (GPU memory, host RAM).
 MEMORY_CATEGORIES = frozenset({"cuda_oom", "host_oom"})
@@ -38,18 +38,23 @@ def judge_memory_fixes(findings: list[Finding], preset: Any) -> bool:
         closing: list[Fix] = []
         short: list[Fix] = []
         for fix in finding.fixes:
-            (closing if _judge(fix, preset) else short).append(fix)
+            (closing if _judge(fix, preset, verdict) else short).append(fix)
         finding.fixes = ([answer] if answer else []) + closing + short
     return True
 
 
-def _judge(fix: Fix, preset: Any) -> bool:
-    """Does the preset with this fix fit, by the plan? Marks the fix either way."""
+def _judge(fix: Fix, preset: Any, machine: PlanVerdict) -> bool:
+    """Does the preset with this fix fit, by the plan, on ``machine``'s GPU and RAM? Marks the
+    fix either way."""
     from backend.diagnosis.apply import apply_fixes  # deferred: pydantic validation, only here
 
     try:
         fixed = apply_fixes(preset, fix) if fix.changes else preset
-        after = plan_verdict(fixed, with_fix=False)
+        after = (
+            plan_verdict(fixed, with_fix=False)
+            if fixed.launch != preset.launch  # a fix that moves the run elsewhere: judged anew
+            else verdict_on(fixed, machine.gpu, machine.host_ram, with_fix=False)
+        )
     except (BadInput, *UNKNOWABLE):
         return False
     if after is None:

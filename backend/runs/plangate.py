@@ -103,11 +103,19 @@ def plan_verdict(preset: Any, *, with_fix: bool = True) -> PlanVerdict | None:
     gpu = planner_gpu.detect_local()  # via the module: a stand-in detector reaches it
     if gpu is None:
         return None
+    host_ram = hostram.read_meminfo()  # via the module, as the detector
+    return verdict_on(preset, gpu, host_ram, with_fix=with_fix)
+
+
+def verdict_on(
+    preset: Any, gpu: GpuSpec, host_ram: int | None, *, with_fix: bool = True
+) -> PlanVerdict | None:
+    """``plan_verdict`` for a machine already read (its GPU and RAM): variants of one preset
+    are judged without reading NVML and /proc/meminfo again for each."""
     from backend.planner.report import (  # deferred: the planner's tables, only for CUDA runs
         plan_estimate,
     )
 
-    host_ram = hostram.read_meminfo()  # via the module, as the detector
     try:
         shape = shape_for_preset(preset)
         if shape is None:
