@@ -53,6 +53,9 @@ class Variant:
 
 def parse_set(text: str) -> Axis:
     """``training.learning_rate=1e-5,2e-5`` as an axis; BadInput naming ``--set`` otherwise."""
+    if not text.strip():
+        raise BadInput(_("--set is empty: write a dotted preset field and its values, e.g. --set "
+                         "training.learning_rate=1e-5,2e-5"))  # fmt: skip
     path, sep, values = text.partition("=")
     path = path.strip()
     if not sep or not _PATH.match(path) or path.split(".")[0] in _FIXED:

@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("preset", metavar="PRESET|show",
                         help=_("a shipped preset name or a YAML path; or 'show'"))  # fmt: skip
     parser.add_argument("sweep_id", nargs="?", metavar="ID", help=_("with 'show': the sweep"))
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=V1,V2",
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="FIELD=V1,V2",
                         help=_("a preset field and its values, e.g. training.learning_rate=1e-5,2e-5"))  # fmt: skip
     parser.add_argument("--samples", type=bounded_int(1, 10_000), metavar="N",
                         help=_("queue N variants drawn from the grid (default: all)"))  # fmt: skip
