@@ -1,11 +1,12 @@
 """Resolve a preset's placeholders (``@home``, ``@sample``, ``@run``) into real paths.
 
 Done on a copy when the preset is used, never when it is saved, so one preset file serves every
-machine. Without a run directory (``trainwiz plan``), ``@run`` is shown as ``<run_dir>``.
+machine. At a launch, ``notify.ca_file`` is made absolute too (the watcher reads it elsewhere). Without a run directory (``trainwiz plan``), ``@run`` is shown as ``<run_dir>``.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from backend.model.placeholders import resolve_placeholders
@@ -45,6 +46,17 @@ def resolve_preset(preset: Preset, run_dir: Path | None) -> Preset:
         )
         object.__setattr__(env, "__pydantic_fields_set__", set(preset.environment.model_fields_set))
         updates["environment"] = env
+    ca_file = preset.notify.ca_file
+    if ca_file and run_dir is not None:
+        # Read by the watcher when the run ends, from another working directory: a bundle named
+        # relative to where the run was launched is recorded as the file it named then.
+        absolute = os.path.abspath(os.path.expanduser(_resolve(ca_file, run_dir)))
+        if absolute != ca_file:
+            notify = preset.notify.model_copy(update={"ca_file": absolute})
+            object.__setattr__(
+                notify, "__pydantic_fields_set__", set(preset.notify.model_fields_set)
+            )
+            updates["notify"] = notify
     volumes = [
         v.model_copy(update={"host": _resolve(v.host, run_dir)}) for v in preset.container.volumes
     ]

@@ -104,3 +104,13 @@ def test_a_symlink_to_a_system_directory_is_refused(tmp_path: Path) -> None:
     os.symlink("/etc", tmp_path / "models")
     code, _out, err = cli("plan", str(preset_file(tmp_path, str(tmp_path / "models"), "hf")))
     assert code == 2 and "model.dir" in err and "/etc" in err, err
+
+
+@pytest.mark.parametrize("value", ["/etc", "/usr/local/bin", "~", "/home/alice", "//etc"])
+def test_model_fetch_dir_on_the_command_line_follows_the_same_rule(value: str) -> None:
+    """``trainwiz model fetch acme/m --dir /etc`` would have written the model's files there:
+    the flag is refused by the rule model.dir follows, before any download."""
+    code, out, err = cli("model", "fetch", "acme/m", "--dir", value)
+    said = err.strip().splitlines()
+    assert code == 2 and not out, (out, err)
+    assert len(said) == 1 and "--dir" in said[0] and "@home/models/NAME" in said[0], said

@@ -188,3 +188,22 @@ def test_a_runs_own_record_still_loads_when_its_ca_file_is_gone(tmp_path: Path) 
     assert run_preset(run_dir).notify.ca_file == str(tmp_path / "gone.pem")
     with pytest.raises(BadInput, match=r"notify\.ca_file"):
         load_preset(run_dir / "preset.yaml")  # given as a preset: checked
+
+
+def test_a_relative_ca_file_is_recorded_as_the_file_it_named_at_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watcher reads the bundle when the run ends, from its own working directory: the
+    run's preset.yaml holds the absolute path of the file the launch checked."""
+    from backend.plan.resolve import resolve_preset
+
+    where = tmp_path / "certs"
+    where.mkdir()
+    (where / "ca.pem").write_bytes(CA.read_bytes())
+    monkeypatch.chdir(where)
+    preset = load_preset(preset_file(tmp_path, {"ca_file": "ca.pem"}))
+    run_dir = tmp_path / "run"
+    assert resolve_preset(preset, run_dir).notify.ca_file == str(where / "ca.pem")
+    assert resolve_preset(preset, None).notify.ca_file == "ca.pem"  # `plan` shows it as written
+    monkeypatch.chdir(tmp_path)  # another directory: the recorded path still names the bundle
+    assert load_preset(preset_file(tmp_path, {"ca_file": str(where / "ca.pem")})).notify.ca_file

@@ -87,3 +87,15 @@ def path_arg(text: str) -> str:
             _("empty: name a file or folder (use '.' for the current folder)")
         )
     return text
+
+
+def model_dir_arg(text: str) -> str:
+    """A folder a model is written into (``model fetch --dir``): never empty, never a system
+    directory or a home folder itself, the rule ``model.dir`` follows in a preset."""
+    from backend.preset.hostpaths import model_dir_problem  # deferred: one command uses it
+
+    path = path_arg(text)
+    problem = model_dir_problem(path)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return path

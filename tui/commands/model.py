@@ -16,7 +16,7 @@ from backend.preset.schema import ModelSource, TinyModelSpec
 from backend.termsafe import terminal_safe
 from backend.tokens import allow_hosts
 from backend.units import clock, human
-from tui.commands._args import path_arg
+from tui.commands._args import model_dir_arg
 from tui.commands._common import add_json_flag, print_json
 
 
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     fetch.add_argument("target", metavar="PRESET|REPO", help=_("a preset name/path or owner/name"))
     fetch.add_argument(
-        "--dir", type=path_arg, help=_("model directory (default: the preset's model.dir)")
+        "--dir", type=model_dir_arg, help=_("model directory (default: the preset's model.dir)")
     )
     fetch.add_argument("--endpoint", help=_("Hub endpoint or mirror, e.g. https://hf-mirror.com"))
     fetch.add_argument("--revision", help=_("branch, tag or commit"))
