@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import shutil
 import sys
 import urllib.request
@@ -39,6 +40,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--quick",
         action="store_true",
         help="the fast tier only: no trainings, services, real terminal or slow tests",
+    )
+    parser.addoption(
+        "--shuffle",
+        type=int,
+        metavar="SEED",
+        default=None,
+        help="run the tests in an order shuffled by SEED (within the long-first tiers): a test "
+        "that passes only after another has run fails here",
     )
 
 
@@ -78,8 +87,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept = [item for item in items if not _full_only(item)]
         config.hook.pytest_deselected(items=[i for i in items if _full_only(i)])
         items[:] = kept
+    seed = config.getoption("--shuffle")
+    if seed is not None:  # every worker collects alike, so each shuffles to the same order
+        random.Random(seed).shuffle(items)
     # Longest first: the serial service groups, then trainings and other long tests, then the
-    # fast tier (a group is one unit of work: started last, it would end the run alone).
+    # fast tier (a group is one unit of work: started last, it would end the run alone). The
+    # sort is stable: a shuffled order stays shuffled within each tier.
     items.sort(key=_start_order)
     for item in items:
         group = _group(item)
