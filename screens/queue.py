@@ -1,6 +1,7 @@
 """Queue view: the run queue as ``trainwiz queue`` lists it, in the wizard.
 
-One row per item (id, state, preset, GPUs, position, run, note: why it waits or how it failed)
+One row per item (id, state, preset, GPUs, position, run, note: why it waits or how it failed;
+a Slurm item's state also names its job id and Slurm state)
 and a line for the queue itself (paused or running, --max-parallel, the scheduler's pid). The
 list is read by ``backend.queue.ops.listing`` in a thread worker, every few seconds while the
 view is open; pausing, resuming and removing an item are the CLI's own calls, also in a worker.
@@ -99,10 +100,13 @@ class QueueScreen(Screen[None]):
         table = self.query_one("#queue-table", DataTable)
         keep = table.cursor_row
         table.clear()
+        from backend.queue.ops import shown_state  # deferred: loaded by the listing already
+
         for row in found["items"]:
             note = row.diagnosis if row.state == "failed" and row.diagnosis else row.message
-            table.add_row(str(row.id), row.state, row.preset, row.gpus, str(row.position or "-"),
-                          row.run_id or "-", note or "", key=str(row.id))  # fmt: skip
+            table.add_row(str(row.id), shown_state(row), row.preset, row.gpus,
+                          str(row.position or "-"), row.run_id or "-", note or "",
+                          key=str(row.id))  # fmt: skip
         if found["items"]:
             table.move_cursor(row=min(keep, len(found["items"]) - 1))
         self.query_one("#queue-note", Static).update(self._note(bool(found["items"])))
@@ -167,9 +171,14 @@ def ask_to_queue(
     where = _("run directory: {runs}/<run id>/ (detached: survives closing trainwiz)").format(
         runs=paths.runs_dir()
     )
+    when = (
+        _("the queue hands it to Slurm at once; Slurm decides when it runs; F7 shows the queue")
+        if preset.launch.scheduler == "slurm"
+        else _("the queue starts it when its GPUs (or a CPU slot) are free; F7 shows the queue")
+    )
     dialog = ConfirmDialog(
         _("Add {name} to the queue?").format(name=preset.name),
-        [_("the queue starts it when its GPUs (or a CPU slot) are free; F7 shows the queue")],
+        [when],
         [where],
         warnings,
         yes=N_("Add to queue"),

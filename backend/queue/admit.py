@@ -7,6 +7,11 @@ and it has the memory the item's plan predicts per GPU. ``--share`` is the user 
 may use one GPU: such an item ignores other processes and other sharing items, keeping only the
 memory rule; a GPU given to an item that did not say ``--share`` is never shared.
 
+An item whose preset runs through Slurm (``launch.scheduler: slurm``) meets neither rule: it is
+handed to sbatch at once (``decide_slurm``), and Slurm queues it and assigns its nodes and GPUs;
+nor does it hold a CPU slot while it runs (its training is on Slurm's nodes, not in this
+machine's share of runs).
+
 Pure functions over NVML's snapshot (``backend.nvml.snapshot``) and the items, so the rule is
 tested without a GPU.
 """
@@ -101,9 +106,16 @@ def decide_gpus(item: Item, snapshot: dict[str, Any], active: Iterable[Item]) ->
     )
 
 
+def decide_slurm() -> Decision:
+    """A Slurm item starts now: waiting here for free GPUs or a CPU slot would only hide it
+    from Slurm's own queue (its priority, backfill, ``squeue``), which decides when it runs."""
+    return Decision([])
+
+
 def decide_cpu(active: Iterable[Item], limit: int) -> Decision:
-    """A CPU item starts while fewer than ``limit`` CPU items run."""
-    running = sum(1 for other in active if other.device != "cuda")
+    """A CPU item starts while fewer than ``limit`` CPU items run here (Slurm items run on
+    Slurm's nodes and take no slot)."""
+    running = sum(1 for o in active if o.device != "cuda" and o.scheduler != "slurm")
     if running >= limit:
         return Decision(
             None,

@@ -16,6 +16,7 @@ that was deleted and made again never match an older run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -67,7 +68,8 @@ CREATE TABLE IF NOT EXISTS items (
     overrides TEXT,
     added_at REAL NOT NULL,
     started_at REAL,
-    ended_at REAL
+    ended_at REAL,
+    scheduler TEXT NOT NULL DEFAULT 'local'
 );
 CREATE TABLE IF NOT EXISTS sweeps (
     id TEXT PRIMARY KEY,
@@ -79,6 +81,10 @@ CREATE TABLE IF NOT EXISTS sweeps (
     notified_at REAL
 );
 """
+
+# Columns added after the first queue.db, with their definition: ``connect`` adds any a database
+# lacks (an older trainwiz made it), so it still opens, its rows taking the default.
+ADDED_COLUMNS = {"items": {"scheduler": "TEXT NOT NULL DEFAULT 'local'"}}
 
 
 @dataclass
@@ -111,10 +117,14 @@ class Item:
     added_at: float
     started_at: float | None
     ended_at: float | None
+    # How it runs: "local" (started here when its GPUs or a CPU slot are free) or "slurm"
+    # (handed to sbatch at once: Slurm queues it and assigns its nodes and GPUs).
+    scheduler: str = "local"
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Item:
-        data = dict(row)
+        known = {f.name for f in dataclasses.fields(cls)}  # a newer trainwiz's column is not ours
+        data = {key: value for key, value in dict(row).items() if key in known}
         for key in ("gpus", "assigned", "overrides"):
             data[key] = json.loads(data[key]) if data[key] else None
         for key in ("share", "ignore_plan"):
@@ -160,8 +170,20 @@ def connect() -> sqlite3.Connection:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
+        _add_missing_columns(conn)
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('nonce', ?)", (secrets.token_hex(2),))
     return conn
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """A queue.db made by an older trainwiz lacks the columns added since (``CREATE TABLE IF
+    NOT EXISTS`` keeps its table as it was): add them, so its items still open (as local ones).
+    Inside ``connect``'s transaction, so two processes never both add one."""
+    for table, columns in ADDED_COLUMNS.items():
+        have = {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}
+        for name, definition in columns.items():
+            if name not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
 
 
 @contextmanager

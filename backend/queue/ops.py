@@ -23,6 +23,7 @@ from backend.preset.loader import preset_to_yaml
 from backend.preset.schema import Preset
 from backend.queue import db
 from backend.queue.service import ensure_scheduler, holder
+from backend.rundir import RunDir
 from backend.runs.control import find_run, refresh
 from backend.runs.launch import preflight
 from backend.runs.plangate import plan_verdict
@@ -38,13 +39,16 @@ def run_name(preset_name: str, token: str) -> str:
 
 def admission(preset: Preset, *, ref: str | None, ignore_plan: bool) -> int | None:
     """Refuse now what the launch would refuse later (BadInput); the plan's predicted peak
-    per GPU in bytes (None where the planner has no verdict: CPU, an unknown model)."""
+    per GPU in bytes (None where the planner has no verdict: CPU, Slurm's nodes, an unknown
+    model). Local one-node runs and Slurm jobs are queued; SSH multi-node runs are not (the
+    queue would have to judge every node's GPUs)."""
     launch = preset.launch
-    if launch.scheduler != "local" or launch.nnodes != 1:
+    if launch.scheduler == "ssh" or (launch.scheduler == "local" and launch.nnodes != 1):
         raise BadInput(
             _(
                 "launch.scheduler {scheduler} with {nnodes} node(s): the queue starts runs on "
-                "this machine only: launch it with 'trainwiz launch'"
+                "this machine or hands them to Slurm (launch.scheduler: slurm): launch it with "
+                "'trainwiz launch'"
             ).format(scheduler=launch.scheduler, nnodes=launch.nnodes)
         )
     preflight(resolve_preset(preset, None), ignore_plan=True, ref=ref)
@@ -56,8 +60,28 @@ def admission(preset: Preset, *, ref: str | None, ignore_plan: bool) -> int | No
     return int(verdict.estimate.memory.total_per_gpu)
 
 
-def check_gpus(preset: Preset, gpus: list[int] | None) -> int:
-    """How many GPUs the item needs; BadInput when ``--gpus`` does not fit the preset."""
+def check_gpus(preset: Preset, gpus: list[int] | None, share: bool = False) -> int:
+    """How many GPUs of this machine the item needs; BadInput when ``--gpus`` does not fit the
+    preset, or when ``--gpus``/``--share`` is given for a Slurm job (Slurm picks its nodes and
+    GPUs: the preset's launch.slurm block asks for them, so the flags would be silently
+    ignored)."""
+    if preset.launch.scheduler == "slurm":
+        if gpus is not None:
+            raise BadInput(
+                _(
+                    "--gpus: {name} runs through Slurm (launch.scheduler: slurm), which assigns "
+                    "its GPUs: drop --gpus and ask for GPUs with launch.slurm.gpus_per_node"
+                ).format(name=preset.name)
+            )
+        if share:
+            raise BadInput(
+                _(
+                    "--share: {name} runs through Slurm (launch.scheduler: slurm), which decides "
+                    "what shares a node: drop --share (launch.slurm.extra_options: "
+                    "[--oversubscribe] lets jobs share nodes)"
+                ).format(name=preset.name)
+            )
+        return 0
     if preset.launch.device != "cuda":
         if gpus is not None:
             raise BadInput(
@@ -108,11 +132,16 @@ def resolve_after(conn: sqlite3.Connection, ref: str | None) -> str | None:
     return f"run:{find_run(ref).name}"
 
 
+def runs_through(preset: Preset) -> str:
+    """The item's ``scheduler``: "slurm" for a Slurm job, else "local" (this machine)."""
+    return "slurm" if preset.launch.scheduler == "slurm" else "local"
+
+
 def insert(conn: sqlite3.Connection, preset: Preset, **fields: Any) -> db.Item:
     """Add one item inside the caller's transaction, its preset copy written before COMMIT."""
     item = db.insert_item(
         conn, preset_name=preset.name, preset_file="", cwd=fields.pop("cwd", os.getcwd()),
-        device=preset.launch.device, **fields,
+        device=preset.launch.device, scheduler=runs_through(preset), **fields,
     )  # fmt: skip
     target = db.queue_dir() / "items" / f"{item.id}.yaml"
     db.queue_dir().mkdir(exist_ok=True, mode=0o700)
@@ -136,7 +165,7 @@ def add(preset: Preset, *, ref: str | None = None, gpus: list[int] | None = None
         share: bool = False, after: str | None = None, ignore_plan: bool = False,
         max_parallel: int | None = None, cwd: str | None = None) -> Added:  # fmt: skip
     """Check, queue and (unless paused) make sure the scheduler runs."""
-    ngpus = check_gpus(preset, gpus)
+    ngpus = check_gpus(preset, gpus, share)
     need = admission(preset, ref=ref, ignore_plan=ignore_plan)
     conn = db.connect()
     try:
@@ -209,15 +238,51 @@ class Row:
     diagnosis: str | None
     sweep_id: str | None
     label: str | None
+    scheduler: str = "local"  # "slurm": a Slurm job (its id and state below, once submitted)
+    slurm_job_id: str | None = None  # from the run's status.json (the watcher writes them)
+    slurm_state: str | None = None  # Slurm's word: PENDING, RUNNING, COMPLETED, ...
+
+
+def shown_state(row: Row) -> str:
+    """The state column: the item's state, and a Slurm item's job id and Slurm state (the
+    item "running" while Slurm holds its job PENDING says so)."""
+    if row.slurm_job_id is None:
+        return row.state
+    return _("{state} · slurm {job} {slurm_state}").format(
+        state=row.state, job=row.slurm_job_id, slurm_state=row.slurm_state or "?"
+    )
 
 
 def _gpus_text(item: db.Item) -> str:
+    if item.scheduler == "slurm":
+        return "slurm"  # Slurm assigns the nodes and GPUs
     if item.device != "cuda":
         return "cpu"
     if item.assigned is not None:
         return ",".join(map(str, item.assigned)) + (" shared" if item.share else "")
     named = ",".join(map(str, item.gpus)) if item.gpus is not None else f"any {item.ngpus}"
     return named + (" shared" if item.share else "")
+
+
+def _run_view(item: db.Item) -> tuple[str, dict[str, Any]]:
+    """The item's state as shown and, for a Slurm item, its run's status.json. A running
+    item's run is refreshed (its own record is the newer word: it may have ended since the
+    scheduler looked); an ended Slurm item's record is only read."""
+    state = item.state
+    if not item.run_id:
+        return state, {}
+    run_dir = paths.runs_dir() / item.run_id
+    if not run_dir.is_dir():
+        return state, {}
+    if item.state == "running":
+        live = refresh(run_dir)
+        state = live.state if live.state in db.FINAL else state
+        if item.scheduler != "slurm":
+            return state, {}
+        return state, {**(live.model_extra or {}), "message": live.message}
+    if item.scheduler != "slurm":
+        return state, {}
+    return state, RunDir(run_dir).status_dict() or {}
 
 
 def listing() -> dict[str, Any]:
@@ -230,12 +295,7 @@ def listing() -> dict[str, Any]:
         conn.close()
     rows, place = [], 0
     for item in found:
-        state = item.state
-        if item.state == "running" and item.run_id:  # the run's own record is the newer word
-            run_dir = paths.runs_dir() / item.run_id
-            if run_dir.is_dir():
-                live = refresh(run_dir).state
-                state = live if live in db.FINAL else state
+        state, run = _run_view(item)
         position = None
         if item.state == "queued":
             place += 1
@@ -245,8 +305,14 @@ def listing() -> dict[str, Any]:
             if item.diagnosis_category
             else None
         )
+        job = run.get("slurm_job_id")
+        message = item.message
+        if run.get("slurm_state") == "PENDING" and item.state in db.ACTIVE:
+            message = str(run.get("message") or message)  # why Slurm holds it back
         rows.append(Row(item.id, state, item.preset_name, _gpus_text(item), position,
-                        item.run_id, item.message, diagnosis, item.sweep_id, item.label))  # fmt: skip
+                        item.run_id, message, diagnosis, item.sweep_id, item.label,
+                        item.scheduler, None if job is None else str(job),
+                        run.get("slurm_state")))  # fmt: skip
     pid = holder()
     return {
         "paused": is_paused,

@@ -2,11 +2,12 @@
 
 Each pass it settles the items that were started (a run that ended is recorded with its
 diagnosis; a launch that never made a run is checked, below), starts the queued items whose
-GPUs or CPU slot are free (``backend.queue.admit``), and tells the webhooks about a sweep whose
-every variant ended. Then it sleeps: 0.5 s after something changed, growing to 5 s while nothing
-does, and back to 0.5 s as soon as another process commits to queue.db or an active run's
-status.json changes (both seen by a stat and one PRAGMA, never a busy loop). It exits when no
-item waits or runs.
+GPUs or CPU slot are free (``backend.queue.admit``; an item that runs through Slurm is handed
+to sbatch at once, Slurm queueing it, and followed until its job ends), and tells the webhooks
+about a sweep whose every variant ended. Then it sleeps: 0.5 s after something changed, growing
+to 5 s while nothing does, and back to 0.5 s as soon as another process commits to queue.db or
+an active run's status.json changes (both seen by a stat and one PRAGMA, never a busy loop). It
+exits when no item waits or runs.
 
 Never twice, also across ``kill -9`` and reboots: an item is claimed (queued -> starting) in one
 transaction before its launcher process exists, and its run is found by the token the run's
@@ -30,7 +31,7 @@ from typing import Any
 from backend import nvml, paths, subproc
 from backend.procinfo import PROC
 from backend.queue import db
-from backend.queue.admit import Decision, decide_cpu, decide_gpus
+from backend.queue.admit import Decision, decide_cpu, decide_gpus, decide_slurm
 from backend.queue.launcher import MARKER, result_path
 from backend.queue.ranking import notify_finished_sweeps
 from backend.queue.service import LOG, Locked, take_lock
@@ -189,7 +190,9 @@ class Scheduler:
         for item in (i for i in found if i.state == "queued"):
             why = self.waiting_on(item)
             decision = Decision(None, why)
-            if not why and item.device == "cuda":
+            if not why and item.scheduler == "slurm":
+                decision = decide_slurm()
+            elif not why and item.device == "cuda":
                 snapshot = snapshot if snapshot is not None else gpu_snapshot()
                 decision = decide_gpus(item, snapshot, active)
             elif not why:
@@ -207,11 +210,11 @@ class Scheduler:
     def claim(self, item: db.Item, gpus: list[int]) -> bool:
         """queued -> starting in one transaction, then the launcher; False when the item left
         the queue meanwhile (``queue rm``)."""
+        here = item.device == "cuda" and item.scheduler != "slurm"  # GPUs of this machine
         with db.transaction(self.conn):
             claimed = db.update_item(
                 self.conn, item.id, where_state="queued", state="starting", started_at=time.time(),
-                assigned=gpus if item.device == "cuda" else None, launches=item.launches + 1,
-                message="",
+                assigned=gpus if here else None, launches=item.launches + 1, message="",
             )  # fmt: skip
         if not claimed:
             return False
@@ -220,7 +223,7 @@ class Scheduler:
         env[MARKER] = item.token
         path = env.get("PYTHONPATH", "")  # trainwiz's own modules first, the user's kept
         env["PYTHONPATH"] = f"{PROJECT_ROOT}{os.pathsep}{path}" if path else str(PROJECT_ROOT)
-        if item.device == "cuda":  # NVML's indexes are the PCI bus order: CUDA's, so told
+        if here:  # NVML's indexes are the PCI bus order: CUDA's, so told
             env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
         cwd = item.cwd if Path(item.cwd).is_dir() else str(paths.home())
@@ -231,7 +234,10 @@ class Scheduler:
                 [sys.executable, "-m", "backend.queue.launcher", str(item.id)],
                 cwd=cwd, env=env, stdout=out, text=False,
             )  # fmt: skip
-        say(f"item {item.id}: launching {item.preset_name}" + (f" on GPU {gpus}" if gpus else ""))
+        where = (
+            " through Slurm" if item.scheduler == "slurm" else (f" on GPU {gpus}" if gpus else "")
+        )
+        say(f"item {item.id}: launching {item.preset_name}{where}")
         return True
 
     # ---- the loop -----------------------------------------------------------------------

@@ -78,7 +78,7 @@ def create_sweep(ref: str, sets: list[str], *, samples: int | None = None, seed:
     if not sets:
         raise BadInput(_("sweep: give at least one --set path=v1,v2"))
     combos = grid.combinations([grid.parse_set(s) for s in sets], samples, seed)
-    ngpus = check_gpus(base, gpus)
+    ngpus = check_gpus(base, gpus, share)
     folder_hint = db.sweeps_dir() / "<id>"
     variants = grid.build_variants(base, combos, folder_hint)  # raises before any write
     admitted: list[tuple[grid.Variant, int | None]] = []

@@ -2,7 +2,8 @@
 
 `trainwiz queue` lists the items (id, state, preset, GPUs, position, run id once started);
 `add` checks the preset as a launch would and queues it; the detached scheduler
-(``backend.queue.scheduler``) starts each item when its GPUs (or a CPU slot) are free.
+(``backend.queue.scheduler``) starts each item when its GPUs (or a CPU slot) are free, and hands
+a Slurm preset's item to sbatch at once (the list then shows its Slurm job id and state).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from backend import paths
 from backend.i18n import _
 from backend.preset import load_preset
-from backend.queue.ops import add, listing, parse_gpus, remove, set_paused
+from backend.queue.ops import add, listing, parse_gpus, remove, set_paused, shown_state
 from backend.queue.service import LOG
 from tui.commands._args import add_ignore_plan_flag, bounded_int, path_arg
 from tui.commands._common import add_json_flag, pad_cells, print_json, say, to_jsonable
@@ -153,9 +154,12 @@ def run_resume(args: argparse.Namespace) -> int:
 
 
 def _note(row: Any) -> str:
-    """Why an item waits, how it failed (the diagnosis' top finding), else nothing."""
+    """Why an item waits (here, or as a Slurm job still PENDING), how it failed (the
+    diagnosis' top finding), else nothing."""
     if row.state == "failed":
         return str(row.diagnosis or row.message)
+    if row.state == "running" and row.slurm_state == "PENDING":
+        return str(row.message)
     return "" if row.state in ("finished", "running") else str(row.message)
 
 
@@ -167,7 +171,7 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     rows = found["items"]
     head = [_("id"), _("state"), _("preset"), _("GPUs"), _("position"), _("run"), _("note")]
-    table = [[str(r.id), r.state, r.preset, r.gpus,
+    table = [[str(r.id), shown_state(r), r.preset, r.gpus,
               str(r.position or "-"), r.run_id or "-", _note(r)]
              for r in rows]  # fmt: skip
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h)
