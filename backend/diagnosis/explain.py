@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from backend.diagnosis.explain_config import config_detail
 from backend.diagnosis.explain_hw import hw_detail
 from backend.i18n import N_, _
 
@@ -225,6 +226,9 @@ def explain(category: str, groups: dict[str, Any], count: int) -> str:
             "{path} belongs to another user than the one the run runs as (a folder a root "
             "container or `sudo` made, or a bind mount), so the run cannot write there."
         ).format(path=folder)
+    sentence, replaces = config_detail(category, groups)
+    if sentence:
+        text = sentence if replaces else _then(text, sentence)
     detail = hw_detail(category, groups)
     if detail:
         text = _then(text, detail)

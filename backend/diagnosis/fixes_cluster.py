@@ -364,6 +364,16 @@ def cluster_fixes(
         return _lora_fixes(preset)
     if category == "version_mismatch":
         return _version_fixes(preset, groups)
+    if category == "chat_template" and ("tmpl" in groups or "tmpl2" in groups):
+        return [
+            Fix(
+                _("Make the conversations' roles alternate"),
+                _(
+                    "merge consecutive turns of one role and drop empty ones; for a template "
+                    "without a system role, fold the system message into the first user turn"
+                ),
+            )
+        ]
     if category == "chat_template":
         return [
             Fix(

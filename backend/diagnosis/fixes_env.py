@@ -195,6 +195,23 @@ def container_fixes(preset: Preset | None, match: str, folder: str | None = None
 
 
 def hf_fixes(preset: Preset | None, groups: dict[str, Any]) -> list[Fix]:
+    if "best" in groups:  # TrainingArguments' load_best_model_at_end check
+        same = preset is not None and preset.training.eval_strategy in ("steps", "epoch")
+        return [
+            Fix(
+                _("Save on the evaluation schedule"),
+                _("load_best_model_at_end needs a checkpoint at every evaluation"),
+                [
+                    _change(
+                        "training.save_strategy",
+                        preset.training.eval_strategy,
+                        _("the same schedule as eval_strategy"),
+                    )
+                ]
+                if same and preset is not None
+                else [],
+            )
+        ]
     flags = " ".join(str(groups.get(k, "")) for k in ("args", "kw", "unrec"))
     fixes: list[Fix] = []
     for old, new, first_new, newer, older in _RENAMES:

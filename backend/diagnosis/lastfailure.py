@@ -56,6 +56,19 @@ _COMPILER = re.compile(
     r"|nvcc|cc1plus|cc1|gcc|g\+\+|c\+\+|clang(?:\+\+)?|ld|collect2|ptxas):\s+(?:fatal )?error"
     r"|nvcc fatal\s*)\s*:\s*(?P<msg>\S.*)"
 )
+# A process killed by a fault signal, without a Python error: the shell's strsignal(SIGSEGV)
+# ("Segmentation fault (core dumped)", also in bash's job report "line 1: 4321 Segmentation
+# fault"), gdb's "Program received signal SIGSEGV", CPython's faulthandler "Fatal Python error:".
+_SIGNAL = re.compile(
+    r"^(?:[^\s:]+: (?:line \d+: )?\d+\s+)?(?:Segmentation fault|Bus error|Illegal instruction)\b"
+    r"|Program received signal SIG(?:SEGV|BUS|ILL|ABRT)\b"
+    r"|Fatal Python error: (?:Segmentation fault|Bus error|Aborted|Illegal instruction)"
+)
+# A Python exception's last line without its traceback's header (a paste cut above it):
+# "KeyError: 'text'" under a frame's lines, or "RuntimeError:" with its message indented below.
+_BARE = re.compile(
+    r"^[_*`>\s]*(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)):(?:\s+(?P<msg>\S.*))?$"
+)
 _ROOT = re.compile(r"Root Cause \(first observed failure\)")
 _FIELD = re.compile(r"^\s*(?P<key>host|rank|exitcode|traceback)\s*:\s*(?P<value>.*?)\s*$")
 _ELASTIC = re.compile(r"failed \(exitcode: (?P<code>-?[1-9]\d*)\) local_rank: (?P<rank>\d+)")
@@ -81,7 +94,10 @@ _SUCCESS = re.compile(
 _PROGRESS_KEYS = re.compile(r"oss|tep|ter|poch")
 _SUCCESS_KEYS = re.compile(r"train_runtime|aved|raining|run finished")
 _EXIT_KEYS = re.compile(r"xit|Killed|fault|dumped|failed|Failed")
-_CANDIDATE_KEYS = re.compile(r"terminate|what\(\)|CUDA error|error|fatal|exitcode|Root Cause")
+_CANDIDATE_KEYS = re.compile(
+    r"terminate|what\(\)|CUDA error|error|fatal|exitcode|Root Cause|Error|Exception|fault"
+    r"|Bus error|Illegal|SIG"
+)
 
 
 def _shape(text: str) -> str:
@@ -138,6 +154,7 @@ class _Reader:
         self.root: Decisive | None = None  # torchrun's root-cause block being read
         self.root_fields = 0
         self.failing: set[str] = set()  # ranks torchrun names as the first failure
+        self.bare: tuple[int, str, str] | None = None  # "Type:" whose message is the next line
 
     def line(self, number: int, raw: str) -> None:
         # Substring tests guard every regex: most lines of a tail are progress, searched once.
@@ -252,6 +269,13 @@ class _Reader:
         """A C++ terminate, a CUDA error, a compiler error, torchrun's summary of a failure."""
         if self.root is not None:
             self._root_field(number, text)
+        if self.bare is not None:  # "RuntimeError:" alone, its message indented below it
+            first, line, kind = self.bare
+            self.bare = None
+            if number - first <= 2:
+                found = self._add("bare", number, text, f"{kind}: {text.strip()}")
+                found.quote.insert(0, (first, _cut(line)))
+                return
         if not _CANDIDATE_KEYS.search(text):
             return
         if (terminate := _TERMINATE.search(text)) is not None:
@@ -271,6 +295,17 @@ class _Reader:
         elif (elastic := _ELASTIC.search(text)) is not None:
             self.failing.add(elastic["rank"])
             self._add("exit", number, text, text[elastic.start() :], **elastic.groupdict())
+        elif (fault := _SIGNAL.search(text.strip())) is not None:
+            self._add("signal", number, text, text.strip()[fault.start() :])
+        elif (bare := _BARE.match(text[:MAX_BAR])) is not None and not any(
+            w in bare["type"]
+            for w in _WRAPPERS  # a launcher's: only says a worker failed
+        ):
+            if bare["msg"] and any(_FRAME.match(r) or r[:1] in " \t" for r in self.recent[-3:]):
+                # the end of a traceback whose header was cut: frames or their code lines above
+                self._add("bare", number, text, text.strip(" _*`>"))
+            else:
+                self.bare = (number, text.strip(), bare["type"])
         if _ROOT.search(text):
             self.root, self.root_fields = Decisive("exit", 0, "", [], [text.strip()]), 0
 
@@ -320,7 +355,8 @@ class _Reader:
         if python:
             failing = [f for f in python.values() if f.rank is not None and f.rank in self.failing]
             return failing[0] if failing else min(python.values(), key=lambda f: f.line)
-        for kind, last in (("what", True), ("cuda", False), ("compiler", False)):
+        kinds = (("what", True), ("cuda", False), ("compiler", False), ("signal", True))
+        for kind, last in (*kinds, ("bare", True)):
             of_kind = [f for f in live if f.kind == kind]
             if of_kind:
                 return of_kind[-1] if last else of_kind[0]

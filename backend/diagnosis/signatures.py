@@ -26,6 +26,14 @@ from backend.diagnosis.signatures_cluster import (
     SLURM,
     VERSIONS,
 )
+from backend.diagnosis.signatures_config import (
+    CONFIG_MARKERS,
+    DEEPSPEED_CONFIG,
+    FLASH_PIP,
+    HF_ARGS,
+    MORE,
+    TEMPLATE_ERRORS,
+)
 from backend.diagnosis.signatures_hw import (
     AMP,
     GPU_HARDWARE,
@@ -85,7 +93,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "shm",
         "error",
         N_("NCCL could not create a shared-memory segment"),
-        r"NCCL WARN.*(?:shm|shared memory)|Error while creating shared memory segment"
+        # (not NCCL's ENOENT attaching to a peer's segment: that one exists nowhere, see MORE)
+        r"NCCL WARN(?!.*attaching to shared memory segment .*No such file)"
+        r".*(?:shm|shared memory)|Error while creating shared memory segment"
         r"|posix_fallocate failed|/dev/shm\b.*(?:No space left|Bus error|too small)"
         r"|(?:No space left on device|Bus error).*/dev/shm",
         ("NCCL WARN", "Error while creating", "posix_fallocate", "dev/shm"),
@@ -174,11 +184,14 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     *ARCH,
     *DEEPSPEED,  # config checks, and ninja under a DeepSpeed op build
+    *DEEPSPEED_CONFIG,  # DeepSpeed's, transformers' and accelerate's checks of the config
     *METHODS,  # LoRA/QLoRA/ZeRO: bitsandbytes, DeepSpeed op builds (before flash-attn's)
     *EXTENSION_BUILDS,  # flash-attn (or any torch CUDA extension) built by pip
+    *FLASH_PIP,  # a build hook failing while pip builds flash-attn
     *HUB,
     *PEFT,
     *VERSIONS,  # version mismatches, chat templates
+    *TEMPLATE_ERRORS,  # a chat template refusing the conversation
     # --- NVIDIA driver and container toolkit ---
     _sig(
         "driver_mismatch",
@@ -266,6 +279,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|error: unrecognized arguments: (?P<unrec>.+)",
         ("HfArgumentParser", "unexpected keyword argument", "unrecognized arguments"),
     ),
+    *HF_ARGS,  # TrainingArguments' own consistency checks
     # --- FastChat data ---
     *TEMPLATES,
     _sig(
@@ -276,6 +290,7 @@ SIGNATURES: tuple[Signature, ...] = (
         ("tokenization mismatch",),
     ),
     *NAN,
+    *MORE,  # NCCL's CUDA OOM, torch.save's unopenable file, HF's metrics block, the shell's EACCES
     # --- host memory: the kernel's OOM killer ---
     _sig(
         "host_oom",
@@ -391,4 +406,5 @@ MARKERS: tuple[Marker, ...] = (
     *METHOD_MARKERS,
     *CLUSTER_MARKERS,
     *HW_MARKERS,
+    *CONFIG_MARKERS,
 )

@@ -239,14 +239,16 @@ VERSIONS: tuple[Signature, ...] = (
 
 # NCCL's socket and InfiniBand transports saying a connection broke: a real failure (error),
 # unlike NCCL WARN about an unusable device or plugin (ibv_open_device, libibverbs, no plugin),
-# which it falls back from at start-up.
+# which it falls back from at start-up. NCCL's SYSCHECK macro (src/include/checks.h) prints
+# WARN("Call to %s failed : %s", name, strerror(errno)) for the socket calls (recv, send, and
+# write/read in 2.4's include/socket.h).
 NCCL_TRANSPORT: tuple[Signature, ...] = (
     _sig(
         "nccl",
         "error",
         N_("NCCL's network transport failed between nodes"),
         r"NCCL WARN (?:NET/IB\S* ?: Got completion from peer .{0,200}?with (?:error|status=) ?\d+"
-        r"|.{0,120}?(?:Call to (?:recv|send) (?:from|to)|Connect to|socketStartConnect|socketProgress"
+        r"|.{0,120}?(?:Call to (?:recv|send|write|read)\b|Connect to|socketStartConnect|socketProgress"
         r"\w*|socketFinalizeAccept).{0,200}?(?:failed|closed by remote peer|wrong type)"
         r"|.{0,80}?Socket recv failed"
         r"|.{0,80}?NET/IB : .{0,80}?(?:async event|fatal))",

@@ -143,9 +143,19 @@ EXTENSION_BUILDS: tuple[Signature, ...] = (
         "flash_attn_build",
         "error",
         N_("flash-attn failed to build"),
-        r"Failed (?:building wheel for|to build) flash[-_]attn|Could not build wheels for flash[-_]attn"
+        # pip's wording, and uv's ("Failed to build `flash-attn==2.6.3`", "Failed to download and
+        # build `…`", older uv "Failed to fetch wheel: …"; uv's docs, troubleshooting/build-failures)
+        r"Failed (?:building wheel for|to build|to download and build|to fetch wheel:) `?flash[-_]attn"
+        r"|Could not build wheels for flash[-_]attn"
         r"|Building wheel for flash[-_]attn\b[^\n]{0,60}?\.\.\. error",
-        ("Failed building wheel", "Failed to build", "Could not build wheels", "Building wheel"),
+        (
+            "Failed building wheel",
+            "Failed to build",
+            "Failed to download and build",
+            "Failed to fetch wheel",
+            "Could not build wheels",
+            "Building wheel",
+        ),
     ),
     _sig(
         "flash_attn_build",

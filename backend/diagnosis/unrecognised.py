@@ -46,6 +46,15 @@ _SAW: dict[str, str] = {
         "A compiler error failed the build at line {line}: {error}. The errors after the "
         "first one of a build often follow from it."
     ),
+    "signal": N_(
+        "A process was killed by a fault signal at line {line} ({error}): native code (a C or "
+        "CUDA extension, a driver library) crashed, with no Python exception to say where. "
+        "`gdb -ex run --args python ...` or `python -X faulthandler` shows the crashing frame."
+    ),
+    "bare": N_(
+        "The log ends with a Python exception at line {line}: {error}. Its traceback is not in "
+        "the log, so the code that raised it is not named."
+    ),
     "exit": N_(
         "A training process ended badly at line {line} ({error}), and the log has no error "
         "message before it that trainwiz recognises."

@@ -4,6 +4,10 @@ who had not read the signatures (65 failures over 32 categories, 3 of them fatal
 kinds no category covers, and 5 benign logs).
 
 Measured before any change (commit 77e3e1e): 49 of 70 strict (70.0 %), 5 of 5 benign clean.
+Measured after the config checks, chat templates' own errors, NCCL's CUDA OOM and socket calls,
+torch.save's unopenable file, the HF metrics block, the shell's EACCES, pip's and uv's flash-attn
+build failures and the fault signals (each written from the component's own message, not from
+these logs): 64 of 70 (91.4 %), 5 of 5 benign clean. That is no longer a held-out figure.
 The misses are listed below with what diagnose says instead; a miss that starts passing is
 welcome (take it out of the dict then), a new miss fails here.
 ``python -m tests.backend.test_diagnosis_corpus6`` prints the table.
@@ -31,33 +35,18 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CORPUS = FIXTURES / "logcorpus6"
 EARLIER = ("logcorpus", "logcorpus2", "logcorpus3", "logcorpus4", "logcorpus5")
 
-# The misses of the first (held-out) measurement: file -> the top error-level category diagnose
+# The misses left after the second measurement: file -> the top error-level category diagnose
 # gives ("no error" when nothing reached error severity).
 KNOWN_MISSES: dict[str, str] = {
-    "cuda_oom/spatialvla-12-nccl-cuda-failure-oom-on-save.log": "no error",
-    "nccl/nccl-1589-shm-attach-enoent-fixed-by-downgrade.log": "shm",
-    "disk_full/ronin-51-checkpoint-cannot-be-opened-disk-full.log": "unrecognised_failure",
-    "container_permission/uni3d-4-bind-mount-bashrc-uid.log": "no error",
     "fp16_unscale/qwen-vl-finetune-184-v100-clip-grad-norm.log": "no error",
-    "loss_nan/tinyllama-153-fp16-eval-loss-nan-metrics.log": "no error",
-    "flash_attn_build/wan22-192-windows-get-requires-build-wheel.log": "no error",
-    "flash_attn_build/mochi-22-uv-build-backend-failed.log": "no error",
-    "deepspeed_config/knowlm-87-zero-optimization-missing-interleaved.log": "unrecognised_failure",
-    "deepspeed_config/deepspeed-1270-auto-gradient-clipping-typeerror.log": "no error",
     "tokenization_mismatch/vip-llava-31-phi3-stage2-mismatch.log": "no error",
-    "chat_template/medusa-102-roles-must-alternate-train-legacy.log": "no error",
-    "chat_template/alignment-handbook-93-dpo-local-sft-tokenizer.log": "no error",
     "peft_target_modules/llamafactory-2401-qwen-q-proj-v-proj-traceback.log": "no error",
-    "unrecognised_failure/tnt-33-segfault-mid-epoch-chinese.log": "no error",
-    "unrecognised_failure/emptransfo-3-dataset-keyerror-topic.log": "no error",
-    "nccl/nccl-193-k8s-flannel-connection-reset-proxy.log": "no error",
     "io_error/mask-rcnn-2880-read-only-logdir-jupyter.log": "no error",
     "io_error/nemo-launcher-74-pyxis-read-only-outputs.log": "unrecognised_failure",
     "rendezvous_timeout/chinese-llama-alpaca2-274-master-rendezvous-timeout.log": "no error",
-    "hf_args/tsar-13-load-best-model-strategy-mismatch.log": "unrecognised_failure",
 }
 HELD_OUT_RATE = 49 / 70  # right / all logs on the first (held-out) measurement
-MEASURED_RATE = 49 / 70  # the floor this corpus holds now
+MEASURED_RATE = 64 / 70  # the floor this corpus holds now
 
 ROWS = sources(CORPUS)
 FAILURES = [(r["file"], r["label"]) for r in ROWS if r["label"] != "benign"]
