@@ -40,10 +40,15 @@ class CompareScreen(Screen[None]):
     CompareScreen #compare-note { height: auto; padding: 0 1; color: $text-muted; }
     """
 
-    def __init__(self, selected: list[str] | None = None) -> None:
+    def __init__(self, selected: list[str] | None = None, *, title: str | None = None) -> None:
+        """``title`` (a sweep, from the Queue view): ``selected`` is the set to compare, in its
+        order (the sweep's ranking), no newest run added; the view's title says what it is."""
         super().__init__()
         self.selected = selected
+        self.fixed = title is not None
         self.figures: Any = None
+        if title is not None:
+            self.title = title
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -69,7 +74,7 @@ class CompareScreen(Screen[None]):
     def _show_runs(self, runs: list[tuple[str, str]]) -> None:
         chosen = list(self.selected or [])  # the Monitor's run, then the newest others
         for run_id, _state in runs:
-            if len(chosen) >= 2:
+            if len(chosen) >= 2 or self.fixed:
                 break
             if run_id not in chosen:
                 chosen.append(run_id)
@@ -89,6 +94,9 @@ class CompareScreen(Screen[None]):
         self.query_one("#compare-note", Static).update(text)
 
     def _compare(self, run_ids: list[str]) -> None:
+        if self.fixed:  # the sweep's rank order first, runs ticked since after them
+            order = {run_id: n for n, run_id in enumerate(self.selected or [])}
+            run_ids = sorted(run_ids, key=lambda r: order.get(r, len(order)))
         if len(run_ids) < 2:
             self._note(_("Tick two or more runs to compare them."))
             return

@@ -43,6 +43,7 @@ from backend.monitor.owner import OwnerResolver
 from backend.monitor.world import planned_world, world_note
 from backend.rundir import FINAL_STATES
 from screens.base import StepBody, StepScreen
+from screens.queue import FollowsQueue
 from screens.run_actions import RunActions
 from widgets.gpu_panel import GpuPanel
 from widgets.log_pane import LogPane, OpenTroubleshoot
@@ -100,7 +101,7 @@ def _ended_at(status: dict[str, Any] | None) -> float | None:
     return float(ended) if isinstance(ended, (int, float)) else None
 
 
-class MonitorScreen(StepScreen):
+class MonitorScreen(FollowsQueue, StepScreen):  # FollowsQueue: the Queue view's f
     STEP_ID = "monitor"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("z", "zoom", N_("Zoom"), id="monitor.zoom"),

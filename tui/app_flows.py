@@ -58,7 +58,22 @@ class FlowsMixin(App[int]):
         from screens.queue import QueueScreen  # deferred: loaded when opened
 
         if not isinstance(self.screen, QueueScreen):
-            self.push_screen(QueueScreen())
+            self.push_screen(QueueScreen(), self._queue_closed)
+
+    def _queue_closed(self, chosen: Any) -> None:
+        """The Queue view's Enter/m (an item's run) or f (follow the queue): the Monitor, on
+        that run or following the queue (``screens.queue.FollowsQueue``)."""
+        run_dir = getattr(chosen, "run_dir", None)
+        if chosen is None:
+            return
+        if run_dir is not None:
+            self.current_run = run_dir
+        if not self.goto_step("monitor"):
+            return
+        monitor = self.step_screen("monitor")
+        follow = getattr(monitor, "follow_queue", None)
+        if monitor is not None and callable(follow):  # after it mounted, when it is new
+            monitor.call_later(follow, run_dir is None)
 
     def on_open_troubleshoot(self, message: object) -> None:
         """The log pane's request: troubleshoot this run (or this log file)."""
