@@ -19,7 +19,6 @@ that does not resolve). ``python -m tests.backend.test_diagnosis_corpus4`` print
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.backend.logcorpora import (
     no_error,
     sources,
     table_misses,
+    thread_key,
     top_error_category,
     top_in,
 )
@@ -78,21 +78,6 @@ FAILURES = [(r["file"], r["label"]) for r in _rows() if r["label"] != "benign"]
 BENIGN = [r["file"] for r in _rows() if r["label"] == "benign"]
 
 
-def _thread_key(url: str) -> str | None:
-    """owner/repo#number, case- and punctuation-folded, DeepSpeed's two owners as one.
-
-    None for a source that is no GitHub thread (the first corpus has one locally captured log).
-    """
-    match = re.match(r"https://github\.com/([^/]+)/([^/]+)/(?:issues|pull|discussions)/(\d+)", url)
-    if match is None:
-        return None
-    owner, repo, number = match.groups()
-    if repo.lower() == "deepspeed" and owner.lower() in ("microsoft", "deepspeedai"):
-        owner = "deepspeedai"
-    owner, repo = (re.sub(r"[-_.]", "", part.lower()) for part in (owner, repo))
-    return f"{owner}/{repo}#{number}"
-
-
 def top_category(name: str) -> str | None:
     return top_error_category(CORPUS / name)
 
@@ -105,10 +90,10 @@ def test_sources_list_every_file_once_with_url_label_and_note() -> None:
 
 
 def test_no_thread_is_shared_with_the_earlier_corpora() -> None:
-    earlier = {_thread_key(r["url"]) for name in EARLIER for r in _rows(FIXTURES / name)}
+    earlier = {thread_key(r["url"]) for name in EARLIER for r in _rows(FIXTURES / name)}
     earlier.discard(None)
     assert len(earlier) > 200, len(earlier)
-    keys = {r["file"]: _thread_key(r["url"]) for r in _rows()}
+    keys = {r["file"]: thread_key(r["url"]) for r in _rows()}
     assert None not in keys.values(), keys
     shared = sorted(name for name, key in keys.items() if key in earlier)
     assert not shared, shared

@@ -15,21 +15,10 @@ welcome (take it out of the dict then), a new miss fails here.
 
 from __future__ import annotations
 
-import math
 import sys
-from collections import defaultdict
 from pathlib import Path
 
-from tests.backend.logcorpora import (
-    assert_no_misses,
-    assert_sources_list_every_file_once,
-    no_error,
-    sources,
-    table_misses,
-    top_error_category,
-    top_in,
-)
-from tests.backend.test_diagnosis_corpus4 import _thread_key
+from tests.backend.logcorpora import HeldOut
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CORPUS = FIXTURES / "logcorpus6"
@@ -48,46 +37,21 @@ KNOWN_MISSES: dict[str, str] = {
 HELD_OUT_RATE = 49 / 70  # right / all logs on the first (held-out) measurement
 MEASURED_RATE = 64 / 70  # the floor this corpus holds now
 
-ROWS = sources(CORPUS)
-FAILURES = [(r["file"], r["label"]) for r in ROWS if r["label"] != "benign"]
-BENIGN = [r["file"] for r in ROWS if r["label"] == "benign"]
+HELD = HeldOut(CORPUS, KNOWN_MISSES)
 
 
 def test_sources_list_every_file_once_and_share_no_thread_with_the_earlier_corpora() -> None:
-    assert_sources_list_every_file_once(CORPUS, ROWS)
-    assert all(row["note"].strip() for row in ROWS)
-    earlier = {_thread_key(r["url"]) for name in EARLIER for r in sources(FIXTURES / name)}
-    earlier.discard(None)
-    keys = {r["file"]: _thread_key(r["url"]) for r in ROWS}
-    assert None not in keys.values(), keys
-    assert not sorted(name for name, key in keys.items() if key in earlier)
-    assert set(KNOWN_MISSES) <= {name for name, _ in FAILURES}
+    HELD.assert_sources(EARLIER)
 
 
 def test_every_log_but_the_known_misses_gets_its_root_cause_as_top_error() -> None:
-    """Failure logs: their label on top at error level (``unrecognised_failure`` for kinds no
-    category knows), with line, text, explanation and fixes; benign logs: nothing at error."""
-    table = {name: top_in({label}, error_only=True) for name, label in FAILURES}
-    table |= {name: no_error(live_lines=False) for name in BENIGN}
-    checked = {name: check for name, check in table.items() if name not in KNOWN_MISSES}
-    assert_no_misses("logcorpus6", table_misses(CORPUS, checked))
+    HELD.assert_top_errors()
 
 
 def test_rate_holds_the_measured_floor() -> None:
-    right = sum(top_error_category(CORPUS / name) == label for name, label in FAILURES)
-    right += sum(top_error_category(CORPUS / name) is None for name in BENIGN)
-    assert right / len(ROWS) >= math.floor(100 * MEASURED_RATE) / 100, (right, len(ROWS))
+    HELD.assert_rate(MEASURED_RATE)
 
 
 if __name__ == "__main__":
-    table: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for name, label in [*FAILURES, *((b, "benign") for b in BENIGN)]:
-        got = top_error_category(CORPUS / name)
-        table[label][0] += got == (None if label == "benign" else label)
-        table[label][1] += 1
-    for label in sorted(table):
-        print(f"{label:24} {table[label][0]}/{table[label][1]}")
-    right = sum(hit for hit, _ in table.values())
-    print(f"all: {right}/{len(ROWS)} ({100 * right / len(ROWS):.1f} %); held out first: "
-          f"{100 * HELD_OUT_RATE:.1f} %")  # fmt: skip
+    HELD.print_table(HELD_OUT_RATE)
     sys.exit(0)
