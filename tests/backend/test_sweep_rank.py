@@ -37,13 +37,18 @@ def recorded_run(name: str, state: str, losses: list[float]) -> Path:
     run_dir = Path(os.environ["TRAINWIZ_HOME"]) / "runs" / f"20261201-000000-{name}"
     run_dir.mkdir(parents=True)
     write_status(run_dir, RunStatus(run_id=run_dir.name, preset=name, runner="host", state=state))
+    write_step_metrics(run_dir, losses)
+    return run_dir
+
+
+def write_step_metrics(run_dir: Path, losses: list[float]) -> None:
+    """metrics.jsonl of a 1-rank run that logged these losses at steps 1, 2, ..."""
     lines = [{"kind": "start", "world_size": 1}] + [
         {"kind": "step", "step": n, "max_steps": 3, "loss": loss, "step_time_s": 1.0,
          "tokens_nonpad": 100, "time": 1000.0 + n}
         for n, loss in enumerate(losses, 1)
     ]  # fmt: skip
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    return run_dir
 
 
 def test_show_ranks_by_best_loss_and_the_webhook_gets_the_top_three(

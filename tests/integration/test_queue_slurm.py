@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from backend import paths
-from backend.queue import db
 from backend.queue.ops import listing
 from backend.queue.service import holder
 from backend.rundir import RunDir
@@ -30,18 +29,11 @@ from tests.integration.test_multinode_slurm import (  # noqa: F401 (fixtures)
     slurm_preset,
 )
 from tests.integration.test_multinode_ssh import wait_no_leftovers
+from tests.integration.test_queue_sweep import items
 from tests.trainwiz_cli import cli
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("slurm")]
-
-
-def items() -> list[db.Item]:
-    conn = db.connect()
-    try:
-        return db.items(conn)
-    finally:
-        conn.close()
 
 
 def both_submitted() -> dict[int, Any] | None:

@@ -34,6 +34,7 @@ from backend.rundir import RunStatus, write_status
 from screens.compare import CompareScreen
 from screens.monitor import MonitorScreen
 from screens.queue import QueueScreen
+from tests.backend.test_sweep_rank import write_step_metrics
 from tests.waiting import pilot_until
 from tui.app import TrainwizApp
 from widgets.run_header import RunHeader
@@ -66,12 +67,7 @@ def _run(name: str, state: str, losses: list[float], watcher_pid: int | None = N
         run_id=run_dir.name, preset=name, runner="host", state=state,  # type: ignore[arg-type]
         started_at=1000.0, watcher_pid=watcher_pid, watcher_start=info.start if info else None,
     ))  # fmt: skip
-    lines = [{"kind": "start", "world_size": 1}] + [
-        {"kind": "step", "step": n, "max_steps": 3, "loss": loss, "step_time_s": 1.0,
-         "tokens_nonpad": 100, "time": 1000.0 + n}
-        for n, loss in enumerate(losses, 1)
-    ]  # fmt: skip
-    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    write_step_metrics(run_dir, losses)
     (run_dir / "train.log").write_text("")
     return run_dir.name
 
