@@ -67,8 +67,12 @@ def _pip_commands(plan: EnvPlan, py: str) -> list[PipCommand]:
     The index URLs go in the environment (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL), never in argv:
     ``/proc/<pid>/cmdline`` is readable by every user of the host, a process's environment only
     by its own user, and a mirror URL may carry a password.
+
+    ``--no-compile``: pip would byte-compile every module of torch and transformers (a third of
+    the build's CPU); the trainer compiles the few it imports on its first start instead, into
+    this same writable venv.
     """
-    pip = [py, "-m", "pip", "install"]
+    pip = [py, "-m", "pip", "install", "--no-compile"]
     common = plan.indexes.host_argv()
     for folder in plan.find_links:
         common += ["--find-links", str(folder)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.faults.helpers import role_pid
 from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     cli,
     home,
@@ -164,7 +166,11 @@ def test_a_users_own_scancel_is_a_stop(slurm: str, tmp_path: Path) -> None:
 
 
 def test_a_job_at_its_time_limit_has_its_own_cause(slurm: str, tmp_path: Path) -> None:
-    run_id, _run_dir = launch(slurm_preset(tmp_path, 50000, partition="ci", time_limit="1"))
+    run_id, run_dir = launch(slurm_preset(tmp_path, 50000, partition="ci", time_limit="1"))
+    wait_steps(run_dir, 1)
+    # The job only has to be alive at its limit, not busy: a stopped trainer waits out Slurm's
+    # minute without burning a core the other tests need (Slurm's SIGKILL ends it all the same).
+    os.kill(role_pid(run_dir, "trainer"), signal.SIGSTOP)
     final = wait_state(run_id, FINAL, timeout=240)
     assert final["state"] == "failed" and final["cause"] == "slurm_timeout", final["message"]
     assert final["slurm_state"] == "TIMEOUT"
