@@ -175,7 +175,7 @@ class Replay:
             raise ReplayFailed(StepReport("environment", "failed", f"environment: {exc}")) from exc
 
     def step_launch(self) -> StepReport:
-        from backend.runs import launch  # deferred: launcher + monitor, ~46 modules
+        from backend.runs.launch import launch  # deferred: launcher + monitor, ~46 modules
 
         try:
             result = launch(self.preset, prepare=True, ignore_plan=self.ignore_plan, ref=self.ref)

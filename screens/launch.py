@@ -28,7 +28,7 @@ from backend import paths
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import N_, _
 from backend.plan import Plan
-from backend.runs import LaunchResult, launch
+from backend.runs.launch import LaunchResult, launch
 from backend.runs.plangate import PlanVerdict, plan_verdict
 from backend.runs.spec import plan_spec
 from backend.steps import STEPS, Readiness, blockers

@@ -2,22 +2,50 @@
 
 The wizard process only writes files and starts a watcher (``backend.runs.watch``); the watcher,
 not the wizard, is the parent of the training, so a run outlives the wizard and the SSH session.
+
+Each name loads its module on first use, and the launcher is imported from its own module
+(``backend.runs.launch``): listing or stopping runs imports neither it nor the planner.
 """
 
-from backend.rundir import FINAL_STATES, RunStatus, read_status
-from backend.runs.control import find_run, follow_log, list_runs, refresh, stop_run, wait_for
-from backend.runs.launch import LaunchResult, launch
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.rundir import FINAL_STATES, RunStatus, read_status
+    from backend.runs.control import find_run, follow_log, list_runs, refresh, stop_run, wait_for
 
 __all__ = [
     "FINAL_STATES",
-    "LaunchResult",
     "RunStatus",
     "find_run",
     "follow_log",
-    "launch",
     "list_runs",
     "read_status",
     "refresh",
     "stop_run",
     "wait_for",
 ]
+
+# Which module defines each name: the package imports it on first use (PEP 562).
+_WHERE = {
+    "FINAL_STATES": "backend.rundir",
+    "RunStatus": "backend.rundir",
+    "read_status": "backend.rundir",
+    "find_run": "backend.runs.control",
+    "follow_log": "backend.runs.control",
+    "list_runs": "backend.runs.control",
+    "refresh": "backend.runs.control",
+    "stop_run": "backend.runs.control",
+    "wait_for": "backend.runs.control",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value

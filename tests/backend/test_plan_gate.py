@@ -31,8 +31,7 @@ from backend.planner.shape import shape_for_preset
 from backend.planner.tune import tune
 from backend.preset.loader import load_preset
 from backend.replay import Replay
-from backend.runs import launch
-from backend.runs.launch import preflight
+from backend.runs.launch import launch, preflight
 from backend.runs.plangate import plan_verdict, refuse_over_plan
 from tests.trainwiz_cli import ROOT
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.runs import launch, wait_for
+from backend.runs import wait_for
 from backend.runs.docker_runner import LABEL_RUN
+from backend.runs.launch import launch
 from tests.integration.test_launch_docker import (  # noqa: F401 (fixture)
     BASE,
     _valid_local_model,

@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from backend.preset.loader import parse_preset_text
-from backend.runs import launch, stop_run, wait_for
+from backend.runs import stop_run, wait_for
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN, client, labelled_containers
+from backend.runs.launch import launch
 
 pytestmark = pytest.mark.docker
 

@@ -22,7 +22,8 @@ from backend.mirrors import apply_mirrors, mirrors_record
 from backend.mirrors.probe import clear_cache
 from backend.plan import build_plan
 from backend.preset.loader import parse_preset_text
-from backend.runs import launch, stop_run
+from backend.runs import stop_run
+from backend.runs.launch import launch
 from tests.backend.hubserver import FakeHub, Repo, _handler
 from tests.backend.mirrorservers import BlackHole, Server, build_wheel, index_handler, loopback_only
 

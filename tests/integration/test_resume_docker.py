@@ -23,7 +23,8 @@ import pytest
 
 from backend.entry.checkpoints import MARKER
 from backend.monitor.metrics import RunStart, StepRecord, continued_series, read_events
-from backend.runs import launch, wait_for
+from backend.runs import wait_for
+from backend.runs.launch import launch
 from tests.integration.test_launch_docker import (  # noqa: F401 (fixture)
     docker_client,
     docker_preset,

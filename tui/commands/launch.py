@@ -15,7 +15,8 @@ from typing import Any
 from backend.i18n import _
 from backend.plan.commands import check_version
 from backend.preset import load_preset
-from backend.runs import LaunchResult, follow_log, launch, refresh
+from backend.runs import follow_log, refresh
+from backend.runs.launch import LaunchResult, launch
 from backend.runs.summary import ProgressLine, RunSummary, shown_message, summarize_run
 from tui.commands._args import add_ignore_plan_flag
 from tui.commands._common import add_json_flag, print_json, say, to_jsonable
