@@ -16,7 +16,7 @@ measured it on this GPU kind (as for a full fine-tune); until then the probe mea
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend.i18n import _
@@ -183,12 +183,12 @@ def search_methods(
                 )  # fmt: skip
             continue
         own_rows = [r for r in calibration or [] if str(r.get("method") or "full") == m.kind()]
-        pickable, left = measured_compile_only(fitting, own_rows, gpu.name)
+        best, left = _pick(fitting, own_rows, gpu)
         if left:
             unmeasured[m.label()] = [e for e in fitting if e.settings.compile_layers]
-        pickable = pickable or fitting
-        roomy = [e for e in pickable if not e.memory.tight] or pickable
-        best = max(roomy, key=rank_key)
+        if m.adapters and m.lora_dropout > 0:
+            notes += _dropout_note(m, best, pool, shape, gpu, dist, host_ram, calibration,
+                                   own_rows, compile_budget_s)  # fmt: skip
         before = estimate_method(shape, base.with_(fsdp="", fsdp_ac=False), m, gpu, dist,
                                  host_ram, calibration)  # fmt: skip
         note = result_note(shape, m, best)
@@ -209,6 +209,50 @@ def search_methods(
         )
     out.sort(key=lambda c: c.estimate.throughput.real_tokens_per_s, reverse=True)
     return out, notes
+
+
+def _pick(fitting: list[Estimate], own_rows: list[dict[str, Any]], gpu: GpuSpec) -> tuple[Any, str]:
+    """The configuration tune writes: compiled ones only once measured here, not tight when
+    another fits roomily, the best ranked; and the note on compiled ones left unpicked."""
+    pickable, left = measured_compile_only(fitting, own_rows, gpu.name)
+    pickable = pickable or fitting
+    roomy = [e for e in pickable if not e.memory.tight] or pickable
+    return max(roomy, key=rank_key), left
+
+
+def _dropout_note(
+    m: MethodSettings,
+    best: Estimate,
+    pool: list[TrainSettings],
+    shape: ModelShape,
+    gpu: GpuSpec,
+    dist: LengthDist,
+    host_ram: int | None,
+    calibration: list[dict[str, Any]] | None,
+    own_rows: list[dict[str, Any]],
+    budget_s: float,
+) -> list[str]:
+    """What the adapters' dropout costs, said rather than changed: PEFT runs a dropout copy of
+    the input before every adapter (HBM time, and activations that can keep longer rows from
+    fitting); at lora_dropout 0 it runs none. Dropout is a regularisation choice, so tune keeps
+    the preset's and names the configuration it would pick without it, when that is faster."""
+    m0 = replace(m, lora_dropout=0.0)
+    estimates = [estimate_method(shape, s, m0, gpu, dist, host_ram, calibration) for s in pool]
+    fitting = [e for e in selective_where_needed(estimates)
+               if e.memory.fits and e.fits_host and e.throughput.startup_s <= budget_s]  # fmt: skip
+    if not fitting:
+        return []
+    best0, _left = _pick(fitting, own_rows, gpu)
+    rate, rate0 = best.throughput.real_tokens_per_s, best0.throughput.real_tokens_per_s
+    if rate0 < rate * (1 + MIN_GAIN):
+        return []
+    return [_("{label}: lora_dropout {p:g} costs {pct:.0f} % of the speed: at "
+              "training.lora.lora_dropout 0 (PEFT then runs no dropout; a regularisation choice "
+              "that tune leaves to you) the pick would be {cfg}, {rate:,.0f} real tokens/s, "
+              "{gib:.1f} GiB").format(
+                label=m.label(), p=m.lora_dropout, pct=100 * (1 - rate / rate0),
+                cfg=best0.settings.label(), rate=rate0,
+                gib=best0.memory.total_per_gpu / GIB)]  # fmt: skip
 
 
 def apply_method(preset: Any, cand: MethodCandidate) -> Any:

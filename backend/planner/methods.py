@@ -24,6 +24,7 @@ from typing import Any
 
 from backend.planner.estimate import Estimate, estimate
 from backend.planner.gpu import GIB, GpuSpec
+from backend.planner.lora_terms import QLORA_ACT_FACTOR, dropout_s, frozen_input_bytes
 from backend.planner.memory import (
     CUDA_CONTEXT_BYTES,
     FIT_MARGIN,
@@ -202,7 +203,9 @@ def plan_method_memory(
     frag = int(0.1 * (acts + transient)) + (ZERO_BUCKET_BYTES if m.zero_stage else 0)
     if m.adapters:
         A = adapter_params(shape, m)
-        acts += _adapter_activation_bytes(shape, s, m)
+        acts += _adapter_activation_bytes(shape, s, m) - frozen_input_bytes(shape, s, m)
+        if m.method == "qlora":
+            acts = int(acts * QLORA_ACT_FACTOR)
         linear = P - shape.root_params - 2 * shape.hidden * shape.layers
         if m.method == "qlora":
             frozen = int(NF4_BYTES_PER_PARAM * linear) + 4 * (P - linear)
@@ -286,7 +289,9 @@ def lora_compute_s(
     )
     saved = min(saved, plain / 3)  # never more than the weight gradients' third of a step
     peft = LORA_MODULE_OVERHEAD_S * adapted_modules(shape, m) * (1 + share)
-    return plain - saved + (RECOMPUTE_FACTOR - 1) * share * plain + peft
+    return (
+        plain - saved + (RECOMPUTE_FACTOR - 1) * share * plain + peft + dropout_s(shape, s, m, gpu)
+    )
 
 
 def predict_method_throughput(

@@ -58,7 +58,7 @@ def test_lora_candidates_carry_packing_liger_fused_adamw_and_compile() -> None:
     pool = [e.settings for e in lora_of(candidates).pool]
     assert any(s.packing and s.liger and s.optim == "adamw_torch_fused" for s in pool)
     assert any(s.packing and not s.liger for s in pool)  # Liger on and off, as for full
-    assert any(s.compile_layers for s in pool) and any(s.recompute_layers for s in pool)
+    assert any(s.compile_layers for s in pool) and any(s.checkpointing for s in pool)
     assert any(not s.packing for s in pool)  # the padded grid stays
     assert {s.attn for s in pool if s.packing} == {"flex_attention"}  # no flash_attn here
     best = lora_of(candidates).estimate.settings
