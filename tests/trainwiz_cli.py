@@ -3,10 +3,14 @@ output captured, with a time limit so a hang fails the test instead of the sessi
 
 from __future__ import annotations
 
+import io
+import json
 import subprocess
 import sys
 from collections.abc import Mapping
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,3 +50,24 @@ def cli_bytes(
         stdin=subprocess.DEVNULL,
         env=dict(env) if env is not None else None,
     )
+
+
+def runs_records() -> dict[str, dict[str, Any]]:
+    """``trainwiz runs --json`` by run id, printed by the same ``main`` in this process.
+
+    For the tests that only read where their runs stand (not tests of `runs` itself, which run
+    the command as a child like ``cli``): a child process per read cost ~0.4 s of CPU, taken
+    from the trainings beside it, some 200 times a suite. The language ``--json`` switches to
+    is set back afterwards, so the worker's next test sees its own."""
+    from backend.i18n import current_language, set_language
+    from tui.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    language = current_language()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(["runs", "--json"])
+    finally:
+        set_language(language)
+    assert code == 0, err.getvalue()[-3000:]
+    return {r["run_id"]: r for r in json.loads(out.getvalue())}

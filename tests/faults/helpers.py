@@ -20,6 +20,7 @@ import yaml
 
 from backend.runs.control import refresh
 from tests.trainwiz_cli import cli as run_cli
+from tests.trainwiz_cli import runs_records
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,9 +34,7 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 
 
 def runs_json() -> dict[str, dict]:
-    proc = cli("runs", "--json")
-    assert proc.returncode == 0, proc.stderr
-    return {r["run_id"]: r for r in json.loads(proc.stdout)}
+    return runs_records()
 
 
 def short_preset(tmp_path: Path, max_steps: int, name: str = "tiny-fault", **training) -> Path:

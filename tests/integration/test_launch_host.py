@@ -20,7 +20,7 @@ from backend.monitor.metrics import MetricsFollower, StepRecord
 from backend.paths import runs_dir
 from backend.runs.control import refresh
 from tests.faults.helpers import log_tail, run_seen
-from tests.trainwiz_cli import cli
+from tests.trainwiz_cli import cli, runs_records
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
@@ -35,7 +35,7 @@ def home() -> Path:
 
 
 def runs_json() -> dict[str, dict]:
-    return {r["run_id"]: r for r in json.loads(cli("runs", "--json").stdout)}
+    return runs_records()
 
 
 def _seen(run_dir: Path, record: dict | None = None) -> dict:
