@@ -84,7 +84,9 @@ def test_reopening_the_wizard_finds_the_live_run(start, live_run, size) -> None:
     for _ in range(5):
         pane.send("C-n")
     pane.wait_for(lambda s: "Throughput" in s and "No run to monitor" not in s, timeout=60)
-    pane.wait_for(re.compile(r"step [1-9]\d*"), timeout=120)
+    # The throughput panel's "step N/MAX" (a real step): a bare "step N" also matches the log
+    # pane's launch line ("--max_steps 100000"), seen long before the first step under load.
+    pane.wait_for(re.compile(r"\bstep [1-9]\d*/100000"), timeout=120)
 
     pane.send("u")  # the Runs view
     pane.wait_for("Runs on this machine")
