@@ -87,8 +87,46 @@ _DETAIL: dict[str, tuple[str, bool]] = {
         N_("NCCL allocates its own buffers on the GPU, and here that allocation failed."),
         False,
     ),
+    "argvar": (
+        N_(
+            "The log ends at the raise in transformers' HfArgumentParser "
+            "(parse_args_into_dataclasses); the message that lists the arguments is cut off. The "
+            "parser was given arguments no dataclass of the script declares: a renamed or "
+            "misspelt argument, or a launcher's own argument (or the script's path) passed "
+            "through to the script."
+        ),
+        False,
+    ),
+    "turn1": (
+        N_(
+            "Here a one-turn conversation mismatched. FastChat prints the warning only for a "
+            "conversation shorter than model_max_length (so not truncation), and one turn has "
+            "no turn boundary where an odd sample could differ: the template's or the "
+            "tokenizer's token count is off, and every sample of this template is masked the "
+            "same way, even where the log shows only one warning."
+        ),
+        False,
+    ),
+    "entity": (
+        N_(
+            "slurmstepd signalled the job (or its step) because Slurm cancelled it: scancel by "
+            "a user or an admin, preemption by a job of higher priority, a failed node or a "
+            "requeue (the message names the reason when it is not scancel). Nothing in the "
+            "training crashed. `sacct -j JOBID -o JobID,State,Reason,End` says which."
+        ),
+        True,
+    ),
+    "pubhost": (
+        N_(
+            "The name that did not resolve is a public host that resolves wherever there is "
+            "internet access, so this machine reaches no DNS server or no network at all (an "
+            "offline notebook or container, a node without outside access, a proxy not set): "
+            "no network rather than a wrong host name (hostname_resolution)."
+        ),
+        False,
+    ),
 }
-_ALIASES = {"tmpl2": "tmpl"}
+_ALIASES = {"tmpl2": "tmpl", "pubhost2": "pubhost"}
 
 
 def config_detail(category: str, groups: dict[str, Any]) -> tuple[str, bool]:

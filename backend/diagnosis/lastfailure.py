@@ -29,6 +29,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
+from backend.diagnosis.bare import ends_traceback, idle_bar
 from backend.diagnosis.loglines import ANSI, TQDM_PREFIX, is_own
 from backend.diagnosis.nodes import node_of
 
@@ -245,7 +246,8 @@ class _Reader:
 
     def _markers(self, number: int, full: str, text: str) -> None:
         tail = full[-MAX_LINE:]  # a line of many tqdm redraws: the last ones
-        if "%|" in full or (_PROGRESS_KEYS.search(tail) and _PROGRESS.search(tail)):
+        bar = "%|" in full and not idle_bar(text)
+        if bar or (_PROGRESS_KEYS.search(tail) and _PROGRESS.search(tail)):
             self.progress.append(number)
         if _SUCCESS_KEYS.search(text) and _SUCCESS.search(text):
             self.success.append(number)
@@ -301,7 +303,10 @@ class _Reader:
             w in bare["type"]
             for w in _WRAPPERS  # a launcher's: only says a worker failed
         ):
-            if bare["msg"] and any(_FRAME.match(r) or r[:1] in " \t" for r in self.recent[-3:]):
+            if bare["msg"] and (
+                any(_FRAME.match(r) or r[:1] in " \t" for r in self.recent[-3:])
+                or ends_traceback(bare["type"], bare["msg"], self.recent)
+            ):
                 # the end of a traceback whose header was cut: frames or their code lines above
                 self._add("bare", number, text, text.strip(" _*`>"))
             else:

@@ -67,9 +67,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "shm",
         "error",
         N_("Shared memory (/dev/shm) too small"),
-        r"Unexpected bus error encountered in worker"
+        # torch's "Unexpected bus error encountered in worker", Paddle's SIGBUS handler's
+        # "Unexpected BUS error encountered in DataLoader worker"
+        r"Unexpected (?:bus|BUS) error encountered in (?:DataLoader )?worker"
         r"|killed by signal: Bus error|Signal 7 \(SIGBUS\)|" + _EXIT + r"-7\b",
-        ("Unexpected bus error", "Bus error", "SIGBUS", *_EXIT_ANCHORS),
+        ("Unexpected bus error", "Unexpected BUS error", "Bus error", "SIGBUS", *_EXIT_ANCHORS),
     ),
     # torch moves DataLoader batches through /dev/shm files named /torch_<pid>_<n>; POSIX
     # semaphores (SemLock) live there too: ENOSPC from either is a full /dev/shm, not the disk.

@@ -30,8 +30,54 @@ _ERRNO_CONNECT = (
     r"|Network is unreachable"
 )
 
+# Public names that resolve wherever there is internet access (the Hub, PyPI, GitHub, PyTorch's
+# and conda's download hosts): their lookup failing says the machine reaches no DNS server or no
+# network at all, not that a name is wrong.
+_PUBLIC = (
+    r"(?:[\w-]+\.)*(?:huggingface\.co|hf\.co|hf-mirror\.com|modelscope\.cn|pypi\.org"
+    r"|pythonhosted\.org|github\.com|githubusercontent\.com|pytorch\.org|anaconda\.org)"
+)
+_RESOLVER_GAI = (
+    r"Temporary failure in name resolution|Name or service not known|nodename nor servname"
+    r" provided|No address associated with hostname|\[Errno 11001\] getaddrinfo failed"
+)
+_PUBLIC_UNRESOLVED = (
+    r"(?:host='(?P<pubhost>" + _PUBLIC + r")'|Failed to resolve '(?P<pubhost2>" + _PUBLIC + r")')"
+    r"[^\n]{0,600}?(?P<gai>" + _RESOLVER_GAI + r")"
+)
+_PUBLIC_ANCHORS = (
+    "name resolution",
+    "Name or service",
+    "nodename nor servname",
+    "No address associated",
+    "Errno 11001",
+)
+
 # Before the generic ones (port_in_use, nccl): these name a more specific cause.
 NETWORK: tuple[Signature, ...] = (
+    # urllib3's (requests', the Hub client's) connect error for a public host whose name did not
+    # resolve: "HTTPSConnectionPool(host='H', port=P): Max retries exceeded … [Errno -3]
+    # Temporary failure in name resolution", urllib3 2's "Failed to resolve 'H' (…)". Retried
+    # while the run goes on (pip's "Retrying (Retry(…", the Hub's "… thrown while requesting"):
+    # a warning, as signatures_hw's other retried network errors (escalate.py).
+    _sig(
+        "network_unreachable",
+        "warning",
+        N_("No network: a public host's name did not resolve (retrying)"),
+        r"(?i:warn|retrying)[^\n]{0,800}?"
+        + _PUBLIC_UNRESOLVED
+        + r"|"
+        + re.sub(r"\(\?P<\w+>", "(?:", _PUBLIC_UNRESOLVED)
+        + r"[^\n]{0,400}?thrown while requesting",
+        _PUBLIC_ANCHORS,
+    ),
+    _sig(
+        "network_unreachable",
+        "error",
+        N_("No network: a public host's name did not resolve"),
+        _PUBLIC_UNRESOLVED,
+        _PUBLIC_ANCHORS,
+    ),
     # glibc's resolver strings, as Python (socket.gaierror), ssh, torch and gloo print them.
     _sig(
         "hostname_resolution",
@@ -119,6 +165,26 @@ NETWORK: tuple[Signature, ...] = (
 )
 
 SLURM: tuple[Signature, ...] = (
+    # slurmstepd's notice that it signalled the job or step: "*** STEP 12.0 ON node1 CANCELLED AT
+    # <time> DUE TO PREEMPTION / NODE FAILURE, … / JOB REQUEUE ***" (the time limit's own words
+    # are slurm_time_limit's, below), or without a reason (scancel: a user, an admin, a
+    # dependency; or Slurm tearing down a step after another failure): a warning that
+    # escalate.py makes the error when no other failure is in the log.
+    _sig(
+        "slurm_error",
+        "error",
+        N_("Slurm cancelled the job or its step"),
+        r"\*\*\* (?P<entity>(?:JOB|STEP) \S+)(?: ON \S+)? CANCELLED AT \S+"
+        r" DUE TO (?:PREEMPTION|NODE FAILURE|JOB REQUEUE)[^*\n]* \*\*\*",
+        ("CANCELLED AT",),
+    ),
+    _sig(
+        "slurm_error",
+        "warning",
+        N_("Slurm cancelled the job or its step"),
+        r"\*\*\* (?P<entity>(?:JOB|STEP) \S+)(?: ON \S+)? CANCELLED AT \S+ \*\*\*",
+        ("CANCELLED AT",),
+    ),
     _sig(
         "slurm_time_limit",
         "error",
@@ -298,4 +364,8 @@ def import_wrapper_only(groups: dict[str, str]) -> bool:
 # (consequence, cause): when a log shows both, the cause is the root. A node that does not
 # answer over ssh because its name does not resolve is a naming problem (fix the hostfile or
 # /etc/hosts), not a down node.
-YIELDS_TO: tuple[tuple[str, str], ...] = (("node_unreachable", "hostname_resolution"),)
+YIELDS_TO: tuple[tuple[str, str], ...] = (
+    ("node_unreachable", "hostname_resolution"),
+    # slurmstepd cancels the job's steps too when the job reaches its time limit
+    ("slurm_error", "slurm_time_limit"),
+)

@@ -90,6 +90,17 @@ HF_ARGS: tuple[Signature, ...] = (
         r"|saving steps to be a multiple of the evaluation steps))",
         ("load_best_model_at_end requires",),
     ),
+    # A traceback cut before its last line ends on the raise in hf_argparser.py's
+    # parse_args_into_dataclasses, whose source line Python prints under the frame: the
+    # f-string still holds the variable's name ({remaining_args}), not the arguments.
+    _sig(
+        "hf_args",
+        "error",
+        N_("transformers rejected a training argument"),
+        r"raise ValueError\(\s*f[\"'](?:Some specified )?(?:arguments|keys) are not used by the"
+        r" HfArgumentParser: \{(?P<argvar>\w+)\}",
+        ("HfArgumentParser",),
+    ),
 )
 
 TEMPLATE_ERRORS: tuple[Signature, ...] = (

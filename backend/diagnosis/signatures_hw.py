@@ -73,7 +73,10 @@ GPU_HARDWARE: tuple[Signature, ...] = (
         "gpu_hardware",
         "error",
         N_("The GPU has fallen off the bus"),
-        r"NVRM: GPU .{0,80}?has fallen off the bus",
+        # nv.c prints it over three lines, each with its own "NVRM: " (the PCI address on the
+        # first): "NVRM: The NVIDIA GPU <pci>" / "NVRM: (PCI ID: …) installed in this system
+        # has" / "NVRM: fallen off the bus and is not responding to commands."
+        r"NVRM: GPU .{0,80}?has fallen off the bus|NVRM: fallen off the bus and is not responding",
         ("fallen off the bus",),
     ),
     _sig(
@@ -275,7 +278,7 @@ HW_MARKERS: tuple[Marker, ...] = (
         re.compile(
             _XID
             + _FATAL_XIDS
-            + r")\b|has fallen off the bus|GPU is lost|uncorrectable (?:ECC|NVLink)"
+            + r")\b|(?:has|NVRM:) fallen off the bus|GPU is lost|uncorrectable (?:ECC|NVLink)"
             r" error|nvidia-nvswitch\d*: SXid \([^)]*\): \d+, Fatal"
         ),
         (

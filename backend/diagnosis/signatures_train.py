@@ -176,4 +176,15 @@ TEMPLATES: tuple[Signature, ...] = (
         r"|chat template (?P<template>[\w.-]+): \d+ of \d+ conversations cannot be masked exactly",
         ("Asking to pad", "attribute 'legacy'", "attribute legacy", "cannot be masked exactly"),
     ),
+    # FastChat's train.py: "WARNING: tokenization mismatch: {cur_len} vs. {total_len}. #turn =
+    # {n}. (ignored)", printed only below model_max_length. With one turn it is no odd sample
+    # but the template's count (explain_config's "turn1"): an error at once, not after five.
+    _sig(
+        "tokenization_mismatch",
+        "error",
+        N_("FastChat's masking does not match the tokenizer"),
+        r"tokenization mismatch: \d+ vs\. ?\d+\.?\s*#turn = (?P<turn1>1)\. \(ignored\)",
+        ("tokenization mismatch",),
+        window=1,
+    ),
 )

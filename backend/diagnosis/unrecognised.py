@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from backend.diagnosis.escalate import escalate_warnings
 from backend.diagnosis.explain import _then
 from backend.diagnosis.lastfailure import Decisive, decisive
 from backend.diagnosis.model import Finding, Fix
@@ -85,7 +86,9 @@ def known_error(findings: list[Finding]) -> bool:
 
 def add_unrecognised(findings: list[Finding], tail: bytes, newlines: int, *, whole: bool) -> None:
     """Put the unrecognised failure first when the log ends on one and nothing known is an
-    error. ``tail``: the log's last bytes; ``newlines``: the whole log's newline count."""
+    error. ``tail``: the log's last bytes; ``newlines``: the whole log's newline count. A
+    warning the rest of the log shows to be the failure is one (``escalate.py``)."""
+    escalate_warnings(findings, tail, newlines)
     if known_error(findings):
         return
     found = decisive(tail, newlines - tail.count(b"\n") + 1, whole=whole)

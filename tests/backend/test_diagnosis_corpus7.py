@@ -4,9 +4,16 @@ who had not read the signatures (60 failures over 32 categories, 4 of them fatal
 kinds no category covers, and 5 benign logs).
 
 Measured before any change (commit 13178ec): 53 of 65 strict (81.5 %), 5 of 5 benign clean
-(no benign log raised an error-level finding). The misses are listed below with what diagnose
-says instead; a miss that starts passing is welcome (take it out of the dict then), a new miss
-fails here.
+(no benign log raised an error-level finding). Then each missed kind was taught from the shape
+of its component's own message (Paddle's DataLoader SIGBUS handler, slurmstepd's cancel notice,
+the NVIDIA driver's three-line "fallen off the bus", the raise in transformers'
+HfArgumentParser, FastChat's one-turn mismatch, urllib3's failed lookup of a public host, the
+Hub client's retry loop ending a log, torch's device check and a collator's KeyError standing
+alone, tqdm's 0-step bar as no progress; tests/backend/test_diagnosis_shapes7.py), never from
+these logs: 62 of 65 (95.4 %), 5 of 5 benign clean. That figure is no longer a held-out one.
+The misses left are listed below with what diagnose says instead (no evidence in the log picks
+the root cause the thread found); a miss that starts passing is welcome (take it out of the
+dict then), a new miss fails here.
 ``python -m tests.backend.test_diagnosis_corpus7`` prints the table.
 """
 
@@ -24,23 +31,15 @@ EARLIER = ("logcorpus", "logcorpus2", "logcorpus3", "logcorpus4", "logcorpus5", 
 # The misses of the held-out measurement: file -> the top error-level category diagnose gives
 # ("no error" when nothing reached error severity).
 KNOWN_MISSES: dict[str, str] = {
+    # one NCCL line; the Docker and --ipc=host of the thread are not in the log
     "shm/belle-136-docker-nccl-system-error-ipc-host.log": "nccl",
+    # error 35 from a Lua torch; the Dockerfile RUN step of the thread is not in the log
     "docker_gpu/nvidia-docker-191-cuda-during-docker-build-error35.log": "driver_mismatch",
-    "slurm_error/everyvoice-183-preemption-step-cancelled.log": "no error",
-    "gpu_hardware/nvsentinel-155-dmesg-fallen-off-bus-no-xid.log": "no error",
-    "hf_args/llamafactory-2294-accelerate-script-path-as-argument.log": "no error",
+    # c10d's reverse-lookup warning only: healthy runs print it too (a warning here)
     "hostname_resolution/pytorch-154102-client-socket-hostname-err-3.log": "no error",
-    "tokenization_mismatch/fastchat-2871-llama2-template-mismatch-turn-wrapped.log": "no error",
-    "network_unreachable/sd-webui-17165-hf-head-errno-101-retry.log": "no error",
-    "network_unreachable/spanmarker-52-kaggle-internet-off-name-resolution.log": (
-        "hostname_resolution"
-    ),
-    "unrecognised_failure/colossalai-3554-sft-lora-rank-device-mismatch.log": "no error",
-    "unrecognised_failure/minicpm-v-374-collator-keyerror-input-ids.log": "no error",
-    "shm/paddlespeech-790-docker-bus-error-dataloader-worker.log": "no error",
 }
 HELD_OUT_RATE = 53 / 65  # right / all logs on the first (held-out) measurement
-MEASURED_RATE = 53 / 65  # the floor this corpus holds now
+MEASURED_RATE = 62 / 65  # the floor this corpus holds now
 
 HELD = HeldOut(CORPUS, KNOWN_MISSES)
 

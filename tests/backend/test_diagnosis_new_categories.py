@@ -307,7 +307,12 @@ def test_network_errors_of_ssh_the_c10d_store_nccl_and_the_resolver_keep_their_c
         "port=443): Failed to resolve 'huggingface.co' ([Errno -3] Temporary failure in name "
         "resolution)\n"
     )
-    assert _findings(resolver) == [("hostname_resolution", "error")]
+    # a public host's name not resolving is no network at all (test_diagnosis_shapes7); a
+    # cluster host's is its name
+    assert _findings(resolver) == [("network_unreachable", "error")]
+    assert _findings(resolver.replace("huggingface.co", "gpu-a")) == [
+        ("hostname_resolution", "error")
+    ]
 
 
 def test_a_cause_named_more_precisely_comes_before_an_unreachable_host() -> None:
