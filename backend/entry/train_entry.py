@@ -52,6 +52,7 @@ import evalsplit
 import guards
 import memlimit  # TRAINWIZ_TRAIN_AS_HEADROOM_MB: a real host OOM on a small machine (tests)
 import ranks
+import stepprofile  # TRAINWIZ_PROFILE_STEPS: where a step's time goes (benchmarks)
 import tbreport
 import template_choice
 
@@ -440,10 +441,14 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
     )
     evals = evalsplit.make_eval_callback(transformers)(metrics.write)
     samples = ranks.wrap_train_dataset(data_module, torch)  # ranks/rank<R>.samples
+    callbacks = [metrics, saver, evals, ranks.make_start_callback(transformers, samples)]
+    profiler = stepprofile.make_callback(transformers, os.environ.get("TRAINWIZ_RUN_DIR"))
+    if profiler is not None:
+        callbacks.append(profiler)
     trainer = make_trainer_class(counter, start_info["resumed_from"])(
         model=model,
         args=training_args,
-        callbacks=[metrics, saver, evals, ranks.make_start_callback(transformers, samples)],
+        callbacks=callbacks,
         **trainer_kwargs(tokenizer),
         **data_module,
     )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real-data benchmark on one H200 (docs/performance.md). Usage (repo root, on the GPU machine):
+# Real-data benchmark on one H100 or H200 (docs/performance.md; --gpu from nvidia-smi). Usage (repo root, on the GPU machine):
 #   OUT=dir benchmarks/device/perf.sh {3b|7b} [extra run names...]
 # Makes ShareGPT-shaped data (benchmarks/make_conversations.py) and a random-weight Llama,
 # measures the lengths (trainwiz data check), asks `trainwiz tune` for the configuration (host RAM
@@ -10,6 +10,8 @@ set -uo pipefail
 SHAPE=$1; shift
 . "$(dirname "$0")/common.sh" /tmp/perf-$SHAPE 540
 STEPS=${STEPS:-40}
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case "$GPU_NAME" in *H200*) GPU=h200 ;; *) GPU=h100 ;; esac  # tune's and plan's --gpu
 ( while true; do echo "$(( $(date +%s) - T0 )) $(awk '/MemTotal/{t=$2}/MemAvailable/{a=$2}END{print t-a}' /proc/meminfo)" >> $R/hostmem.log; sleep 1; done ) > /dev/null 2>&1 &
 SAMPLER=$!; trap 'kill $SAMPLER 2>/dev/null' EXIT  # a live sampler would hold the pipe open
 stamp "data + model $SHAPE"
@@ -47,19 +49,19 @@ YAML
 }
 base
 MEM=$(awk '/MemTotal/{printf "%.0f", $2/1048576}' /proc/meminfo)
-stamp "tune (host RAM read: $MEM GiB; the H200 host has 128)"
+stamp "tune --gpu $GPU (host RAM read: $MEM GiB; the device hosts have 128)"
 if [ -n "${PROBE:-}" ]; then  # measured: the top PROBE candidates, OOM falls back to the next
-  python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --probe --top $PROBE --steps ${PSTEPS_PROBE:-20} --write $R/tuned.yaml --force > $R/tune.txt 2>&1
+  python3 -m tui.cli tune $R/base.yaml --gpu $GPU --lengths $R/lengths.json --host-ram 128 --probe --top $PROBE --steps ${PSTEPS_PROBE:-20} --write $R/tuned.yaml --force > $R/tune.txt 2>&1
 else
-  python3 -m tui.cli tune $R/base.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --write $R/tuned.yaml --force > $R/tune.txt 2>&1
+  python3 -m tui.cli tune $R/base.yaml --gpu $GPU --lengths $R/lengths.json --host-ram 128 --write $R/tuned.yaml --force > $R/tune.txt 2>&1
 fi
 cat $R/tune.txt | head -12
-python3 -m tui.cli plan $R/tuned.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --json > $R/plan-tuned.json 2>&1
+python3 -m tui.cli plan $R/tuned.yaml --gpu $GPU --lengths $R/lengths.json --host-ram 128 --json > $R/plan-tuned.json 2>&1
 variant() { # name sed-expr...
   local n=$1; shift; cp $R/tuned.yaml $R/$n.yaml
   for e in "$@"; do sed -i "$e" $R/$n.yaml; done
   sed -i "s/^name: .*/name: $n/" $R/$n.yaml
-  python3 -m tui.cli plan $R/$n.yaml --gpu h200 --lengths $R/lengths.json --host-ram 128 --json > $R/plan-$n.json 2>&1
+  python3 -m tui.cli plan $R/$n.yaml --gpu $GPU --lengths $R/lengths.json --host-ram 128 --json > $R/plan-$n.json 2>&1
 }
 run() { # name
   local n=$1
@@ -69,7 +71,7 @@ run() { # name
   python3 -m tui.cli logs -f "$id" > /dev/null 2>&1
   touch $R/$n.stop; sleep 1
   d=$TRAINWIZ_HOME/runs/$id; mkdir -p $R/$n
-  cp $d/metrics.jsonl $d/status.json $d/plan.json $d/preset.yaml $R/$n/ 2>/dev/null
+  cp $d/metrics.jsonl $d/status.json $d/plan.json $d/preset.yaml $d/profile.json $d/profile-trace.json.gz $R/$n/ 2>/dev/null
   grep -v 'it/s\]$' $d/train.log | tail -n 80 > $R/$n/train.log.tail
   rm -rf $d/output  # the 64 GB disk holds the models; the saved weights are not measured
   stamp "end $n: $(python3 -c "import json; print(json.load(open('$d/status.json'))['state'])")"
