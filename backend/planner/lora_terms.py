@@ -52,13 +52,27 @@ def frozen_input_bytes(shape: ModelShape, s: TrainSettings, m: MethodSettings) -
     return int(per_token * layers * s.tokens_micro)
 
 
+def module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
+    """(in, out) features of each linear layer of a Llama-style decoder (Llama, Qwen2, Mistral,
+    Gemma share these module names), by its module name; q/o from heads x head_dim."""
+    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
+    return {
+        "q_proj": (h, q),
+        "k_proj": (h, kv),
+        "v_proj": (h, kv),
+        "o_proj": (q, h),
+        "gate_proj": (h, f),
+        "up_proj": (h, f),
+        "down_proj": (f, h),
+        "lm_head": (h, shape.vocab),
+    }
+
+
 def dropout_s(shape: ModelShape, s: TrainSettings, m: MethodSettings, gpu: GpuSpec) -> float:
     """HBM time of PEFT's dropout over one micro-step (none at lora_dropout 0, where PEFT puts
     an identity in its place); a recomputed layer runs its forward part twice."""
     if m.lora_dropout <= 0:
         return 0.0
-    from backend.planner.methods import module_dims  # deferred: methods imports this module
-
     dims = module_dims(shape)
     features = sum(dims[n][0] for n in m.target_modules if n in dims and n != "lm_head")
     share = s.recomputed(shape.layers) / max(shape.layers, 1) if s.checkpointing else 0.0

@@ -24,7 +24,7 @@ from typing import Any
 
 from backend.planner.estimate import Estimate, estimate
 from backend.planner.gpu import GIB, GpuSpec
-from backend.planner.lora_terms import QLORA_ACT_FACTOR, dropout_s, frozen_input_bytes
+from backend.planner.lora_terms import QLORA_ACT_FACTOR, dropout_s, frozen_input_bytes, module_dims
 from backend.planner.memory import (
     CUDA_CONTEXT_BYTES,
     FIT_MARGIN,
@@ -130,22 +130,6 @@ def method_from_preset(preset: Any) -> MethodSettings:
         offload_optimizer=bool(zero and zero.offload_optimizer),
         offload_param=bool(zero and zero.offload_param),
     )
-
-
-def module_dims(shape: ModelShape) -> dict[str, tuple[int, int]]:
-    """(in, out) features of each linear layer of a Llama-style decoder (Llama, Qwen2, Mistral,
-    Gemma share these module names), by its module name; q/o from heads x head_dim."""
-    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
-    return {
-        "q_proj": (h, q),
-        "k_proj": (h, kv),
-        "v_proj": (h, kv),
-        "o_proj": (q, h),
-        "gate_proj": (h, f),
-        "up_proj": (h, f),
-        "down_proj": (f, h),
-        "lm_head": (h, shape.vocab),
-    }
 
 
 def adapter_params(shape: ModelShape, m: MethodSettings) -> int:
