@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from backend.runs.procs import pid_alive
+from tests.faults.helpers import role_pid
 from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     cli,
     home,
@@ -112,6 +113,10 @@ def test_a_job_whose_watcher_is_gone_is_followed_through_slurm(slurm: str, tmp_p
     # Like a job started from another login: no watcher here, Slurm itself says how it goes.
     run_id, run_dir = launch(slurm_preset(tmp_path, 20))
     wait_steps(run_dir, 1)
+    # Held while the watcher goes, so "running" is still true when asked: 20 tiny steps can
+    # end before a loaded machine has killed the watcher and listed the runs.
+    trainer = role_pid(run_dir, "trainer")
+    os.kill(trainer, signal.SIGSTOP)
     status = runs_json()[run_id]
     watcher = status["watcher_pid"]
     os.kill(watcher, signal.SIGKILL)
@@ -122,6 +127,7 @@ def test_a_job_whose_watcher_is_gone_is_followed_through_slurm(slurm: str, tmp_p
         seen=lambda: Path(f"/proc/{watcher}/stat").read_text(),
     )
     assert runs_json()[run_id]["state"] == "running"
+    os.kill(trainer, signal.SIGCONT)
     final = wait_state(run_id, ("finished", "failed", "stopped"), timeout=300)
     assert final["state"] == "finished", final["message"]
     assert "read from Slurm" in final["message"] and final["exit_code"] == 0
