@@ -8,8 +8,9 @@ this package, not the GPU sampler, the log classifier and the tracker the Monito
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from backend.lazyattrs import lazy_getattr
 
 if TYPE_CHECKING:
     from backend.monitor.gpu import (
@@ -110,10 +111,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE)

@@ -9,8 +9,9 @@ Each name loads its module on first use, and the launcher is imported from its o
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from backend.lazyattrs import lazy_getattr
 
 if TYPE_CHECKING:
     from backend.rundir import FINAL_STATES, RunStatus, read_status
@@ -42,10 +43,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
+__getattr__ = lazy_getattr(__name__, _WHERE)
