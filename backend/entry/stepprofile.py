@@ -36,12 +36,18 @@ KINDS: list[tuple[str, re.Pattern[str]]] = [
     ("communication", re.compile(r"nccl", re.I)),
     ("memory", re.compile(r"^(memcpy|memset)|Memcpy|Memset", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|flex|sdpa|_attn", re.I)),
-    ("loss", re.compile(r"cross_entropy|liger|_ce_|logsoftmax|log_softmax", re.I)),
+    # Liger's fused linear cross-entropy scales the gradient chunks with element_mul_kernel
+    ("loss", re.compile(r"cross_entropy|liger|_ce_|logsoftmax|log_softmax|element_mul", re.I)),
     ("optimizer", re.compile(r"adam|multi_tensor_apply|foreach|_fused_sgd|clip_grad|l2norm", re.I)),
     ("matmul", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|matmul|wgmma|sm\d\d_|splitk", re.I)),
     (
         "elementwise",
-        re.compile(r"elementwise|vectorized|triton_(poi|red|per)|reduce_kernel|unrolled", re.I),
+        # eager and compiled pointwise work, Liger's RMSNorm/SwiGLU/RoPE, PEFT's dropout
+        re.compile(
+            r"elementwise|vectorized|triton_(poi|red|per)|reduce_kernel|unrolled|rms_norm|"
+            r"layer_norm|swiglu|_rope|dropout|bernoulli",
+            re.I,
+        ),
     ),
 ]
 
@@ -120,10 +126,33 @@ def _recorded(prof: Any) -> tuple[list[tuple[str, float, float]], list[tuple[flo
     for event in prof.events():
         span = (event.time_range.start / 1e6, event.time_range.end / 1e6)
         if getattr(event, "device_type", None) == cuda:
-            kernels.append((event.name, *span))
+            # record_function ranges (this step's, the optimizer's "Optimizer.step#AdamW.step")
+            # are mirrored on the GPU timeline: spans, not kernels
+            if event.name != STEP_RANGE and not getattr(event, "is_user_annotation", False):
+                kernels.append((event.name, *span))
         elif event.name == STEP_RANGE:
             steps.append(span)
     return kernels, sorted(steps)
+
+
+# Chrome-trace categories of work on the GPU (kernels, copies, fills); "gpu_user_annotation"
+# spans (record_function ranges mirrored on the GPU) are not work and are left out.
+TRACE_GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def from_trace(trace: dict[str, Any]) -> dict[str, Any]:
+    """``summarize`` of a Chrome trace this profiler exported (``profile-trace.json.gz``,
+    loaded): the same figures as profile.json, re-made offline (e.g. with changed kinds)."""
+    kernels, steps = [], []
+    for event in trace.get("traceEvents", []):
+        if event.get("ph") != "X" or "dur" not in event:
+            continue
+        span = (float(event["ts"]) / 1e6, (float(event["ts"]) + float(event["dur"])) / 1e6)
+        if event.get("cat") in TRACE_GPU_CATEGORIES:
+            kernels.append((str(event.get("name", "")), *span))
+        elif event.get("cat") == "user_annotation" and event.get("name") == STEP_RANGE:
+            steps.append(span)
+    return summarize(kernels, sorted(steps))
 
 
 class StepProfiler:

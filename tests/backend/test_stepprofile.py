@@ -62,6 +62,14 @@ def test_busy_time_counts_overlaps_once(stepprofile: ModuleType) -> None:
             "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor>",
             "elementwise",
         ),
+        ("_rms_norm_forward_kernel", "elementwise"),  # Liger's RMSNorm, SwiGLU, RoPE
+        ("_swiglu_backward_kernel", "elementwise"),
+        ("_triton_rope", "elementwise"),
+        (
+            "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::BFloat16>",
+            "elementwise",
+        ),
+        ("element_mul_kernel", "loss"),  # Liger's fused linear cross-entropy, gradient chunks
         ("some_new_kernel", "other"),
     ],
 )
@@ -87,6 +95,63 @@ def test_summary_splits_each_step_into_busy_and_idle(stepprofile: ModuleType) ->
     top = out["top_kernels"][0]
     assert top == {"name": "nvjet_gemm", "kind": "matmul", "s": pytest.approx(0.8), "calls": 2}
     assert out["wall_s"] == pytest.approx(2.0) and out["gpu_busy_s"] == pytest.approx(1.1)
+
+
+def test_annotations_mirrored_on_the_gpu_are_not_kernels(stepprofile: ModuleType) -> None:
+    """torch.profiler mirrors record_function ranges on the GPU timeline (this step's range,
+    the optimizer's "Optimizer.step#AdamW.step"): counted as kernels they made the step's range
+    'other' and its whole wall 'busy', and doubled the optimizer's time (seen on an H100)."""
+    import torch
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+
+    class Span:
+        def __init__(self, start: float, end: float) -> None:
+            self.start, self.end = start, end
+
+    class Event:
+        def __init__(self, name: str, device: object, start: float, end: float,
+                     annotation: bool = False) -> None:  # fmt: skip
+            self.name, self.device_type = name, device
+            self.time_range = Span(start * 1e6, end * 1e6)
+            self.is_user_annotation = annotation
+
+    class Prof:
+        def events(self) -> list[Event]:
+            return [
+                Event(stepprofile.STEP_RANGE, cpu, 0.0, 1.0, annotation=True),
+                Event(stepprofile.STEP_RANGE, cuda, 0.0, 1.0, annotation=True),
+                Event("Optimizer.step#AdamW.step", cuda, 0.6, 0.9, annotation=True),
+                Event("nvjet_sm90_gemm", cuda, 0.1, 0.5),
+                Event("multi_tensor_apply_kernel", cuda, 0.6, 0.8),
+            ]
+
+    kernels, steps = stepprofile._recorded(Prof())
+    assert [k[0] for k in kernels] == ["nvjet_sm90_gemm", "multi_tensor_apply_kernel"]
+    assert steps == [(0.0, 1.0)]
+    out = stepprofile.summarize(kernels, steps)
+    assert out["gpu_busy_s"] == pytest.approx(0.6)
+    assert out["by_kind_s"] == pytest.approx({"matmul": 0.4, "optimizer": 0.2})
+
+
+def test_a_chrome_trace_is_summarized_the_same_way(stepprofile: ModuleType) -> None:
+    """from_trace re-makes profile.json's figures from the exported trace: kernels, copies and
+    fills are work; GPU annotations are not; the steps are the CPU-side ranges."""
+    trace = {
+        "traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": stepprofile.STEP_RANGE, "ts": 0, "dur": 1e6},
+            {"ph": "X", "cat": "gpu_user_annotation", "name": stepprofile.STEP_RANGE, "ts": 0, "dur": 1e6},
+            {"ph": "X", "cat": "gpu_user_annotation", "name": "Optimizer.step#AdamW.step", "ts": 6e5, "dur": 3e5},
+            {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_gemm", "ts": 1e5, "dur": 4e5},
+            {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "ts": 5e5, "dur": 1e5},
+            {"ph": "X", "cat": "kernel", "name": "multi_tensor_apply_kernel", "ts": 6e5, "dur": 2e5},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 9e5},
+            {"ph": "i", "cat": "kernel", "name": "instant", "ts": 0},
+        ]
+    }  # fmt: skip
+    out = stepprofile.from_trace(trace)
+    assert out["wall_s"] == pytest.approx(1.0) and out["gpu_busy_s"] == pytest.approx(0.7)
+    assert out["by_kind_s"] == pytest.approx({"matmul": 0.4, "optimizer": 0.2, "memory": 0.1})
 
 
 @pytest.mark.slow
