@@ -29,6 +29,11 @@ ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 ROWS: dict[str, dict[str, Any]] = {
     "p8192": {},
     "p8192-eager": {"compile_layers": False},
+    # regional compile with Liger's fused linear cross-entropy only (its RMSNorm, SwiGLU and
+    # RoPE off, for inductor to fuse): ligerhook/sitecustomize.py reads the variable
+    "p8192-flce": {"env": {"TRAINWIZ_BENCH_LIGER": "loss"}},
+    "p8192-flce-d0": {"env": {"TRAINWIZ_BENCH_LIGER": "loss"}, "lora": {"lora_dropout": 0.0}},
+    "p8192-nolig": {"use_liger_kernel": False},
     "p4096x2": {"pack_tokens": 4096, "per_device_train_batch_size": 2},
     "p8192-d0": {"lora": {"lora_dropout": 0.0}},
     "p16384-d0": {"pack_tokens": 16384, "gradient_accumulation_steps": 1,
@@ -63,6 +68,8 @@ def preset(name: str, model: str, data: str, steps: int) -> dict[str, Any]:
     for key, value in ROWS[name].items():
         if key == "lora":
             tr["lora"].update(value)
+        elif key == "env":
+            out["launch"]["env"] = dict(value)
         elif value is None:
             tr.pop(key, None)
         else:
@@ -97,6 +104,8 @@ def summary(name: str, results: str, run: str, gpu_name: str) -> dict[str, Any]:
         return round(statistics.median(vals), 1) if vals else None
 
     measured, predicted = med("tokens_nonpad_per_s"), thr.get("real_tokens_per_s")
+    prof = _load(f"{run}/profile.json", {}) or {}
+    wall = prof.get("wall_s") or 0
     peaks = [max(s["peak_mem_gib"]) for s in steps if s.get("peak_mem_gib")]
     with open(f"{results}/{name}.yaml") as fh:
         tr = yaml.safe_load(fh)["training"]
@@ -118,6 +127,13 @@ def summary(name: str, results: str, run: str, gpu_name: str) -> dict[str, Any]:
         "first_step_s": steps[0].get("step_time_s") if steps else None,
         "loss_first_last": [steps[0].get("loss"), steps[-1].get("loss")] if steps else None,
         "end_ok": end.get("ok"), "end_error": (end.get("error") or "")[:300] or None,
+        "env": (yaml.safe_load(open(f"{results}/{name}.yaml"))["launch"].get("env") or None),
+        # the profiled steps (TRAINWIZ_PROFILE_STEPS): wall, GPU busy and kernel time by kind
+        "profile": {"steps": prof.get("count"), "wall_s": round(wall, 3),
+                    "gpu_busy_share": round(prof.get("gpu_busy_s", 0) / wall, 3),
+                    "share_of_wall": {k: round(v / wall, 3)
+                                      for k, v in (prof.get("by_kind_s") or {}).items()}}
+        if wall else (prof.get("error") or None),
     }  # fmt: skip
 
 

@@ -6,6 +6,11 @@
 # Usage (repo root, on the GPU machine; .whl carried, and .whl-q for QLoRA's bitsandbytes):
 #   set -o pipefail; OUT=dir [TAG=name] [STEPS=10] [SEED=31] [MEDIAN=700] [SIGMA=0.8] \
 #       [CONFIGS="a b"] bash benchmarks/device/lora_sweep.sh 2>&1 | tee $OUT/log
+# PROFILE=FIRST:COUNT profiles those steps of every row (TRAINWIZ_PROFILE_STEPS: the entry's
+# stepprofile.py; 9:2 with 10 steps leaves the median of steps 4-10 to the unprofiled ones) and
+# adds the kernel time by kind to each row's line. MINLEFT: seconds a row needs to start (75).
+# benchmarks/device/ligerhook is put on PYTHONPATH: a row whose launch.env has
+# TRAINWIZ_BENCH_LIGER=loss applies only Liger's fused linear cross-entropy.
 # TAG names this data set's results (several calls of the script in one device call, one per
 # length distribution, keep each other's files); the model is made once per machine.
 # CONFIGS names rows of benchmarks/device/lora_configs.py (run in that order; a row that runs
@@ -18,6 +23,8 @@ TAG=${TAG:-sharegpt}
 rm -rf /tmp/lora-sweep-$TAG /tmp/tw-lora-sweep
 export TRAINWIZ_HOME=/tmp/tw-lora-sweep
 . "$(dirname "$0")/common.sh" /tmp/lora-sweep-$TAG "${BUDGET:-540}"
+export PYTHONPATH=$PWD/benchmarks/device/ligerhook:$PYTHONPATH
+[ -n "${PROFILE:-}" ] && export TRAINWIZ_PROFILE_STEPS=$PROFILE
 STEPS=${STEPS:-10}
 SEED=${SEED:-31}
 MEDIAN=${MEDIAN:-700}
@@ -41,7 +48,7 @@ stamp "model: $(tail -n 1 $R/make.txt 2>/dev/null)"
 timeout 180 python3 -m tui.cli data check $DATA --model $M --max-length 2048 --json > $R/lengths.json 2> $R/check.err
 python3 -c "import json; t=json.load(open('$R/lengths.json'))['tokens']; print('lengths', {k: t.get(k) for k in ('n','mean','p50','p90','p99','max','truncated_share')})" 2>&1 | tee -a $R/timeline.txt
 for name in $CONFIGS; do
-  if [ "$(left)" -lt 75 ]; then stamp "$name: not started ($(left) s left)"; continue; fi
+  if [ "$(left)" -lt "${MINLEFT:-75}" ]; then stamp "$name: not started ($(left) s left)"; continue; fi
   python3 benchmarks/device/lora_configs.py "$name" "$M" "$DATA" "$STEPS" > $R/$name.yaml || continue
   timeout 60 python3 -m tui.cli plan $R/$name.yaml --gpu $GPU --lengths $R/lengths.json --json \
     > $R/$name.plan.json 2> $R/$name.plan.err
@@ -54,6 +61,7 @@ for name in $CONFIGS; do
   python3 benchmarks/device/lora_configs.py --summary "$name" "$R" "$TRAINWIZ_HOME/runs/$id" \
     "$GPU_NAME" | tee -a $R/lora-sweep.jsonl
   grep -v 'it/s\]$' $TRAINWIZ_HOME/runs/$id/train.log 2>/dev/null | tail -n 40 > $R/$name.train.tail
+  cp $TRAINWIZ_HOME/runs/$id/profile.json $R/$name.profile.json 2>/dev/null
   rm -rf $TRAINWIZ_HOME/runs/$id/output
 done
 stamp done
