@@ -80,6 +80,18 @@ if [ "$quick" = 0 ] && as_root_with_apt; then
     services_pid=$!
 fi
 
+# ---- byte-compile what the tests' processes import, beside the static checks ------------------
+# scripts/install.sh installs without byte-compiling; the first import of a module compiles it.
+# Done here, once, on the core mypy leaves idle, instead of by the first test of every worker.
+warm_log=$(mktemp /tmp/trainwiz-warm.XXXXXX)
+(
+    t=$(date +%s)
+    env -u PYTHONDONTWRITEBYTECODE python -c 'import sys; sys.path.insert(0, "backend/entry"); import train_entry' &&
+        env -u PYTHONDONTWRITEBYTECODE python -c 'import tui.app, backend.model.tiny, sentencepiece, peft' &&
+        echo "== phase byte-compile: $(( $(date +%s) - t )) s (beside the static checks)"
+) >"$warm_log" 2>&1 &
+warm_pid=$!
+
 phase "ruff"; ruff check . && ruff format --check .; phase_end ruff
 phase "mypy"; mypy; phase_end mypy
 phase "import-linter"; lint-imports; phase_end import-linter
@@ -95,6 +107,9 @@ if [ -n "$services_pid" ]; then
     phase_end "waiting for services"
 fi
 rm -f "$services_log"
+wait "$warm_pid" || echo "== byte-compiling ahead failed (the first imports compile instead):"
+cat "$warm_log"
+rm -f "$warm_log"
 
 # ---- pytest ---------------------------------------------------------------------------------
 phase "pytest"

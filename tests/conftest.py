@@ -145,9 +145,15 @@ def _fresh_url_opener() -> Iterator[None]:
 def pytest_configure(config: pytest.Config) -> None:
     """Every process the suite starts inherits this: one compute thread per torch process (the
     workers already run tests side by side on the few cores; a tiny model gains nothing from a
-    second thread, and oversubscribed threads only slow each other), and Python caching its
+    second thread, and oversubscribed threads only slow each other), live runs that idle between
+    steps once past the first 20, and Python caching its
     bytecode (a CLI child process then compiles the project once per suite, not once each)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # A run a test keeps alive (to stop, kill, attach to or look at) idles 0.25 s after each
+    # step past step 20 instead of spinning a core the whole time; a short run that is meant to
+    # finish trains at full speed (backend/entry/stepmetrics.py, step_pause).
+    os.environ.setdefault("TRAINWIZ_STEP_PAUSE_S", "0.25")
+    os.environ.setdefault("TRAINWIZ_STEP_PAUSE_FROM_STEP", "20")
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False
 

@@ -93,6 +93,37 @@ def dist_ready():
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
+PAUSE_ENV = "TRAINWIZ_STEP_PAUSE_S"
+PAUSE_FROM_ENV = "TRAINWIZ_STEP_PAUSE_FROM_STEP"
+
+
+def _env_number(name, default, low, high, example):
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r}: give a number, e.g. {example}") from None
+    if not (low <= value <= high):
+        raise SystemExit(f"{name}={raw!r}: give a number from {low} to {high}")
+    return value
+
+
+def step_pause():
+    """(seconds, from_step): idle that long after each optimizer step past ``from_step``.
+
+    ``TRAINWIZ_STEP_PAUSE_S`` (default 0: none) and ``TRAINWIZ_STEP_PAUSE_FROM_STEP`` (default
+    0) exist for the test suite: a test that keeps a tiny run alive while it looks at it (a
+    stop, an attach, the wizard reopened) would otherwise have that run spin a whole core the
+    entire time, on a machine whose other cores run the other tests, while a short run meant to
+    finish is not slowed. The pause is left out of every step's measured time. Nobody needs it
+    in production.
+    """
+    pause = _env_number(PAUSE_ENV, 0.0, 0, 60, "0.2")
+    return pause, int(_env_number(PAUSE_FROM_ENV, 0, 0, 1e9, "20"))
+
+
 class MetricsCallback(transformers.TrainerCallback):
     """One ``kind: step`` line per optimizer step; see docs/run-format.md for every field."""
 
@@ -106,6 +137,7 @@ class MetricsCallback(transformers.TrainerCallback):
         self.pending = None
         self.mark = time.perf_counter()
         self.cuda = torch.cuda.is_available()
+        self.pause_s, self.pause_from = step_pause()
 
     def write(self, record):
         if self.rank != 0 or not self.path:
@@ -194,6 +226,8 @@ class MetricsCallback(transformers.TrainerCallback):
             "peak_reserved_gib": [round(float(m[1]), 3) for m in mems] if self.cuda else None,
             "time": time.time(),
         }
+        if self.pause_s and state.global_step > self.pause_from:
+            time.sleep(self.pause_s)  # after the step's time was taken: not counted in it
         self.mark = time.perf_counter()
 
     def on_log(self, args, state, control, logs=None, **kwargs):

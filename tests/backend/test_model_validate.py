@@ -13,6 +13,7 @@ from backend.model.tiny import make_tiny
 from backend.model.validate import read_safetensors_header, validate_model_dir
 from backend.preset.loader import load_preset
 from tests.backend.hubserver import write_llama_dir
+from tests.conftest import shared_once
 from tui.cli import main
 
 
@@ -23,10 +24,10 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def shared_tiny(factory: pytest.TempPathFactory) -> Path:
-    """One tiny model per test session, shared by the model and data tests (make_tiny is idempotent)."""
-    target = factory.getbasetemp() / "shared-tiny-llama"
-    make_tiny(target, load_preset("tiny-cpu").model.tiny)
-    return target
+    """The tiny-cpu preset's model, made once per test run whichever worker asks first (the same
+    folder as conftest's ``tiny_model``: one build of it, not one per worker)."""
+    spec = load_preset("tiny-cpu").model.tiny
+    return shared_once(factory, "tiny-llama", lambda target: make_tiny(target, spec))
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

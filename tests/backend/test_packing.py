@@ -28,8 +28,7 @@ from typing import Any
 import pytest
 
 from backend.entry import ENTRY_DIR
-from backend.model.tiny import make_tiny
-from backend.preset.schema import TinyModelSpec
+from tests.backend.test_model_validate import shared_tiny
 
 # Real torch + FastChat models built per module: the full tier (docs/testing.md), not --quick.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packing")]
@@ -54,13 +53,9 @@ def packing() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("tiny") / "llama"
-    spec = TinyModelSpec(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        vocab_size=512, max_position_embeddings=512,
-    )  # fmt: skip
-    make_tiny(target, spec)
-    return target
+    """The embedded default's tiny Llama (head size 16, as flex attention needs), shared with
+    the rest of the run rather than built again."""
+    return shared_tiny(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

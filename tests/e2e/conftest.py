@@ -33,6 +33,16 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def home_with_tiny_model(home: Path, tiny_model: Path) -> Path:
+    """The test's home holding the embedded default's tiny model already, as on a machine where
+    the quick start ran once: a test that launches then trains at once instead of making the
+    same model again in its prepare step (~7 CPU-seconds, torch and transformers loaded for it).
+    The wizard's first-time path keeps the bare ``home``."""
+    shutil.copytree(tiny_model, home / "models" / "tiny-llama")
+    return home
+
+
+@pytest.fixture
 def start(home: Path, tmp_path: Path) -> Iterator[Callable[..., Pane]]:
     """``start(*args, size=(w, h))`` runs ``trainwiz *args`` in a fresh tmux server."""
     if shutil.which("tmux") is None:

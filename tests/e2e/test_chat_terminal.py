@@ -20,7 +20,11 @@ from tests.e2e.test_launch_terminal import _preset
 from tests.e2e.tmux import trainwiz_env
 from tests.tui.test_run_actions import chat_workers
 
-pytestmark = [pytest.mark.training, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.training,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("home_with_tiny_model"),
+]
 
 
 def finished_run(home: Path, tmp_path: Path) -> Path:

@@ -20,7 +20,11 @@ from tests.e2e.conftest import SIZES, trainwiz_script
 from tests.e2e.test_wizard_terminal import MARK, NEXT, _only
 from tests.e2e.tmux import Pane, trainwiz_env
 
-pytestmark = [pytest.mark.training, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.training,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("home_with_tiny_model"),
+]
 METRICS = re.compile(r"step [1-9]\d*/\d+")
 
 

@@ -18,7 +18,11 @@ from tests.e2e.test_launch_terminal import METRICS, _preset, to_launch_step
 from tests.e2e.test_wizard_terminal import MARK, _only
 from tests.e2e.tmux import trainwiz_env
 
-pytestmark = [pytest.mark.training, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.training,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("home_with_tiny_model"),
+]
 BACK = "C-b"
 
 

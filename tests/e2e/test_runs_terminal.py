@@ -23,7 +23,11 @@ from backend.preset import load_preset, save_preset
 from tests.e2e.conftest import SIZES, trainwiz_script
 from tests.e2e.tmux import trainwiz_env
 
-pytestmark = [pytest.mark.training, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.training,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("home_with_tiny_model"),
+]
 
 
 def _free_port() -> int:

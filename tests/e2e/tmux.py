@@ -144,4 +144,9 @@ def trainwiz_env(home: Path) -> dict[str, str]:
         "COLORTERM": "truecolor",
         "LANG": "C.UTF-8",
         "HOME": os.environ.get("HOME", str(home)),
+        # One compute thread per torch process and live runs idling between steps, as every
+        # other test process has (conftest): a wizard's run with torch's default (one thread
+        # per core), spinning all the while, fights the other workers' tests.
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        **{k: v for k, v in os.environ.items() if k.startswith("TRAINWIZ_STEP_PAUSE")},
     }

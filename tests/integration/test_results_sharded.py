@@ -1,4 +1,5 @@
-"""chat and export from a real FSDP SHARDED_STATE_DICT checkpoint, on the CPU.
+"""chat, export and serve from a real FSDP SHARDED_STATE_DICT checkpoint, on the CPU (one
+checkpoint for the three: each would otherwise train and shard its own).
 
 The checkpoint is real but not written by the Trainer: on this CPU-only stack (transformers
 4.57.6, accelerate 1.15, torch 2.13+cpu) the Trainer cannot run FSDP at all (accelerate only
@@ -31,6 +32,7 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     wait_state,
 )
 from tests.integration.test_resume_host import FINAL, free_port, launch, preset_file
+from tests.integration.test_serve import ask, cmdlines, nothing_left
 
 pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
 
@@ -66,7 +68,7 @@ def logits(model_dir: Path):
         return type(model).__name__, model(input_ids=ids).logits
 
 
-def test_chat_and_export_from_a_sharded_fsdp_checkpoint(tmp_path: Path) -> None:
+def test_chat_export_and_serve_from_a_sharded_fsdp_checkpoint(tmp_path: Path) -> None:
     preset = preset_file(tmp_path, "sharded", plain=True)
     data = yaml.safe_load(preset.read_text())
     data["training"]["max_steps"] = 10
@@ -102,6 +104,22 @@ def test_chat_and_export_from_a_sharded_fsdp_checkpoint(tmp_path: Path) -> None:
     )
     assert said["consolidated"] is True and said["model"] == str(checkpoint)
     assert said["turns"][0]["reply"].strip()
+    assert listing(checkpoint) == before
+
+    # served: consolidated once into RUN/serve/, the worker loads that, the checkpoint untouched
+    port = free_port()
+    cli("serve", run_dir.name, "--checkpoint", "12", "--detach", "--port", str(port),
+        "--device", "cpu")  # fmt: skip
+    try:
+        answer = ask(port, run_dir.name)
+        assert isinstance(answer["choices"][0]["message"]["content"], str)
+        workers = [c for c in cmdlines() if b"fastchat.serve.model_worker" in c]
+        served = str(run_dir / "serve" / "consolidated-checkpoint-12").encode()
+        assert any(served + b"\0" in c for c in workers), workers
+        assert (run_dir / "serve" / "consolidated-checkpoint-12" / "config.json").is_file()
+    finally:
+        cli("stop", run_dir.name)
+    nothing_left(run_dir)
     assert listing(checkpoint) == before
 
     # incomplete checkpoints: refused before any worker starts, naming the checkpoint

@@ -144,42 +144,6 @@ def test_refusals_before_anything_starts(tmp_path: Path) -> None:
         plan_serve(run_dir, host="0.0.0.0", port=free_port())
 
 
-@pytest.mark.usefixtures("home")
-def test_serve_a_sharded_fsdp_checkpoint(tmp_path: Path) -> None:
-    """A real FSDP SHARDED_STATE_DICT checkpoint (written as test_results_sharded writes it) is
-    consolidated once into RUN/serve/ and served; the checkpoint itself is left untouched."""
-    import shutil
-
-    from tests.integration.test_results_sharded import WRITER, listing
-
-    run_dir = finished_run(tmp_path)
-    out, checkpoint = run_dir / "output", run_dir / "output" / "checkpoint-3"
-    torchrun = Path(sys.executable).with_name("torchrun")
-    runner = str(torchrun) if torchrun.is_file() else shutil.which("torchrun")
-    assert runner, "torchrun (the train extra) is needed to write the sharded checkpoint"
-    argv = [runner, "--nproc_per_node=2", f"--master_port={free_port()}", str(WRITER),
-            "--model", str(out), "--checkpoint", str(checkpoint),
-            "--reference", str(tmp_path / "reference"), "--step", "3"]  # fmt: skip
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
-    made = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-    assert made.returncode == 0, made.stderr[-3000:]
-    before = listing(checkpoint)
-    port = free_port()
-    cli("serve", run_dir.name, "--checkpoint", "3", "--detach", "--port", str(port),
-        "--device", "cpu")  # fmt: skip
-    try:
-        answer = ask(port, run_dir.name)
-        assert isinstance(answer["choices"][0]["message"]["content"], str)
-        workers = [c for c in cmdlines() if b"fastchat.serve.model_worker" in c]
-        served = str(run_dir / "serve" / "consolidated-checkpoint-3").encode()
-        assert any(served + b"\0" in c for c in workers), workers
-        assert (run_dir / "serve" / "consolidated-checkpoint-3" / "config.json").is_file()
-    finally:
-        cli("stop", run_dir.name)
-    nothing_left(run_dir)
-    assert listing(checkpoint) == before
-
-
 def test_another_host_needs_a_key_or_allow_no_key_and_warns(
     tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
