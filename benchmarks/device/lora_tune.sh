@@ -12,7 +12,8 @@
 # local model and data, no saves), asks tune for its prediction (--no-probe), then lets it
 # measure its top TOP configurations STEPS steps each (--probe: packed LoRA rows, Liger, fused
 # AdamW, regional compile are candidates; QLoRA is skipped with its reason where bitsandbytes
-# is not installed) and launches the measured winner for LAUNCH_STEPS steps. In $OUT:
+# is not installed) and launches the measured winner for LAUNCH_STEPS steps (0: no launch; the
+# probe rows are then the measurement, each a `trainwiz launch` of tune's candidate). In $OUT:
 # lora-tune.jsonl (one JSON line per probe row, the prediction, the launch's summary),
 # tune.json, tune-predicted.txt, timeline.txt and lora-tune.tar.gz (presets, plans, lengths,
 # metrics, status, train.log tails, the calibration file). Every phase has a timeout, so a hang
@@ -80,6 +81,7 @@ timeout 90 python3 -m tui.cli tune $R/base.yaml $COMMON --no-probe --write $R/tu
   --force > $R/tune-predicted.txt 2>&1
 head -n 30 $R/tune-predicted.txt | tee -a $R/timeline.txt
 lim=$(( $(left) - 170 )); [ $lim -gt 330 ] && lim=330
+[ "$LAUNCH_STEPS" -eq 0 ] && lim=$(( $(left) - 25 ))  # the probe alone: tune's pick, measured
 stamp "tune --probe --top $TOP --steps $STEPS (limit ${lim}s)"
 timeout $lim python3 -m tui.cli tune $R/base.yaml $COMMON --probe --top $TOP --steps $STEPS \
   --write $R/tuned.yaml --force --json > $R/tune.json 2> $R/tune.err
@@ -105,6 +107,7 @@ PY
 for d in $TRAINWIZ_HOME/runs/*/; do  # a probe cut by the limit above outlives its tune: stop it
   [ -d "$d" ] && timeout 40 python3 -m tui.cli stop "$(basename $d)" --timeout 10 > /dev/null 2>&1
 done
+if [ "$LAUNCH_STEPS" -gt 0 ]; then
 PICK=$R/tuned.yaml
 [ -s $PICK ] || { PICK=$R/tuned-predicted.yaml; stamp "no probe winner written: launching the predicted pick"; }
 python3 - "$PICK" "$R/run.yaml" "$LAUNCH_STEPS" <<'PY'
@@ -194,6 +197,7 @@ print(json.dumps({
 }))
 PY
 
+fi
 stamp "files"
 for d in $TRAINWIZ_HOME/runs/*/; do  # every probe run and the launch: metrics, status, preset, log tail
   [ -d "$d" ] || continue
