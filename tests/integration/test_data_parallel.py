@@ -105,31 +105,33 @@ def assert_data_parallel(run_id: str, run_dir: Path, world: int) -> None:
     assert (run["world_size"], run["planned_world_size"], run["world_note"]) == (world, world, "")
 
 
-def test_two_processes_share_one_epoch(tmp_path: Path) -> None:
+def test_two_processes_share_one_epoch_and_a_trainer_that_would_train_copies_fails(
+    tmp_path: Path,
+) -> None:
     run_id, run_dir = launch(host_preset(tmp_path, 2))
     final = wait_state(run_id, FINAL)
     assert final["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
     assert_data_parallel(run_id, run_dir, 2)
     log = (run_dir / "train.log").read_text()
     assert "terminate called" not in log and "SIGABRT" not in log  # a clean end on every rank
+    # The same run's train step, told it is not on the CPU: refused, not two copies trained.
+    assert_copies_refused(run_dir, tmp_path / "again")
 
 
-def test_a_trainer_that_would_train_copies_fails_naming_it(tmp_path: Path) -> None:
-    # The same entry, the same two processes, but the trainer told it is not on the CPU
-    # (--use_cpu False): HF then trains NOT_PARALLEL, world size 1 - two copies. The entry
-    # refuses before training, and the metrics' end line names why.
-    run_id, run_dir = launch(host_preset(tmp_path, 2))
-    assert wait_state(run_id, FINAL)["state"] == "finished"
+def assert_copies_refused(run_dir: Path, where: Path) -> None:
+    """The finished run's train step again (the same entry, the same two processes), but the
+    trainer told it is not on the CPU (--use_cpu False): HF then trains NOT_PARALLEL, world size
+    1 - two copies. The entry refuses before training, and the metrics' end line names why."""
     train = json.loads((run_dir / "launch.json").read_text())["train"]
-    metrics = tmp_path / "again" / "metrics.jsonl"
+    metrics = where / "metrics.jsonl"
     env = {**os.environ, **train["env"], "TRAINWIZ_METRICS": str(metrics)}
-    argv = [*train["argv"], "--use_cpu", "False", "--output_dir", str(tmp_path / "again" / "out")]
+    argv = [*train["argv"], "--use_cpu", "False", "--output_dir", str(where / "out")]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     end = [json.loads(x) for x in metrics.read_text().splitlines()][-1]
     assert end["kind"] == "end" and end["reason"] == "world_size_mismatch"
     assert "torchrun started 2 processes but the trainer uses world size 1" in end["error"]
-    assert not (tmp_path / "again" / "out" / "model.safetensors").exists()
+    assert not (where / "out" / "model.safetensors").exists()
     assert "terminate called" not in proc.stdout + proc.stderr
 
 

@@ -64,7 +64,9 @@ def fastchat_preset(tmp_path: Path, nproc: int) -> Path:
     return path
 
 
-def test_fastchat_train_py_on_two_processes_shares_one_epoch(tmp_path: Path) -> None:
+def test_fastchat_train_py_on_two_processes_shares_one_epoch_and_refuses_copies(
+    tmp_path: Path,
+) -> None:
     run_id, run_dir = launch(fastchat_preset(tmp_path, 2))
     final = wait_state(run_id, FINAL)
     log = (run_dir / "train.log").read_text()
@@ -90,19 +92,14 @@ def test_fastchat_train_py_on_two_processes_shares_one_epoch(tmp_path: Path) -> 
     assert (run["world_size"], run["planned_world_size"], run["world_note"]) == (2, 2, "")
     assert "terminate called" not in log
     assert "collective thread(s) still running" not in log, log[-3000:]  # threads joined
+    # The same run's train step, told it is not on the CPU: refused, not two copies trained.
+    assert_copies_refused(run_dir, tmp_path / "again")
 
 
-def test_fastchat_that_would_train_copies_fails_with_world_size_mismatch(tmp_path: Path) -> None:
-    # The launch's own train step with --use_cpu False: HF then trains NOT_PARALLEL on this
-    # machine, world size 1 in each of 2 processes. The wrapper refuses before a model loads.
-    path = fastchat_preset(tmp_path, 2)
-    data = yaml.safe_load(path.read_text())
-    data["training"]["max_steps"] = 2
-    path.write_text(yaml.safe_dump(data))
-    run_id, run_dir = launch(path)
-    assert wait_state(run_id, FINAL)["state"] == "finished", (run_dir / "train.log").read_text()
+def assert_copies_refused(run_dir: Path, where: Path) -> None:
+    """The launch's own train step with --use_cpu False: HF then trains NOT_PARALLEL on this
+    machine, world size 1 in each of 2 processes. The wrapper refuses before a model loads."""
     train = json.loads((run_dir / "launch.json").read_text())["train"]
-    where = tmp_path / "again"
     argv = [*train["argv"], "--use_cpu", "False", "--output_dir", str(where / "out")]
     port = next(i for i, a in enumerate(argv) if a.startswith("--master_port="))
     argv[port] = f"--master_port={free_port()}"

@@ -77,8 +77,27 @@ def end_line(where: Path) -> dict:
     return [json.loads(x) for x in (where / "metrics.jsonl").read_text().splitlines()][-1]
 
 
-def test_every_rank_of_a_2_process_fsdp_entry_run_ends_cleanly_every_time(tmp_path: Path) -> None:
-    train = train_step(tmp_path)
+@pytest.fixture(scope="module")
+def finished_train_step(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> dict:
+    """One finished 2-process launch, whose train step both entry tests below run again (each
+    launch is a 2-process training): in a home of the module's own, the tiny model in it."""
+    import shutil
+
+    own_home = tmp_path_factory.mktemp("ending-home")
+    shutil.copytree(tiny_model, own_home / "models" / "tiny-llama")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRAINWIZ_HOME", str(own_home))
+        return train_step(tmp_path_factory.mktemp("ending"))
+
+
+ONE_LAUNCH = pytest.mark.xdist_group("rank-ending-launch")  # the module fixture made once
+
+
+@ONE_LAUNCH
+def test_every_rank_of_a_2_process_fsdp_entry_run_ends_cleanly_every_time(
+    tmp_path: Path, finished_train_step: dict
+) -> None:
+    train = finished_train_step
     codes = []
     for attempt in range(RUNS):
         where = tmp_path / f"again{attempt}"
@@ -95,9 +114,12 @@ def test_every_rank_of_a_2_process_fsdp_entry_run_ends_cleanly_every_time(tmp_pa
     assert codes == [0] * RUNS
 
 
-def test_a_failing_2_process_run_ends_every_rank_cleanly(tmp_path: Path) -> None:
+@ONE_LAUNCH
+def test_a_failing_2_process_run_ends_every_rank_cleanly(
+    tmp_path: Path, finished_train_step: dict
+) -> None:
     # Both ranks fail in training (weights gone NaN: the loss guard ends the run, exit code 3).
-    train = train_step(tmp_path)
+    train = finished_train_step
     model = poisoned_model(Path(os.environ["TRAINWIZ_HOME"]) / "models" / "tiny-llama", tmp_path)
     for attempt in range(1):
         where = tmp_path / f"failing{attempt}"
