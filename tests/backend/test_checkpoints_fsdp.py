@@ -15,22 +15,20 @@ import copy
 import socket
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("accelerate")
-dist = torch.distributed
+from backend.entry import checkpoints
+from tests.training_side import on_first_use
 
-from accelerate.utils.fsdp_utils import load_fsdp_optimizer, save_fsdp_optimizer  # noqa: E402
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP  # noqa: E402
-from torch.distributed.fsdp import (  # noqa: E402
-    ShardedOptimStateDictConfig,
-    ShardedStateDictConfig,
-    StateDictType,
-)
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
-from backend.entry import checkpoints  # noqa: E402
+torch = on_first_use("torch")
+dist = on_first_use("torch.distributed")
+fsdp = on_first_use("torch.distributed.fsdp")
+fsdp_utils = on_first_use("accelerate.utils.fsdp_utils")
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 
@@ -53,9 +51,9 @@ def gloo_rank():
 def plugin_stand_in() -> SimpleNamespace:
     return SimpleNamespace(
         fsdp_version=1,
-        state_dict_type=StateDictType.SHARDED_STATE_DICT,
-        state_dict_config=ShardedStateDictConfig(offload_to_cpu=True),
-        optim_state_dict_config=ShardedOptimStateDictConfig(offload_to_cpu=True),
+        state_dict_type=fsdp.StateDictType.SHARDED_STATE_DICT,
+        state_dict_config=fsdp.ShardedStateDictConfig(offload_to_cpu=True),
+        optim_state_dict_config=fsdp.ShardedOptimStateDictConfig(offload_to_cpu=True),
     )
 
 
@@ -63,11 +61,14 @@ def accelerator_stand_in() -> SimpleNamespace:
     return SimpleNamespace(wait_for_everyone=lambda: None, process_index=0)
 
 
-BATCHES = [torch.randn(8, 16, generator=torch.Generator().manual_seed(i)) for i in range(6)]
+def batches() -> list:
+    return [torch.randn(8, 16, generator=torch.Generator().manual_seed(i)) for i in range(6)]
 
 
 def wrap(module: torch.nn.Module) -> tuple[FSDP, torch.optim.Optimizer]:
-    model = FSDP(module, device_id=torch.device("cpu"), use_orig_params=True)
+    model = fsdp.FullyShardedDataParallel(
+        module, device_id=torch.device("cpu"), use_orig_params=True
+    )
     return model, torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
 
 
@@ -85,7 +86,9 @@ def resumed(saved: dict, ckpt: Path, *, prime: bool) -> tuple[FSDP, torch.optim.
     model, optim = wrap(module)
     if prime:
         assert checkpoints.prime_optimizer_state(optim, torch) is True
-    load_fsdp_optimizer(plugin_stand_in(), accelerator_stand_in(), optim, model, str(ckpt))
+    fsdp_utils.load_fsdp_optimizer(
+        plugin_stand_in(), accelerator_stand_in(), optim, model, str(ckpt)
+    )
     return model, optim
 
 
@@ -97,26 +100,28 @@ def test_a_resumed_fsdp_optimizer_continues_exactly(gloo_rank, tmp_path: Path) -
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
     model, optim = wrap(module)
-    train(model, optim, BATCHES[:3])  # steps 1-3, then the checkpoint
+    train(model, optim, batches()[:3])  # steps 1-3, then the checkpoint
     saved = copy.deepcopy(module.state_dict())
-    save_fsdp_optimizer(plugin_stand_in(), accelerator_stand_in(), optim, model, str(tmp_path))
+    fsdp_utils.save_fsdp_optimizer(
+        plugin_stand_in(), accelerator_stand_in(), optim, model, str(tmp_path)
+    )
     assert (tmp_path / "optimizer_0").is_dir() and checkpoints.has_fsdp_optimizer(tmp_path)
     assert not checkpoints.has_fsdp_optimizer(tmp_path / "optimizer_0")
-    train(model, optim, BATCHES[3:])  # the uninterrupted run: steps 4-6
+    train(model, optim, batches()[3:])  # the uninterrupted run: steps 4-6
     whole = flat(model)
     whole_steps = {float(s["step"]) for s in optim.state.values()}
 
     # Old code: the fresh optimizer's empty state is the load's template, so nothing comes back.
     lost_model, lost_optim = resumed(saved, tmp_path, prime=False)
     assert not lost_optim.state  # Adam's moments and step are gone: the divergence's mechanism
-    train(lost_model, lost_optim, BATCHES[3:])
+    train(lost_model, lost_optim, batches()[3:])
     assert float((flat(lost_model) - whole).abs().max()) > 1e-4  # and the run diverges
 
     # The fix: prime the state (weights untouched), then the same load restores it.
     model2, optim2 = resumed(saved, tmp_path, prime=True)
     assert torch.equal(flat(model2), torch.cat([t.reshape(-1) for t in saved.values()]))
     assert {float(s["step"]) for s in optim2.state.values()} == {3.0}
-    train(model2, optim2, BATCHES[3:])
+    train(model2, optim2, batches()[3:])
     assert {float(s["step"]) for s in optim2.state.values()} == whole_steps == {6.0}
     assert float((flat(model2) - whole).abs().max()) <= 1e-6
 

@@ -15,18 +15,21 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
+from tests.training_side import on_first_use
+
+torch = on_first_use("torch")
+transformers = on_first_use("transformers")
+peft = on_first_use("peft")
 
 from backend.entry import ENTRY_SOURCE  # noqa: E402
 
 if str(ENTRY_SOURCE.parent) not in sys.path:  # torchrun puts the entry's folder first
     sys.path.insert(0, str(ENTRY_SOURCE.parent))
 import kernels  # noqa: E402
-import lora  # noqa: E402
 import packing  # noqa: E402
 import regional  # noqa: E402
+
+lora = on_first_use("lora")  # imports torch and transformers at its top
 
 IGNORE = packing.IGNORE_INDEX
 

@@ -3,9 +3,10 @@ its FSDP plugin only for an accelerator device; the plan says the run trains as 
 
 from __future__ import annotations
 
-import torch
-
 from backend.entry import ranks
+from tests.training_side import on_first_use
+
+torch = on_first_use("torch")
 
 
 def test_fsdp_flags_are_removed_on_the_cpu_in_both_spellings() -> None:

@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from tests.training_side import on_first_use
+
+torch = on_first_use("torch")
+transformers = on_first_use("transformers")
 
 from backend.entry import ENTRY_SOURCE  # noqa: E402
 

@@ -29,13 +29,14 @@ import pytest
 
 from backend.entry import ENTRY_DIR
 from tests.backend.test_model_validate import shared_tiny
+from tests.training_side import on_first_use
 
 # Real torch + FastChat models built per module: the full tier (docs/testing.md), not --quick.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packing")]
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-fastchat_train = pytest.importorskip("fastchat.train.train")
+torch = on_first_use("torch")
+transformers = on_first_use("transformers")
+fastchat_train = on_first_use("fastchat.train.train")
 
 MAX_LEN = 128
 ROW = 192

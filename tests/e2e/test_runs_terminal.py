@@ -17,11 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from backend.preset import load_preset, save_preset
 from tests.e2e.conftest import SIZES, trainwiz_script
 from tests.e2e.tmux import trainwiz_env
+from tests.training_side import on_first_use
+
+torch = on_first_use("torch")
 
 pytestmark = [
     pytest.mark.training,
