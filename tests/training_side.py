@@ -13,6 +13,9 @@ import sys
 import types
 from typing import Any
 
+# The dunder names a test reads from the library itself (``torch.__file__``): these import it.
+MODULE_DATA = frozenset({"__file__", "__version__", "__path__", "__all__"})
+
 
 class _OnFirstUse(types.ModuleType):
     def __init__(self, name: str) -> None:
@@ -21,7 +24,7 @@ class _OnFirstUse(types.ModuleType):
 
     def __getattr__(self, attr: str) -> Any:
         target = self.__dict__["_target"]
-        if attr.startswith("__") and target not in sys.modules:
+        if attr.startswith("__") and attr not in MODULE_DATA and target not in sys.modules:
             # pytest's collection asks every name of a module for __test__, __bases__, ...:
             # a question about the stand-in, not a use of the library
             raise AttributeError(attr)

@@ -40,7 +40,9 @@ def test_lora_checks_say_the_planners_disk_and_ram(start, size) -> None:  # type
         ),
         timeout=60,
     )
-    assert "✓" in _row(screen, "Disk space"), screen
+    # not blocking (the old reckoning's 893.6 GiB failed it); ✓ or a headroom warning is this
+    # machine's free disk against the planner's figure, which the detail below shows
+    assert "✗" not in _row(screen, "Disk space"), screen
     ram = _row(screen, "Host RAM")
     assert "✓" in ram and "needs 12.6 G" in ram and gib.startswith("12.6"), screen
     pane.send(*["Down"] * 7)  # the row's detail: the planner's own figure
