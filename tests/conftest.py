@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.quick_tier"]
 ROOT = Path(__file__).resolve().parents[1]
 
 # A test that drives one of these shared services runs in its group (one worker, one at a time):
@@ -84,9 +85,16 @@ def _start_order(item: pytest.Item) -> int:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--quick"):
-        kept = [item for item in items if not _full_only(item)]
-        config.hook.pytest_deselected(items=[i for i in items if _full_only(i)])
-        items[:] = kept
+        # The fast tier, less what was measured over its per-test budget (tests/quick_tier.py),
+        # unless this run measures them again.
+        from tests.quick_tier import recorded_durations, too_slow_for_quick
+
+        slow: set[str] = set()
+        if not config.getoption("--record-durations"):
+            slow = too_slow_for_quick([i.nodeid for i in items], recorded_durations())
+        left_out = [i for i in items if _full_only(i) or i.nodeid in slow]
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [i for i in items if not (_full_only(i) or i.nodeid in slow)]
     seed = config.getoption("--shuffle")
     if seed is not None:  # every worker collects alike, so each shuffles to the same order
         random.Random(seed).shuffle(items)

@@ -99,10 +99,13 @@ async def test_plan_is_shown_command_by_command() -> None:
         screen = await _planned(app, pilot)
         shown = _text(screen, "#launch-plan-text")
         assert [s.id for s in screen.plan.steps] == ["model", "train"]
-        # The screen shows the launch's own argv: its torchrun and the port it would take now.
-        spec = plan_spec(app.preset)
+        # The screen shows the launch's own argv: its torchrun and the port the plan took. The
+        # port is the plan's, not one asked again here: a launch on another worker may hold the
+        # first free one by now.
+        train = screen.plan.step("train").full_argv()
+        port = next(w for w in train if w.startswith("--master_port="))
         words = "".join(shown.split())  # the pane wraps long lines
-        launch = f"{spec.torchrun} --nproc_per_node=1 --master_port={spec.master_port}"
+        launch = f"{plan_spec(app.preset).torchrun} --nproc_per_node=1 {port}"
         assert "".join(launch.split()) in words
         assert "entry/train_entry.py" in shown
         assert "Not launched" in _text(screen, "#launch-status")
