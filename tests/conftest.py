@@ -82,6 +82,24 @@ def _start_order(item: pytest.Item) -> int:
     return 2
 
 
+def _recorded_weights(items: list[pytest.Item]) -> dict[str, float]:
+    """Each test's recorded seconds (tests/durations.json), or its group's total for a grouped
+    test: the group runs as one unit of work on one worker."""
+    from tests.quick_tier import recorded_durations
+
+    recorded = recorded_durations()
+    by_group: dict[str, float] = {}
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            by_group[group] = by_group.get(group, 0.0) + recorded.get(item.nodeid, 0.0)
+    weights = {}
+    for item in items:
+        group = _group(item)
+        weights[item.nodeid] = by_group[group] if group else recorded.get(item.nodeid, 0.0)
+    return weights
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--quick"):
@@ -99,9 +117,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if seed is not None:  # every worker collects alike, so each shuffles to the same order
         random.Random(seed).shuffle(items)
     # Longest first: the serial service groups, then trainings and other long tests, then the
-    # fast tier (a group is one unit of work: started last, it would end the run alone). The
-    # sort is stable: a shuffled order stays shuffled within each tier.
-    items.sort(key=_start_order)
+    # fast tier (a group is one unit of work: started last, it would end the run alone). Within
+    # a tier, the longest recorded work first (a group weighs its tests' sum), so the run ends on
+    # short tests on every worker instead of one long one on one. A shuffled run keeps its
+    # shuffled order within each tier (the sort is stable and ignores the recorded times).
+    weight = _recorded_weights(items) if seed is None else {}
+    items.sort(key=lambda i: (_start_order(i), -weight.get(i.nodeid, 0.0)))
     for item in items:
         group = _group(item)
         if group is not None:
