@@ -34,11 +34,16 @@ ROWS: dict[str, dict[str, Any]] = {
     "p8192-flce": {"env": {"TRAINWIZ_BENCH_LIGER": "loss"}},
     "p8192-flce-d0": {"env": {"TRAINWIZ_BENCH_LIGER": "loss"}, "lora": {"lora_dropout": 0.0}},
     "p8192-nolig": {"use_liger_kernel": False},
+    # inductor's coordinate-descent tuning of its fused kernels' launch configs (longer compile)
+    "p8192-cdt": {"env": {"TORCHINDUCTOR_COORDINATE_DESCENT_TUNING": "1"}},
     "p4096x2": {"pack_tokens": 4096, "per_device_train_batch_size": 2},
     "p8192-d0": {"lora": {"lora_dropout": 0.0}},
     "p16384-d0": {"pack_tokens": 16384, "gradient_accumulation_steps": 1,
                   "lora": {"lora_dropout": 0.0}},
     "p16384": {"pack_tokens": 16384, "gradient_accumulation_steps": 1},
+    # what tune would pick at 16,384 with the preset's dropout, were its compile in budget
+    "p16384-rc8": {"pack_tokens": 16384, "gradient_accumulation_steps": 1,
+                   "recompute_layers": 8},
     "p8192x2-d0": {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
                    "lora": {"lora_dropout": 0.0}},
     "p8192-qv": {"lora": {"lora_target_modules": ["q_proj", "v_proj"]}},
@@ -93,8 +98,8 @@ def summary(name: str, results: str, run: str, gpu_name: str) -> dict[str, Any]:
     except OSError:
         lines = []
     steps = [x for x in lines if x.get("kind") == "step"]
-    end = next((x for x in lines if x.get("kind") == "end"), {})
-    start = next((x for x in lines if x.get("kind") == "start"), {})
+    end: dict[str, Any] = next((x for x in lines if x.get("kind") == "end"), {})
+    start: dict[str, Any] = next((x for x in lines if x.get("kind") == "start"), {})
     warm = [s for s in steps if s.get("step", 0) >= 4] or steps
     est = (_load(f"{results}/{name}.plan.json", {}) or {}).get("estimate") or {}
     thr, mem = est.get("throughput") or {}, est.get("memory") or {}
