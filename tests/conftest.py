@@ -82,37 +82,34 @@ def _start_order(item: pytest.Item) -> int:
     return 2
 
 
-def _recorded_weights(items: list[pytest.Item]) -> dict[str, float]:
+def _recorded_weights(items: list[pytest.Item], recorded: dict[str, float]) -> dict[str, float]:
     """Each test's recorded seconds (tests/durations.json), or its group's total for a grouped
     test: the group runs as one unit of work on one worker."""
-    from tests.quick_tier import recorded_durations
-
-    recorded = recorded_durations()
+    groups = {item.nodeid: _group(item) for item in items}
     by_group: dict[str, float] = {}
-    for item in items:
-        group = _group(item)
+    for nodeid, group in groups.items():
         if group is not None:
-            by_group[group] = by_group.get(group, 0.0) + recorded.get(item.nodeid, 0.0)
-    weights = {}
-    for item in items:
-        group = _group(item)
-        weights[item.nodeid] = by_group[group] if group else recorded.get(item.nodeid, 0.0)
-    return weights
+            by_group[group] = by_group.get(group, 0.0) + recorded.get(nodeid, 0.0)
+    return {
+        nodeid: by_group[group] if group else recorded.get(nodeid, 0.0)
+        for nodeid, group in groups.items()
+    }
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.quick_tier import recorded_durations, too_slow_for_quick
+
+    recorded = recorded_durations()
     if config.getoption("--quick"):
         # The fast tier, less what was measured over its per-test budget (tests/quick_tier.py),
         # unless this run measures them again.
-        from tests.quick_tier import recorded_durations, too_slow_for_quick
-
         slow: set[str] = set()
         if not config.getoption("--record-durations"):
-            slow = too_slow_for_quick([i.nodeid for i in items], recorded_durations())
-        left_out = [i for i in items if _full_only(i) or i.nodeid in slow]
-        config.hook.pytest_deselected(items=left_out)
-        items[:] = [i for i in items if not (_full_only(i) or i.nodeid in slow)]
+            slow = too_slow_for_quick([i.nodeid for i in items], recorded)
+        left_out = {i.nodeid for i in items if _full_only(i) or i.nodeid in slow}
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid in left_out])
+        items[:] = [i for i in items if i.nodeid not in left_out]
     seed = config.getoption("--shuffle")
     if seed is not None:  # every worker collects alike, so each shuffles to the same order
         random.Random(seed).shuffle(items)
@@ -121,7 +118,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # a tier, the longest recorded work first (a group weighs its tests' sum), so the run ends on
     # short tests on every worker instead of one long one on one. A shuffled run keeps its
     # shuffled order within each tier (the sort is stable and ignores the recorded times).
-    weight = _recorded_weights(items) if seed is None else {}
+    weight = _recorded_weights(items, recorded) if seed is None else {}
     items.sort(key=lambda i: (_start_order(i), -weight.get(i.nodeid, 0.0)))
     for item in items:
         group = _group(item)
