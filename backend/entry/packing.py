@@ -36,6 +36,9 @@ PREPROCESS_CHUNK = 64  # conversations per FastChat preprocess call (it pads eac
 class PackOptions:
     enabled: bool = False
     pack_tokens: int | None = None  # None: model_max_length
+    # each micro-batch also carries its document bounds (cu_seq_lens_q/k, max_length_q/k) for
+    # torch's varlen attention (varlen.py); set by the entry once that attention is chosen
+    attention_bounds: bool = False
 
 
 def _truthy(text: str | None) -> bool:
@@ -240,7 +243,15 @@ def make_data_module(
     evaluation = None
     if getattr(data_args, "eval_data_path", None):
         evaluation = packed_dataset(data_args.eval_data_path, tokenizer, budget, examples_of)
-    return {"train_dataset": train, "eval_dataset": evaluation, "data_collator": collate}
+    collator = collate
+    if options.attention_bounds:
+        import torch
+        import varlen
+
+        def collator(features: list[dict[str, Any]]) -> dict[str, Any]:
+            return varlen.add_bounds(collate(features), max_len, torch)
+
+    return {"train_dataset": train, "eval_dataset": evaluation, "data_collator": collator}
 
 
 # ---------------------------------------------------------------- attention

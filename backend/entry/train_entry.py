@@ -55,6 +55,7 @@ import ranks
 import stepprofile  # TRAINWIZ_PROFILE_STEPS: where a step's time goes (benchmarks)
 import tbreport
 import template_choice
+import varlen  # torch's own FlashAttention-2 varlen for packed rows (no flash-attn package)
 
 ATTN_CHOICES = ("auto", "flash_attention_2", "sdpa", "eager")
 
@@ -362,6 +363,13 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
     if pack.enabled:
         flash_ok = attn == "flash_attention_2"
         attn = packing.choose_attention(requested, torch.cuda.is_available(), flash_ok, TORCH_VER)
+        if attn == "flex_attention" and requested == "auto" and varlen.wanted():
+            ok, why = varlen.usable(torch, TF_VERSION)
+            if ok:
+                varlen.register(transformers)
+                attn, pack.attention_bounds = varlen.NAME, True
+            else:
+                log(f"torch varlen attention not used ({why}): flex_attention")
     log(f"transformers {transformers.__version__}, torch {torch.__version__}, attention {attn}")
 
     config = transformers.AutoConfig.from_pretrained(

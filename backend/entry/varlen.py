@@ -1,0 +1,180 @@
+"""FlashAttention-2 varlen from torch itself for packed rows, where the flash-attn package is absent.
+
+torch >= 2.10 ships FlashAttention-2's variable-length kernels behind
+``torch.nn.attention.varlen.varlen_attn`` (forward and backward, a custom op that compiles). A
+packed micro-step is one sequence of several documents; given each document's bounds
+(``cu_seqlens``) the kernel attends within each document only, the same attention as
+flex_attention's document mask (backend/entry/packing.py) and as flash-attn's varlen path, without
+flex's compile and its slower backward (docs/performance.md, 2026-12-08).
+
+How it is wired:
+- ``register(transformers)`` adds the attention function under ``NAME`` (transformers'
+  AttentionInterface; no mask function is registered, so transformers builds no mask for it);
+- the packed collator (``collate_fn(cap)``) adds ``cu_seq_lens_q/k`` and ``max_length_q/k`` to each
+  micro-batch: transformers passes these through the model to every attention call, so the
+  document bounds are found once per micro-step on the host, not per layer on the GPU;
+- ``max_length`` is a constant (``model_max_length``: no conversation is longer), so a compiled
+  layer never recompiles on it; a row's pad filler, which can be longer, is cut into segments of at
+  most that length (it attends only to itself, and its labels are ignored);
+- ``usable(torch)`` runs the kernel once on the GPU against SDPA, forward and backward, before a
+  run relies on it; any failure keeps flex_attention.
+
+``TRAINWIZ_PACKED_ATTENTION=flex_attention`` (a run's launch.env) keeps flex for packed rows.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+from typing import Any
+
+NAME = "trainwiz_varlen"
+ENV = "TRAINWIZ_PACKED_ATTENTION"
+_STATE: dict[str, Any] = {}
+
+
+def wanted() -> bool:
+    """False when the run's environment asks for flex_attention on packed rows."""
+    return os.environ.get(ENV, "").strip().lower() not in ("flex", "flex_attention")
+
+
+def _causal_kwargs(fn: Any) -> dict[str, Any]:
+    """torch 2.10 takes ``is_causal``; later releases ``window_size=(-1, 0)`` for causal."""
+    params = inspect.signature(fn).parameters
+    if "is_causal" in params:
+        return {"is_causal": True}
+    if "window_size" in params:
+        return {"window_size": (-1, 0)}
+    raise TypeError("varlen_attn takes neither is_causal nor window_size")
+
+
+def kernel(torch: Any) -> Any:
+    """torch's varlen_attn with causal masking bound, or None where this torch has none."""
+    if "fn" in _STATE:
+        return _STATE["fn"]
+    fn = None
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+
+        causal = _causal_kwargs(varlen_attn)
+
+        def fn(q: Any, k: Any, v: Any, cu: Any, max_len: int, scale: float | None) -> Any:
+            return varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scale, **causal)
+
+    except (ImportError, AttributeError, TypeError):
+        fn = None
+    _STATE["fn"] = fn
+    return fn
+
+
+def segments(position_ids: list[int], cap: int) -> tuple[list[int], int]:
+    """Cumulative document bounds of one packed sequence from its restarting position ids, each
+    segment cut to at most ``cap`` tokens, and the longest segment (at most ``cap``).
+
+    Only a row's pad filler can be longer than ``cap`` (conversations are truncated at
+    model_max_length before packing); cutting it changes nothing that is learned.
+    """
+    bounds = [i for i, p in enumerate(position_ids) if p == 0] or [0]
+    if bounds[0] != 0:
+        bounds.insert(0, 0)
+    bounds.append(len(position_ids))
+    cu = [0]
+    longest = 0
+    for a, b in itertools.pairwise(bounds):
+        while b - a > cap:
+            cu.append(a + cap)
+            a += cap
+            longest = cap
+        if b > a:
+            cu.append(b)
+            longest = max(longest, b - a)
+    return cu, longest
+
+
+def add_bounds(batch: dict[str, Any], cap: int, torch: Any) -> dict[str, Any]:
+    """The micro-batch (one joined sequence) with its document bounds for the attention call."""
+    pos = batch["position_ids"].reshape(-1).tolist()
+    cu, _longest = segments(pos, cap)
+    bounds = torch.tensor(cu, dtype=torch.int32)
+    batch.update(cu_seq_lens_q=bounds, cu_seq_lens_k=bounds, max_length_q=cap, max_length_k=cap)
+    return batch
+
+
+def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
+              dropout: float = 0.0, scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:  # fmt: skip
+    """transformers' attention interface: (batch 1, heads, tokens, dim) in, (1, tokens, heads,
+    dim) out, attending within the documents that ``cu_seq_lens_q`` bounds."""
+    import torch
+
+    cu = kwargs.get("cu_seq_lens_q")
+    if cu is None or query.shape[0] != 1:
+        raise RuntimeError(
+            f"{NAME} needs a packed micro-batch (batch 1) with cu_seq_lens_q from the packed "
+            "collator"
+        )
+    heads, kv_heads = query.shape[1], key.shape[1]
+    q = query[0].transpose(0, 1)
+    k = key[0].transpose(0, 1)
+    v = value[0].transpose(0, 1)
+    if kv_heads != heads:  # grouped-query attention: repeat the shared key/value heads
+        k = k.repeat_interleave(heads // kv_heads, dim=1)
+        v = v.repeat_interleave(heads // kv_heads, dim=1)
+    cu = cu.to(device=q.device, dtype=torch.int32)
+    out = kernel(torch)(q.contiguous(), k.contiguous(), v.contiguous(), cu,
+                        int(kwargs.get("max_length_q") or q.shape[0]), scaling)  # fmt: skip
+    return out.unsqueeze(0), None
+
+
+def register(transformers: Any) -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, attention)
+
+
+def usable(torch: Any, transformers_version: tuple[int, ...]) -> tuple[bool, str]:
+    """(True, "") when varlen_attn runs here and agrees with SDPA per document, forward and
+    backward; else (False, why)."""
+    if transformers_version < (4, 48, 0):
+        return False, "transformers < 4.48 has no attention interface"
+    if not torch.cuda.is_available():
+        return False, "no CUDA"
+    if any(torch.cuda.get_device_capability(i)[0] < 8 for i in range(torch.cuda.device_count())):
+        return False, "a GPU below sm80"
+    fn = kernel(torch)
+    if fn is None:
+        return False, f"torch {torch.__version__} has no torch.nn.attention.varlen.varlen_attn"
+    try:
+        return _self_check(torch, fn)
+    except Exception as exc:  # a kernel missing from this build, an API that moved
+        return False, f"varlen_attn failed its check ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def _self_check(torch: Any, fn: Any) -> tuple[bool, str]:
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    lengths, heads, dim = [37, 128, 5, 200], 4, 128
+    total = sum(lengths)
+    shape = (total, heads, dim)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen)
+               .requires_grad_() for _ in range(3))  # fmt: skip
+    cu = torch.tensor([0, *itertools.accumulate(lengths)], device="cuda", dtype=torch.int32)
+    out = fn(q, k, v, cu, max(lengths), None)
+    grad = torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), grad)
+    ref_parts = []
+    a = 0
+    qr, kr, vr = (t.detach().float().requires_grad_() for t in (q, k, v))
+    for n in lengths:
+        part = torch.nn.functional.scaled_dot_product_attention(
+            qr[a : a + n].transpose(0, 1), kr[a : a + n].transpose(0, 1),
+            vr[a : a + n].transpose(0, 1), is_causal=True)  # fmt: skip
+        ref_parts.append(part.transpose(0, 1))
+        a += n
+    ref = torch.cat(ref_parts)
+    rq, rk, rv = torch.autograd.grad(ref, (qr, kr, vr), grad.float())
+    for name, got, want in (("out", out, ref), ("dq", dq, rq), ("dk", dk, rk), ("dv", dv, rv)):
+        err = (got.float() - want).abs().max().item()
+        scale = want.abs().max().item() or 1.0
+        if not err <= 0.05 * scale:
+            return False, f"varlen_attn disagrees with SDPA ({name}: max error {err:.3g})"
+    return True, ""
