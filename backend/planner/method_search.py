@@ -264,7 +264,10 @@ def probe_order(preset: Any, candidates: list[MethodCandidate]) -> list[MethodCa
     """What ``trainwiz tune --probe`` measures, in order: every method's configurations that fit
     (compiled ones not measured yet included: the probe measures them), best predicted first,
     one per distinct GPU workload of a method (b2 x 4096 and b1 x 8192 run the same micro-step),
-    each with the preset changes it writes; a tight one never alone at the head."""
+    each with the preset changes it writes; a tight one never alone at the head. A LoRA/QLoRA/
+    ZeRO preset's own method comes first (tune keeps it wherever it fits: a QLoRA preset's probe
+    measures QLoRA, not the LoRA configurations that rank above it)."""
+    own = None if is_full_fsdp(preset) else method_from_preset(preset)
     seen: set[tuple[Any, ...]] = set()
     out: list[tuple[Estimate, MethodCandidate]] = []
     for cand in candidates:
@@ -275,7 +278,7 @@ def probe_order(preset: Any, candidates: list[MethodCandidate]) -> list[MethodCa
             if key not in seen:
                 seen.add(key)
                 out.append((est, cand))
-    out.sort(key=lambda pair: rank_key(pair[0]), reverse=True)
+    out.sort(key=lambda pair: (pair[1].method == own, rank_key(pair[0])), reverse=True)
     safe = next((i for i, (e, _c) in enumerate(out) if not e.memory.tight), 0)
     if safe > 1:  # the best that is not tight comes second
         out.insert(1, out.pop(safe))

@@ -3,7 +3,7 @@
 # its pick (docs/performance.md "LoRA with packed rows"). One device call, ~6-8 min, under 9.
 # Usage (repo root, on the GPU machine; the wheels of .whl carried: transformers, fschat,
 # liger-kernel, ...):
-#   set -o pipefail; OUT=dir [TOP=2] [STEPS=10] [LAUNCH_STEPS=30] [BUDGET=530] \
+#   set -o pipefail; OUT=dir [TOP=2] [STEPS=10] [LAUNCH_STEPS=30] [BUDGET=530] [METHOD=qlora] \
 #       bash benchmarks/device/lora_tune.sh 2>&1 | tee $OUT/log
 # Makes held-out ShareGPT-like conversations (benchmarks/make_conversations.py, seed 31: no
 # planner constant saw them; the planner's default shape, median 700 sigma 0.8) and a random
@@ -52,6 +52,7 @@ python3 -c "import json; t=json.load(open('$R/lengths.json'))['tokens']; print('
 # The shipped LoRA preset on this GPU: its training settings (b1 ga16, recompute, r 8 on
 # q/k/v/o, LR 2e-4), the local model and data, the host runner, no saves.
 python3 - "$R/base.yaml" "$M" "$DATA" <<'PY'
+import os
 import sys
 
 import yaml
@@ -66,6 +67,7 @@ preset.pop("environment", None)
 preset.pop("container", None)
 preset["launch"] = {"runner": "host", "entry": "trainwiz", "device": "cuda", "nproc_per_node": 1}
 tr = preset["training"]
+tr["method"] = os.environ.get("METHOD") or tr.get("method", "lora")  # METHOD=qlora: QLoRA's tune
 for key in ("save_steps", "save_total_limit", "per_device_eval_batch_size"):
     tr.pop(key, None)
 tr.update(data_path=data, output_dir="@run/output", save_strategy="no", report_to="none",

@@ -205,3 +205,19 @@ def test_tune_json_keeps_qlora_with_why_it_was_not_probed(
     assert len(fake.launched) == 2
     assert all(p.training.method == "lora" for p in fake.launched)
     assert report["winner"] == measured[0]["label"]
+
+
+def test_a_qlora_preset_probes_qlora_first() -> None:
+    """tune keeps a QLoRA preset's method wherever it fits, so its probe measures QLoRA first,
+    not the LoRA configurations predicted faster; a LoRA preset still probes LoRA first."""
+    from backend.planner.method_search import probe_order
+
+    qlora = lora_preset_one_gpu().model_copy(deep=True)
+    qlora.training.method = "qlora"
+    for preset, first in ((qlora, "qlora"), (lora_preset_one_gpu(), "lora")):
+        candidates, _notes = search_methods(preset, H100, SHAPE_7B, host_ram=HOST,
+                                            calibration=[], flash_varlen=False)  # fmt: skip
+        order = probe_order(preset, candidates)
+        assert order[0].method.method == first
+        rates = [c.estimate.throughput.real_tokens_per_s for c in order]
+        assert max(rates) > rates[0] if first == "qlora" else True  # LoRA ranks above QLoRA
