@@ -17,5 +17,5 @@ CONFIGS="${BASE_CONFIGS:-p8192-flex}" STEPS=10 MINLEFT=60 BUDGET=${BASE_BUDGET:-
 TAG=long MEDIAN=1600 SIGMA=0.5 CONFIGS="${LONG_CONFIGS:-p8192}" STEPS=10 MINLEFT=60 \
   BUDGET=${LONG_BUDGET:-150} OUT=/tmp/sw bash $D/lora_sweep.sh
 cat /tmp/sw/*.jsonl > $OUT/lora-sweep.jsonl 2>/dev/null
-tar czf $OUT/sweeps.tar.gz -C /tmp sw lora-sweep-sharegpt lora-sweep-long 2>/dev/null
+tar czf $OUT/sweeps.tar.gz -C /tmp sw 2>/dev/null
 true
