@@ -113,6 +113,10 @@ rm -f "$warm_log"
 
 # ---- pytest ---------------------------------------------------------------------------------
 phase "pytest"
+# CPU-seconds of the whole machine over the pytest phase (/proc/stat, in clock ticks): how busy
+# the workers kept the cores, printed beside the phase's wall time.
+busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat 2>/dev/null || echo 0; }
+busy_before=$(busy_ticks)
 # Parallel workers; tests of one shared service run in its group on one worker (tests/conftest.py).
 workers=(-n "${TRAINWIZ_TEST_WORKERS:-3}" --dist loadgroup)
 if [ "$quick" = 1 ]; then
@@ -121,4 +125,8 @@ else
     python -m pytest "${workers[@]}" "$@"
 fi
 phase_end pytest
+busy_s=$(( ($(busy_ticks) - busy_before) / $(getconf CLK_TCK) ))
+pytest_s=$(( $(date +%s) - phase_start ))
+echo "== pytest used $busy_s CPU-seconds on $(nproc) cores:" \
+     "$(( 100 * busy_s / ( (pytest_s > 0 ? pytest_s : 1) * $(nproc) ) )) % busy"
 echo "== total: $(( $(date +%s) - start_all )) s"

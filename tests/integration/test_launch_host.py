@@ -6,6 +6,7 @@ test's TRAINWIZ_HOME where the shipped ``tiny-cpu`` preset looks for it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -103,7 +104,12 @@ def assert_every_step(lines: list[dict]) -> list[dict]:
     return steps
 
 
-def test_tiny_cpu_detached_end_to_end(home: Path) -> None:
+def test_tiny_cpu_detached_end_to_end_then_chat_export_and_no_resume(
+    home: Path, tmp_path: Path
+) -> None:
+    """The embedded default as a user runs it, then what a user does with the finished run:
+    chat, export, a model card that names the data, and a resume that is refused (one run for
+    the whole walk: each of these once trained the same 150 steps again)."""
     out = cli("launch", "tiny-cpu", "--detach", "--json")
     started = json.loads(out.stdout)
     run_id, run_dir = started["run_id"], Path(started["run_dir"])
@@ -135,6 +141,48 @@ def test_tiny_cpu_detached_end_to_end(home: Path) -> None:
     assert plan["steps"][-1]["id"] == "train"
     assert "@" not in (run_dir / "preset.yaml").read_text().split("training:")[1]
     assert "model saved" in cli("logs", run_id).stdout
+    chat_export_then_refused_resume(run_dir, tmp_path)
+
+
+def chat_export_then_refused_resume(run_dir: Path, tmp_path: Path) -> None:
+    """Chat with and export a finished run of the shipped tiny-cpu (150 steps, no checkpoint)."""
+    chat = json.loads(cli("chat", run_dir.name, "--prompt", "What is 2+2?", "--json").stdout)
+    assert chat["device"] == "cpu"
+    assert chat["turns"][0]["reply"].strip()
+
+    target = tmp_path / "exported"
+    cli("export", run_dir.name, "--to", str(target))
+    names = {p.name for p in target.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.model", "README.md"} <= names
+    card = (target / "README.md").read_text()
+    data = ROOT / "presets" / "data" / "sample_conversations.json"
+    assert hashlib.sha256(data.read_bytes()).hexdigest() in card
+    assert f"{data.stat().st_size} bytes" in card and "| steps | 150 of 150 |" in card
+    load = (
+        "import sys, transformers; "
+        "m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1]); "
+        "t = transformers.AutoTokenizer.from_pretrained(sys.argv[1], use_fast=False); "
+        "print(type(m).__name__, sum(p.numel() for p in m.parameters()), len(t))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", load, str(target)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "LlamaForCausalLM"
+
+    again = cli("export", run_dir.name, "--to", str(target), check=False)
+    assert again.returncode == 2 and "not empty" in again.stderr
+    missing = cli("chat", run_dir.name, "--checkpoint", "7", "--prompt", "x", check=False)
+    assert missing.returncode == 2 and "checkpoint-7" in missing.stderr
+
+    # save_strategy "no": nothing to resume from. A finished run is refused first as finished
+    # (the Monitor's reason); a failed one without a checkpoint for the lack of one
+    # (test_results_add_up, test_resume_records). Nothing of the run changes.
+    before = (run_dir / "status.json").read_text()
+    refused = cli("resume", run_dir.name, check=False)
+    assert refused.returncode == 2
+    assert "the run finished: nothing to resume" in refused.stderr
+    assert (run_dir / "status.json").read_text() == before
 
 
 def test_sigkill_of_the_launcher_leaves_training_running(home: Path, tmp_path: Path) -> None:
