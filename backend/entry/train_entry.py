@@ -364,7 +364,7 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
         flash_ok = attn == "flash_attention_2"
         attn = packing.choose_attention(requested, torch.cuda.is_available(), flash_ok, TORCH_VER)
         if attn == "flex_attention" and requested == "auto" and varlen.wanted():
-            ok, why = varlen.usable(torch, TF_VERSION)
+            ok, why = varlen.usable(torch, TF_VERSION, compiled=bool(layer_opts[0]))
             if ok:
                 varlen.register(transformers)
                 attn, pack.attention_bounds = varlen.NAME, True

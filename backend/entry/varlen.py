@@ -132,9 +132,12 @@ def register(transformers: Any) -> None:
     AttentionInterface.register(NAME, attention)
 
 
-def usable(torch: Any, transformers_version: tuple[int, ...]) -> tuple[bool, str]:
+def usable(
+    torch: Any, transformers_version: tuple[int, ...], compiled: bool = False
+) -> tuple[bool, str]:
     """(True, "") when varlen_attn runs here and agrees with SDPA per document, forward and
-    backward; else (False, why)."""
+    backward, and (``compiled``: regional compile is on) also under torch.compile with two
+    different document counts (the bounds' length is dynamic); else (False, why)."""
     if transformers_version < (4, 48, 0):
         return False, "transformers < 4.48 has no attention interface"
     if not torch.cuda.is_available():
@@ -145,14 +148,18 @@ def usable(torch: Any, transformers_version: tuple[int, ...]) -> tuple[bool, str
     if fn is None:
         return False, f"torch {torch.__version__} has no torch.nn.attention.varlen.varlen_attn"
     try:
-        return _self_check(torch, fn)
+        ok, why = _self_check(torch, fn)
+        if ok and compiled:
+            ok, why = _self_check(torch, torch.compile(fn))
+            ok, why = _self_check(torch, torch.compile(fn), [300, 70]) if ok else (ok, why)
+        return ok, why
     except Exception as exc:  # a kernel missing from this build, an API that moved
         return False, f"varlen_attn failed its check ({type(exc).__name__}: {str(exc)[:200]})"
 
 
-def _self_check(torch: Any, fn: Any) -> tuple[bool, str]:
+def _self_check(torch: Any, fn: Any, lengths: list[int] | None = None) -> tuple[bool, str]:
     gen = torch.Generator(device="cuda").manual_seed(0)
-    lengths, heads, dim = [37, 128, 5, 200], 4, 128
+    lengths, heads, dim = lengths or [37, 128, 5, 200], 4, 128
     total = sum(lengths)
     shape = (total, heads, dim)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen)
