@@ -198,13 +198,17 @@ class ImageScreen(StepScreen):
         self._fill_table()
 
     def _visible_rows(self) -> list[ImageRow]:
+        """The preset's own image first (marked ●, the cursor on it), then the survey's order
+        (newest first). Pinned at the top it is seen without scrolling: a cursor on a row far
+        down made the table scroll once its size settled, by a row more or less with timing."""
         if self.survey is None:
             return []
         current = self.preset.environment.image
         own = self._own_tag()
+        rows = sorted(self.survey.rows, key=lambda r: r.image.ref != current)
         return [
             r
-            for r in self.survey.rows
+            for r in rows
             if self.show_all
             or r.image.ref == current
             or (r.compat.verdict != "incompatible"
@@ -215,13 +219,10 @@ class ImageScreen(StepScreen):
         table = self.query_one(DataTable)
         table.clear()
         current = self.preset.environment.image
-        focus_row = 0
-        for index, row in enumerate(self._visible_rows()):
+        for row in self._visible_rows():
             verdict = row.compat.verdict
             style = VERDICT_STYLE[verdict]
             mark = "●" if row.image.ref == current else ""
-            if row.image.ref == current:
-                focus_row = index
             table.add_row(
                 mark,
                 Text(f"{VERDICT_MARK[verdict]} {_(VERDICT_WORDS[verdict])}", style=style),
@@ -232,9 +233,9 @@ class ImageScreen(StepScreen):
                 "yes" if row.image.local else "",
                 key=row.image.ref,
             )
-        if table.row_count:
-            table.move_cursor(row=focus_row)
-            self._show_reasons(focus_row)
+        if table.row_count:  # the preset's own image, when listed (_visible_rows)
+            table.move_cursor(row=0)
+            self._show_reasons(0)
 
     def _selected(self) -> ImageRow | None:
         rows = self._visible_rows()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from backend.preset import load_preset
 from screens.image import ImageScreen
@@ -29,6 +30,16 @@ async def _surveyed(pilot: Pilot[Any]) -> None:
         seen=lambda: str(screen.query_one("#image-host").render()),
     )
     assert screen.survey is not None
+    # The table measures its rows and columns when the app is next idle (DataTable._on_idle):
+    # a picture taken before that has the header at the old column widths.
+    table = screen.query_one(DataTable)
+    await pilot_until(
+        pilot,
+        lambda: table.row_count > 0 and table.virtual_size.height >= table.row_count + 1,
+        what="the image table measured (its virtual height covering its rows and header)",
+        timeout=30,
+        seen=lambda: f"{table.row_count} rows, virtual size {table.virtual_size}",
+    )
     await pilot.pause()
 
 
