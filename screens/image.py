@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -47,6 +48,10 @@ from widgets.image_text import (
     reasons_text,
     venv_text,
 )
+
+
+def _cell_width(cell: str | Text) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
 
 
 class ImageScreen(StepScreen):
@@ -113,8 +118,7 @@ class ImageScreen(StepScreen):
             yield RichLog(id="image-log", max_lines=2000, wrap=False, markup=False)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("", _("verdict"), _("image"), "torch", "CUDA", _("flavor"), _("local"))
+        self._set_columns([])
         if self.host_runner:
             self._log(_("b builds the training venv once (cached by a hash of its inputs)"), "dim")
         else:
@@ -215,24 +219,39 @@ class ImageScreen(StepScreen):
                 and (not r.image.ref.startswith(ENV_PREFIX) or r.image.ref == own))
         ]  # fmt: skip
 
+    def _set_columns(self, cells: list[tuple[str | Text, ...]]) -> None:
+        """The table's columns, each as wide as its widest cell or label: measured here, so
+        the header and the rows are laid out at once (a DataTable measures auto-width columns
+        only when the app is next idle, and a frame drawn before that had a header at the
+        old widths above rows at the new ones)."""
+        labels = ("", _("verdict"), _("image"), "torch", "CUDA", _("flavor"), _("local"))
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        for index, label in enumerate(labels):
+            widths = [cell_len(label)] + [_cell_width(row[index]) for row in cells]
+            table.add_column(label, width=max(widths))
+
     def _fill_table(self) -> None:
         table = self.query_one(DataTable)
-        table.clear()
         current = self.preset.environment.image
+        cells: list[tuple[str | Text, ...]] = []
+        keys: list[str] = []
         for row in self._visible_rows():
             verdict = row.compat.verdict
             style = VERDICT_STYLE[verdict]
-            mark = "●" if row.image.ref == current else ""
-            table.add_row(
-                mark,
+            cells.append((
+                "●" if row.image.ref == current else "",
                 Text(f"{VERDICT_MARK[verdict]} {_(VERDICT_WORDS[verdict])}", style=style),
                 row.image.ref,
                 row.image.torch or "?",
                 row.image.cuda or "-",
                 row.image.flavor or "?",
                 "yes" if row.image.local else "",
-                key=row.image.ref,
-            )
+            ))  # fmt: skip
+            keys.append(row.image.ref)
+        self._set_columns(cells)
+        for key, row_cells in zip(keys, cells, strict=True):
+            table.add_row(*row_cells, key=key)
         if table.row_count:  # the preset's own image, when listed (_visible_rows)
             table.move_cursor(row=0)
             self._show_reasons(0)

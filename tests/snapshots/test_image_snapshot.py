@@ -30,13 +30,13 @@ async def _surveyed(pilot: Pilot[Any]) -> None:
         seen=lambda: str(screen.query_one("#image-host").render()),
     )
     assert screen.survey is not None
-    # The table measures its rows and columns when the app is next idle (DataTable._on_idle):
-    # a picture taken before that has the header at the old column widths.
+    # The table lays out its rows once the app is idle again (its column widths are the
+    # screen's own): the picture waits until the table holds the rows and the header.
     table = screen.query_one(DataTable)
     await pilot_until(
         pilot,
         lambda: table.row_count > 0 and table.virtual_size.height >= table.row_count + 1,
-        what="the image table measured (its virtual height covering its rows and header)",
+        what="the image table laid out (its virtual height covering its rows and header)",
         timeout=30,
         seen=lambda: f"{table.row_count} rows, virtual size {table.virtual_size}",
     )

@@ -55,7 +55,17 @@ async def test_preset_saved_from_the_wizard_replays_to_the_same_plan(tmp_path: P
             ("learning_rate", "0.001"),
             ("model_max_length", "128"),
         ):
-            editor = screen.query_one(f"#{field_id(path)}", FormField).editor
+            # A value the form took can rebuild the form (the plan's fields follow the
+            # preset): the next field is looked up once it is mounted again.
+            selector = f"#{field_id(path)}"
+            await pilot_until(
+                pilot,
+                lambda selector=selector: bool(screen.query(selector)),
+                what=f"the field {selector} on the form",
+                timeout=20,
+                seen=lambda: [w.id for w in screen.query(FormField)],
+            )
+            editor = screen.query_one(selector, FormField).editor
             assert isinstance(editor, Input)
             editor.value = text
             await _taken(pilot, app, path, text)
