@@ -4,7 +4,7 @@
 # varlen, backend/entry/varlen.py), the same pick on flex_attention as the baseline on the same
 # machine and data, and the pick's settings on long documents. Returns 8 files at most:
 # lora_tune.sh's five, lora-sweep.jsonl (both sweep rows), sweeps.tar.gz, and the caller's log.
-# BASE_CONFIGS=none skips the ShareGPT baseline; LONG_CONFIGS names the long-document rows.
+# BASE_CONFIGS=none / LONG_CONFIGS=none skip the ShareGPT baseline / the long documents; LONG_CONFIGS names the long-document rows.
 # Usage (repo root, .whl carried): set -o pipefail; OUT=dir bash benchmarks/device/lora_varlen.sh 2>&1 | tee $OUT/log.txt
 set -uo pipefail
 D=$(dirname "$0")
@@ -15,8 +15,8 @@ grep -h "attention\|varlen" /tmp/tw-lora-tune/runs/*/train.log 2>/dev/null | sor
 rm -rf /tmp/sw; mkdir -p /tmp/sw
 [ "${BASE_CONFIGS:-}" = none ] || CONFIGS="${BASE_CONFIGS:-p8192-flex}" STEPS=10 MINLEFT=60 \
   BUDGET=${BASE_BUDGET:-140} OUT=/tmp/sw bash $D/lora_sweep.sh
-TAG=long MEDIAN=1600 SIGMA=0.5 CONFIGS="${LONG_CONFIGS:-p8192}" STEPS=10 MINLEFT=60 \
-  BUDGET=${LONG_BUDGET:-150} OUT=/tmp/sw bash $D/lora_sweep.sh
+[ "${LONG_CONFIGS:-}" = none ] || TAG=long MEDIAN=1600 SIGMA=0.5 CONFIGS="${LONG_CONFIGS:-p8192}" \
+  STEPS=10 MINLEFT=60 BUDGET=${LONG_BUDGET:-150} OUT=/tmp/sw bash $D/lora_sweep.sh
 cat /tmp/sw/*.jsonl > $OUT/lora-sweep.jsonl 2>/dev/null
 tar czf $OUT/sweeps.tar.gz -C /tmp sw 2>/dev/null
 true
