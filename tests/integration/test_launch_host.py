@@ -89,6 +89,13 @@ def wait_steps(run_dir: Path, n: int, timeout: float = 180) -> None:
     )
 
 
+def full_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs this test launches train without the suite's pause between steps (tests/conftest.py):
+    the test only waits for them to end, and 130 paused steps of a 150-step run held a worker
+    idle for 32 s."""
+    monkeypatch.setenv("TRAINWIZ_STEP_PAUSE_S", "0")
+
+
 def short_preset(tmp_path: Path, max_steps: int) -> Path:
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["training"]["max_steps"] = max_steps
@@ -105,11 +112,12 @@ def assert_every_step(lines: list[dict]) -> list[dict]:
 
 
 def test_tiny_cpu_detached_end_to_end_then_chat_export_and_no_resume(
-    home: Path, tmp_path: Path
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The embedded default as a user runs it, then what a user does with the finished run:
     chat, export, a model card that names the data, and a resume that is refused (one run for
     the whole walk: each of these once trained the same 150 steps again)."""
+    full_speed(monkeypatch)
     out = cli("launch", "tiny-cpu", "--detach", "--json")
     started = json.loads(out.stdout)
     run_id, run_dir = started["run_id"], Path(started["run_dir"])

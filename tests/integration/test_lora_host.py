@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from backend.entry import ENTRY_DIR
-from tests.integration.test_launch_host import wait_state
+from tests.integration.test_launch_host import full_speed, wait_state
 from tests.trainwiz_cli import cli
 
 pytestmark = [pytest.mark.training, pytest.mark.slow]
@@ -33,7 +33,10 @@ def wait_final(run_id: str, timeout: float = 400) -> dict:
     return wait_state(run_id, ("finished", "failed", "stopped"), timeout)
 
 
-def test_lora_run_saves_an_adapter_that_merges(tiny_model: Path, tmp_path: Path) -> None:
+def test_lora_run_saves_an_adapter_that_merges(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full_speed(monkeypatch)  # the test waits for the run's end only
     home = Path(os.environ["TRAINWIZ_HOME"])  # the tiny model is in it (tests/conftest.py)
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu-lora.yaml").read_text())
     data["training"]["max_steps"] = STEPS

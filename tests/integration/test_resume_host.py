@@ -24,6 +24,7 @@ from backend.runs.resume import trainer_pids
 from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     ROOT,
     cli,
+    full_speed,
     home,
     runs_json,
     wait_state,
@@ -116,7 +117,10 @@ def losses(run_dir: Path) -> dict[int, float]:
     return {s.step: s.loss for s in steps if s.loss is not None}
 
 
-def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+def test_sigkill_then_resume_matches_an_uninterrupted_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full_speed(monkeypatch)  # every run here is waited on to its end (or killed at a marker)
     whole = launch(preset_file(tmp_path, "whole"))
     assert wait_state(whole.name, FINAL)["state"] == "finished"
 
