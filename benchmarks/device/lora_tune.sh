@@ -4,6 +4,7 @@
 # Usage (repo root, on the GPU machine; the wheels of .whl carried: transformers, fschat,
 # liger-kernel, ...):
 #   set -o pipefail; OUT=dir [TOP=2] [STEPS=10] [LAUNCH_STEPS=30] [BUDGET=530] [METHOD=qlora] \
+#       [PACKED_ATTENTION=varlen] \
 #       bash benchmarks/device/lora_tune.sh 2>&1 | tee $OUT/log
 # Makes held-out ShareGPT-like conversations (benchmarks/make_conversations.py, seed 31: no
 # planner constant saw them; the planner's default shape, median 700 sigma 0.8) and a random
@@ -66,6 +67,8 @@ preset["model"] = {"source": "local", "dir": model}
 preset.pop("environment", None)
 preset.pop("container", None)
 preset["launch"] = {"runner": "host", "entry": "trainwiz", "device": "cuda", "nproc_per_node": 1}
+if os.environ.get("PACKED_ATTENTION"):  # PACKED_ATTENTION=varlen: the entry's torch varlen opt-in
+    preset["launch"]["env"] = {"TRAINWIZ_PACKED_ATTENTION": os.environ["PACKED_ATTENTION"]}
 tr = preset["training"]
 tr["method"] = os.environ.get("METHOD") or tr.get("method", "lora")  # METHOD=qlora: QLoRA's tune
 for key in ("save_steps", "save_total_limit", "per_device_eval_batch_size"):

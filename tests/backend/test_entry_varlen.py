@@ -47,6 +47,8 @@ def test_the_collator_adds_bounds_only_when_asked(tmp_path: Any) -> None:
 
 def test_wanted_and_both_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(varlen.ENV, raising=False)
+    assert not varlen.wanted()  # opt-in until measured on a GPU
+    monkeypatch.setenv(varlen.ENV, "varlen")
     assert varlen.wanted()
     monkeypatch.setenv(varlen.ENV, "flex_attention")
     assert not varlen.wanted()
