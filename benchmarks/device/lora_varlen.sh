@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (< 9.5 min, one H100/H200) for docs/performance.md 2026-12-08: tune's own
+# One device call (~9.7 min: run it with timeout_s 595; one H100/H200) for docs/performance.md 2026-12-08: tune's own
 # 6.74B LoRA pick probed with the entry's opt-in packed attention of this round (torch's
 # FlashAttention-2 varlen, backend/entry/varlen.py, through the preset's launch.env), the same
 # settings on flex_attention (row p8192) as the baseline on the same machine and data, and both
