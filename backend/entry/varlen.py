@@ -56,17 +56,17 @@ def kernel(torch: Any) -> Any:
     """torch's varlen_attn with causal masking bound, or None where this torch has none."""
     if "fn" in _STATE:
         return _STATE["fn"]
-    fn = None
     try:
         from torch.nn.attention.varlen import varlen_attn
 
         causal = _causal_kwargs(varlen_attn)
-
-        def fn(q: Any, k: Any, v: Any, cu: Any, max_len: int, scale: float | None) -> Any:
-            return varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scale, **causal)
-
     except (ImportError, AttributeError, TypeError):
-        fn = None
+        _STATE["fn"] = None
+        return None
+
+    def fn(q: Any, k: Any, v: Any, cu: Any, max_len: int, scale: float | None) -> Any:
+        return varlen_attn(q, k, v, cu, cu, max_len, max_len, scale=scale, **causal)
+
     _STATE["fn"] = fn
     return fn
 
