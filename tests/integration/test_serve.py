@@ -38,7 +38,11 @@ def finished_run(tmp_path: Path) -> Path:
 
 
 def ask(port: int, model: str, key: str | None = None) -> dict:
-    body = {"model": model, "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8}
+    """One chat completion, greedy: the API's default temperature (0.7) samples, and a sampled
+    first token of the 2-step tiny model was now and then its end of sequence (an empty answer,
+    0 completion tokens). The seeded run's greedy answer is the same every time."""
+    body = {"model": model, "messages": [{"role": "user", "content": "Hello!"}],
+            "max_tokens": 8, "temperature": 0}  # fmt: skip
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}/v1/chat/completions",
         data=json.dumps(body).encode(),
