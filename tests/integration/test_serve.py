@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from backend.results.serve import serve_processes
+from backend.results.serve_run import stop_serving
 from tests.backend.test_results_add_up import trained_lora_run
 from tests.integration.test_launch_host import ROOT, cli, home, wait_state  # noqa: F401
 from tests.integration.test_resume_host import free_port
@@ -79,29 +80,32 @@ def test_detached_serve_answers_and_stop_leaves_nothing(
     run_dir = finished_run(tmp_path)
     port = free_port()
     monkeypatch.setenv("TW_SERVE_KEY", "k-3x4mple-secret")
-    proc = cli("serve", run_dir.name, "--detach", "--port", str(port), "--device", "cpu",
-               "--api-key-env", "TW_SERVE_KEY")  # fmt: skip
-    base, curl = proc.stdout.strip().splitlines()
-    assert base == f"http://127.0.0.1:{port}/v1"
-    assert curl.startswith(f"curl {base}/chat/completions ") and run_dir.name in curl
-    assert "$API_KEY" in curl and "k-3x4mple-secret" not in proc.stdout + proc.stderr
-    assert not any(b"k-3x4mple-secret" in c for c in cmdlines())  # never on a command line
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        ask(port, run_dir.name)
-    assert refused.value.code == 401
-    answer = ask(port, run_dir.name, "k-3x4mple-secret")
-    assert answer["model"] == run_dir.name
-    assert isinstance(answer["choices"][0]["message"]["content"], str)
-    assert answer["usage"]["completion_tokens"] >= 1
-    workers = [c for c in cmdlines() if b"fastchat.serve.model_worker" in c]
-    assert any(b"--model-names\0" + run_dir.name.encode() in c for c in workers)
-    assert len(serve_processes(run_dir)) >= 3  # controller, worker, API server (+ supervisor)
-    stopped = cli("stop", run_dir.name)
-    assert "stopped serving" in stopped.stdout
-    nothing_left(run_dir)
-    with socket.socket() as sock:  # nothing listens there any more (TIME_WAIT aside)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
+    try:
+        proc = cli("serve", run_dir.name, "--detach", "--port", str(port), "--device", "cpu",
+                   "--api-key-env", "TW_SERVE_KEY")  # fmt: skip
+        base, curl = proc.stdout.strip().splitlines()
+        assert base == f"http://127.0.0.1:{port}/v1"
+        assert curl.startswith(f"curl {base}/chat/completions ") and run_dir.name in curl
+        assert "$API_KEY" in curl and "k-3x4mple-secret" not in proc.stdout + proc.stderr
+        assert not any(b"k-3x4mple-secret" in c for c in cmdlines())  # never on a command line
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            ask(port, run_dir.name)
+        assert refused.value.code == 401
+        answer = ask(port, run_dir.name, "k-3x4mple-secret")
+        assert answer["model"] == run_dir.name
+        assert isinstance(answer["choices"][0]["message"]["content"], str)
+        assert answer["usage"]["completion_tokens"] >= 1
+        workers = [c for c in cmdlines() if b"fastchat.serve.model_worker" in c]
+        assert any(b"--model-names\0" + run_dir.name.encode() in c for c in workers)
+        assert len(serve_processes(run_dir)) >= 3  # controller, worker, API server (+ supervisor)
+        stopped = cli("stop", run_dir.name)
+        assert "stopped serving" in stopped.stdout
+        nothing_left(run_dir)
+        with socket.socket() as sock:  # nothing listens there any more (TIME_WAIT aside)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+    finally:  # a failed assertion must not leave the servers running for the rest of the suite
+        stop_serving(run_dir)
 
 
 def test_foreground_serve_of_a_lora_run_stops_on_ctrl_c(tmp_path: Path, tiny_model: Path) -> None:
