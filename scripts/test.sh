@@ -123,14 +123,9 @@ busy_before=$(busy_ticks)
 # and a fourth worker fills those waits (916 s of pytest with three, 822-846 s with four, measured
 # 2026-12-07). The quick tier is in-process CPU work: three.
 if [ "$quick" = 1 ]; then
-    workers=(-n "${TRAINWIZ_TEST_WORKERS:-3}" --dist loadgroup)
+    python -m pytest -n "${TRAINWIZ_TEST_WORKERS:-3}" --dist loadgroup --quick "$@"
 else
-    workers=(-n "${TRAINWIZ_TEST_WORKERS:-4}" --dist loadgroup)
-fi
-if [ "$quick" = 1 ]; then
-    python -m pytest "${workers[@]}" --quick "$@"
-else
-    python -m pytest "${workers[@]}" "$@"
+    python -m pytest -n "${TRAINWIZ_TEST_WORKERS:-4}" --dist loadgroup "$@"
 fi
 phase_end pytest
 busy_s=$(( ($(busy_ticks) - busy_before) / $(getconf CLK_TCK) ))
