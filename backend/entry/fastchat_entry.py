@@ -140,6 +140,7 @@ class Hooks:
             log(str(exc))
             self.metrics.end(train_runtime=0.0, saved_to=None, ok=False, error=str(exc),
                              reason=ranks.REASON)  # fmt: skip
+            ranks.meet_before_refusing(torch)
             raise SystemExit(ranks.EXIT_CODE) from None
         except BaseException as exc:
             fields = self.parallel or {}

@@ -20,6 +20,7 @@ Why each part exists:
 """
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import os
@@ -114,6 +115,27 @@ def trainer_world(training_args, torch):
             "does), on GPUs give each process a GPU (launch.nproc_per_node <= GPUs per node)"
         )
     return fields
+
+
+def meet_before_refusing(torch, seconds=120):
+    """Before a rank exits with the refusal: wait until every rank has reached it (gloo only).
+
+    HF initializes the process group even when it then trains NOT_PARALLEL. The first rank to
+    refuse and exit closes its gloo connections while a slower rank may still be inside
+    ``init_process_group``: that rank dies with "Connection closed by peer" (exit 1) and
+    torchrun names *it* the root cause, hiding the refusal. Met here, every rank exits with
+    :data:`EXIT_CODE`. NCCL is left alone: its barrier needs a GPU per rank, which a mismatched
+    launch may not have, and it connects lazily, so it has no such race."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return False
+    if dist.get_backend() != "gloo":
+        return False
+    try:
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=seconds))
+    except Exception:  # a rank that died some other way: refuse anyway, do not hang
+        return False
+    return True
 
 
 def ranks_dir():

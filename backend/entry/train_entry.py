@@ -349,6 +349,7 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
         MetricsCallback(os.environ.get("TRAINWIZ_METRICS"), TokenCounter(), {}).end(
             train_runtime=0.0, saved_to=None, ok=False, error=str(exc), reason=ranks.REASON
         )
+        ranks.meet_before_refusing(torch)
         raise SystemExit(ranks.EXIT_CODE) from None
     log(
         f"world size {parallel['world_size']} ({parallel['parallel_mode']}, "

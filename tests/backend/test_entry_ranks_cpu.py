@@ -24,3 +24,45 @@ def test_nothing_is_removed_without_fsdp_flags() -> None:
     argv = ["--fsdp_state_dict_patch_is_not_a_flag_here", "--output_dir", "o"]
     assert ranks.without_fsdp_on_cpu(argv, torch) == []
     assert argv == ["--fsdp_state_dict_patch_is_not_a_flag_here", "--output_dir", "o"]
+
+
+class FakeDistributed:
+    """A stand-in for ``torch.distributed``: the race it guards (one rank still inside
+    ``init_process_group`` while another exits) cannot be staged on cue with real processes."""
+
+    def __init__(self, backend: str, world: int, initialized: bool = True) -> None:
+        self.backend, self.world, self.initialized = backend, world, initialized
+        self.barriers: list[float] = []
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def get_world_size(self) -> int:
+        return self.world
+
+    def get_backend(self) -> str:
+        return self.backend
+
+    def monitored_barrier(self, timeout: object) -> None:
+        self.barriers.append(timeout.total_seconds())  # type: ignore[attr-defined]
+
+
+class FakeTorch:
+    def __init__(self, dist: FakeDistributed) -> None:
+        self.distributed = dist
+
+
+def test_a_refusing_rank_waits_for_the_others_on_gloo() -> None:
+    dist = FakeDistributed("gloo", 2)
+    assert ranks.meet_before_refusing(FakeTorch(dist), seconds=7) is True
+    assert dist.barriers == [7.0]
+
+
+def test_no_barrier_alone_uninitialized_or_on_nccl() -> None:
+    for dist in (FakeDistributed("gloo", 1), FakeDistributed("gloo", 2, initialized=False),
+                 FakeDistributed("nccl", 2)):  # fmt: skip
+        assert ranks.meet_before_refusing(FakeTorch(dist)) is False
+        assert dist.barriers == []

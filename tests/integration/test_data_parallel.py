@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -118,6 +119,15 @@ def test_two_processes_share_one_epoch_and_a_trainer_that_would_train_copies_fai
     assert_copies_refused(run_dir, tmp_path / "again")
 
 
+def assert_refused_on_every_rank(proc: subprocess.CompletedProcess[str]) -> None:
+    """torchrun's root cause is the refusal (exit 4), whichever rank exits first: a rank still
+    inside init_process_group once died "Connection closed by peer" and was named instead."""
+    output = proc.stdout + proc.stderr
+    root_cause = output.split("Root Cause", 1)[-1]
+    assert proc.returncode != 0 and re.search(r"exitcode\s*:\s*4\b", root_cause), output[-3000:]
+    assert "Connection closed by peer" not in output, output[-3000:]
+
+
 def assert_copies_refused(run_dir: Path, where: Path) -> None:
     """The finished run's train step again (the same entry, the same two processes), but the
     trainer told it is not on the CPU (--use_cpu False): HF then trains NOT_PARALLEL, world size
@@ -127,7 +137,7 @@ def assert_copies_refused(run_dir: Path, where: Path) -> None:
     env = {**os.environ, **train["env"], "TRAINWIZ_METRICS": str(metrics)}
     argv = [*train["argv"], "--use_cpu", "False", "--output_dir", str(where / "out")]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0
+    assert_refused_on_every_rank(proc)
     end = [json.loads(x) for x in metrics.read_text().splitlines()][-1]
     assert end["kind"] == "end" and end["reason"] == "world_size_mismatch"
     assert "torchrun started 2 processes but the trainer uses world size 1" in end["error"]
