@@ -9,7 +9,9 @@ calls the Trainer's ``_save_checkpoint`` makes: torch's FSDP (FULL_SHARD, transf
 use_orig_params) over the tiny model a real trainwiz run trained, two AdamW steps, then
 accelerate's ``save_fsdp_model``/``save_fsdp_optimizer`` (DCP ``pytorch_model_fsdp_0/``,
 ``optimizer_0/``) and trainwiz's marker. The same parameters gathered with FULL_STATE_DICT are
-the reference the export must equal.
+the reference the export must equal. The writer's ranks end as the entry's do
+(``backend/entry/ending.py``'s ``finish``), so its output also shows a real 2-rank FSDP job
+ending cleanly on every rank.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     home,
     wait_state,
 )
+from tests.integration.test_rank_ending import assert_clean
 from tests.integration.test_resume_host import FINAL, free_port, launch, preset_file
 from tests.integration.test_serve import ask, cmdlines, nothing_left
 
@@ -49,6 +52,7 @@ def sharded_checkpoint(model: Path, checkpoint: Path, reference: Path, step: int
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_clean(proc)  # both FSDP ranks ended the entry's way (ending.py): no abort, no threads
 
 
 def listing(folder: Path) -> dict[str, tuple[int, int]]:

@@ -3,11 +3,14 @@ refused resume of a finished run are walked on the shipped preset's run in test_
 
 The crash is real: the test SIGKILLs the training worker (the python running the run's
 train_entry.py; torchrun starts it in its own session) once a complete checkpoint exists, as the
-kernel's OOM killer would. Resumed runs are compared with an uninterrupted run of the same seed.
+kernel's OOM killer would. Resumed runs are compared with an uninterrupted run of the same seed; the resumed one also adds
+up (its summary line's mean is over every step once, as the Trainer's and the metrics' end lines
+say), its kill is not blamed on host RAM, and a second resume of it, finished, is refused.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -19,7 +22,9 @@ import pytest
 import yaml
 
 from backend.entry.checkpoints import MARKER
-from backend.monitor.metrics import RunStart, StepRecord, continued_series, read_events
+from backend.monitor.figures import mean_loss
+from backend.monitor.metrics import RunEnd, RunStart, StepRecord, continued_series, read_events
+from backend.results.offers import resume_offer
 from backend.runs.resume import trainer_pids
 from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     ROOT,
@@ -130,11 +135,11 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(
     assert failed["state"] == "failed", failed
     assert killed_at < 60
 
+    attempt_one = json.loads((broken / "attempts.json").read_text())[0]
+    assert attempt_one.get("diagnosis_category") != "host_oom", attempt_one  # kill -9, RAM free
+
     out = cli("resume", broken.name)  # follows the log to the end
-    # Resume ends as launch does: the state line, then the summary line.
-    assert "finished: finished" in out.stderr and "steps, loss" in out.stderr.splitlines()[-1], (
-        out.stderr
-    )
+    assert_resume_adds_up(broken, out.stderr, 60)
     assert runs_json()[broken.name]["state"] == "finished"
 
     events = read_events(broken / "metrics.jsonl")
@@ -169,6 +174,30 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(
     assert listed[broken.name]["last_checkpoint"] == 60
     assert listed[broken.name]["best_eval_loss"] == min(e.eval_loss for e in evals)
     assert "ckpt 60" in cli("runs").stdout
+
+    again = cli("resume", broken.name, check=False)  # a finished run: the Monitor's reason
+    assert again.returncode == 2
+    assert again.stderr.strip().endswith(resume_offer(broken, "finished").reason)
+
+
+def assert_resume_adds_up(run_dir: Path, stderr: str, total: int) -> None:
+    """Resume ends as launch does: the state line, then the summary line with the mean over
+    every step once. The Trainer's own end line and the metrics end line say the same mean
+    (HF alone would divide the resumed attempt's sum by every step)."""
+    lines = stderr.strip().splitlines()
+    assert lines[-2] == f"trainwiz: run {run_dir.name} finished: finished", lines[-3:]
+    steps, _evals = continued_series(read_events(run_dir / "metrics.jsonl"))
+    mean = mean_loss(steps)
+    assert mean is not None
+    assert lines[-1].startswith(f"trainwiz: {total}/{total} steps, loss "), lines[-1]
+    assert f"(mean {mean:.3g}), " in lines[-1] and " real tokens/s (attempt 2: " in lines[-1]
+    assert ", wall time " in lines[-1] and ", model in " in lines[-1]
+    end_lines = [ln for ln in (run_dir / "train.log").read_text().splitlines()
+                 if "'train_runtime'" in ln]  # fmt: skip
+    hf_end = ast.literal_eval(end_lines[-1][end_lines[-1].index("{'train_runtime'") :])
+    assert hf_end["train_loss"] == pytest.approx(mean, abs=1e-3)
+    ends = [e for e in read_events(run_dir / "metrics.jsonl") if isinstance(e, RunEnd)]
+    assert ends[-1].train_loss == pytest.approx(mean, abs=1e-3)
 
 
 def test_max_restarts_resumes_once_by_itself(tmp_path: Path) -> None:
