@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
@@ -34,14 +35,20 @@ def render_summary(
     out = head
     if s.method:  # LoRA/QLoRA: only the adapters train (docs/lora.md)
         out.append("\n" + s.method, style="magenta")
-    bar_w = max(5, min(20, width - 18))
     if s.max_steps:
         frac = s.progress or 0.0
+        # The bar takes what the step numbers leave of the line: one row at any step count. Room
+        # is kept for the last step and 100 %, so the bar keeps its length through the run.
+        last = _("step {step}/{max}").format(step=s.max_steps, max=s.max_steps)
+        steps = _("step {step}/{max}").format(step=s.step, max=s.max_steps)
+        steps += " " * (max(0, cell_len(last) - cell_len(steps)) + 1)
+        percent = f" {frac:.0%}".rjust(5)
+        bar_w = max(1, min(20, width - cell_len(steps) - cell_len(percent)))
         full = round(frac * bar_w)
-        out.append("\n" + _("step {step}/{max}").format(step=s.step, max=s.max_steps) + " ")
+        out.append("\n" + steps)
         out.append("█" * full, style="green")
         out.append("░" * (bar_w - full), style="dim")
-        out.append(f" {frac:.0%}")
+        out.append(percent)
     else:
         out.append("\n" + _("step {step}").format(step=s.step))
     over = s.finished or state in FINAL_STATES
@@ -135,4 +142,6 @@ class ThroughputMeter(Static):
             self.state = state
         if note is not None:
             self.note = note
-        self.update(render_summary(self.summary, self.state, self.size.width or 30, self.note))
+        # The text lies inside the panel's padding: its width, not the panel's, is the line's.
+        width = self.content_size.width or 30
+        self.update(render_summary(self.summary, self.state, width, self.note))
