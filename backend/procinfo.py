@@ -17,7 +17,10 @@ class Proc:
     state: str  # R, S, D, T (stopped), Z (zombie), ...
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (which may hold spaces and ")"):
+    ``[0]`` the state, ``[1]`` the parent pid, ``[11]``/``[12]`` user/system ticks, ``[19]`` the
+    start time; None when the process is gone."""
     try:
         text = (PROC / str(pid) / "stat").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -32,7 +35,7 @@ def proc_info(pid: int | None) -> Proc | None:
     """The live process ``pid`` (None when gone or a zombie)."""
     if not pid or pid <= 0:
         return None
-    fields = _stat_fields(pid)
+    fields = stat_fields(pid)
     if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
         return None
     return Proc(pid=pid, start=int(fields[19]), state=fields[0])

@@ -23,6 +23,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from backend.procinfo import stat_fields
+
 TICK = os.sysconf("SC_CLK_TCK")
 PERIOD_S = 0.5
 
@@ -89,12 +92,9 @@ def sample(totals: dict[str, float], stop: threading.Event) -> None:
         stats: dict[int, list[str]] = {}
         for entry in os.listdir("/proc"):
             if entry.isdigit() and int(entry) != me:
-                try:
-                    stats[int(entry)] = (
-                        Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-                    )
-                except OSError:
-                    continue
+                fields = stat_fields(int(entry))
+                if fields is not None:
+                    stats[int(entry)] = fields
         parent = {pid: int(fields[1]) for pid, fields in stats.items()}
 
         seen = set()

@@ -40,8 +40,7 @@ def render_summary(
         # The bar takes what the step numbers leave of the line: one row at any step count. Room
         # is kept for the last step and 100 %, so the bar keeps its length through the run.
         last = _("step {step}/{max}").format(step=s.max_steps, max=s.max_steps)
-        steps = _("step {step}/{max}").format(step=s.step, max=s.max_steps)
-        steps += " " * (max(0, cell_len(last) - cell_len(steps)) + 1)
+        steps = _("step {step}/{max}").format(step=s.step, max=s.max_steps).ljust(len(last)) + " "
         percent = f" {frac:.0%}".rjust(5)
         bar_w = max(1, min(20, width - cell_len(steps) - cell_len(percent)))
         full = round(frac * bar_w)
