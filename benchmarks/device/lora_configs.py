@@ -47,6 +47,12 @@ ROWS: dict[str, dict[str, Any]] = {
     # what tune would pick at 16,384 with the preset's dropout, were its compile in budget
     "p16384-rc8": {"pack_tokens": 16384, "gradient_accumulation_steps": 1,
                    "recompute_layers": 8},
+    # the same two on varlen attention: no flex compile inside the layer graph
+    "p16384-rc8-varlen": {"pack_tokens": 16384, "gradient_accumulation_steps": 1,
+                          "recompute_layers": 8, "env": {"TRAINWIZ_PACKED_ATTENTION": "varlen"}},
+    "p16384-d0-varlen": {"pack_tokens": 16384, "gradient_accumulation_steps": 1,
+                         "lora": {"lora_dropout": 0.0},
+                         "env": {"TRAINWIZ_PACKED_ATTENTION": "varlen"}},
     "p8192x2-d0": {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
                    "lora": {"lora_dropout": 0.0}},
     "p8192-qv": {"lora": {"lora_target_modules": ["q_proj", "v_proj"]}},
