@@ -129,10 +129,41 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
     return out.unsqueeze(0), None
 
 
+# The bounds ride in the model's keyword arguments to every attention call; transformers' own
+# loss takes and ignores them, but Liger's fused linear cross-entropy (``use_liger_kernel``) passes
+# its keyword arguments on to a kernel that accepts none of these: TypeError on the first step
+# (measured on an H100, 2026-12-09).
+BOUNDS_KEYS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
+
+
 def register(transformers: Any) -> None:
     from transformers import AttentionInterface
 
     AttentionInterface.register(NAME, attention)
+    keep_bounds_out_of_liger_loss()
+
+
+def keep_bounds_out_of_liger_loss() -> bool:
+    """Wrap Liger's loss entry so the document bounds stop at the attention; False where
+    liger_kernel (or that function of it) is not there."""
+    try:
+        import liger_kernel.transformers.model.loss_utils as loss_utils
+    except Exception:  # not installed, or no GPU stack for its import: Liger stays off anyway
+        return False
+    original = getattr(loss_utils, "fixed_fused_linear_cross_entropy", None)
+    if original is None:
+        return False
+    if getattr(original, "_trainwiz_no_bounds", False):
+        return True
+
+    def without_bounds(*args: Any, **kwargs: Any) -> Any:
+        for key in BOUNDS_KEYS:
+            kwargs.pop(key, None)
+        return original(*args, **kwargs)
+
+    without_bounds._trainwiz_no_bounds = True  # type: ignore[attr-defined]
+    loss_utils.fixed_fused_linear_cross_entropy = without_bounds
+    return True
 
 
 def usable(

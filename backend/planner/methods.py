@@ -68,6 +68,13 @@ LORA_MODULE_OVERHEAD_S = 0.00015
 # the H200's one QLoRA row (b1, recompute; in-sample) as a factor on LoRA's compute; never
 # measured without recompute, where the dequantisation passes drop from three to two.
 QLORA_SLOWDOWN = 1.47
+# Under regional compile the rest of a QLoRA step runs as LoRA's; what is added is a pass over
+# the weights per forward, backward and recompute: bitsandbytes reads the nf4 weight and writes
+# it in bf16, and the matmul reads that back (0.52 + 2 + 2 bytes a parameter) at HBM bandwidth,
+# whatever the micro-step's tokens. First principles, not fitted: tune's first QLoRA probe on an
+# H100 (packed 8192 x 1, ga 2, Liger's loss, compile, 2026-12-09) ran 16,405 real tokens/s, this
+# term predicts 16,527 (+0.7 %); the flat 1.47 factor predicted 12,465 (-24 %).
+QLORA_DEQUANT_BYTES_PER_PARAM = NF4_BYTES_PER_PARAM + 2 + 2
 # ZeRO-3 on the H200 (same row set): each micro-step 2.56x the unsharded prediction (the gather/
 # release hooks around every module run even on one GPU), and DeepSpeed's CPU Adam 1.32x the
 # host Adam rate that FSDP's offload was calibrated on. First principles predicted 2.5x / 1.5x
@@ -278,6 +285,17 @@ def lora_compute_s(
     )
 
 
+def qlora_compute_s(lora_s: float, shape: ModelShape, s: TrainSettings, gpu: GpuSpec) -> float:
+    """A QLoRA micro-step from LoRA's: compiled layers add the dequantisation passes over the
+    weights (one per forward, backward and recomputed forward); eager steps keep the factor
+    measured on an eager, recomputed row (the dequantisation's kernels unfused there)."""
+    if not s.compile_layers:
+        return lora_s * QLORA_SLOWDOWN
+    passes = 2 + (s.recomputed(shape.layers) / max(shape.layers, 1) if s.checkpointing else 0.0)
+    weights = shape.n_params_no_embedding * QLORA_DEQUANT_BYTES_PER_PARAM
+    return lora_s + passes * weights / gpu.hbm_bytes_per_s
+
+
 def predict_method_throughput(
     shape: ModelShape,
     s: TrainSettings,
@@ -296,8 +314,8 @@ def predict_method_throughput(
     optimizer = base.optimizer_s
     if m.adapters:
         compute = lora_compute_s(compute, shape, s, gpu, m)
-        if m.method == "qlora":  # measured with recompute only (b1): a factor on LoRA's
-            compute *= QLORA_SLOWDOWN
+        if m.method == "qlora":
+            compute = qlora_compute_s(compute, shape, s, gpu)
         optimizer *= adapter_params(shape, m) / P
         out.comm_s = base.comm_s * adapter_params(shape, m) / P  # only adapter grads reduce
     elif m.offload_optimizer:

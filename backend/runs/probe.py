@@ -140,7 +140,7 @@ def probe(
             out.notes.append("cancelled")
             break
         row = _row(est)
-        say(f"probe {i + 1}/{min(len(ranked), top)}: {row.label}")
+        say(probe_line(i + 1, min(len(ranked), top), row.label))
         _measure(out, _apply(preset, est.settings), f"{preset.name}-probe{i + 1}", row,
                  steps=steps, warmup=warmup, timeout_s=timeout_s, cancel=cancel,
                  compile_budget_s=compile_budget_s, launcher=launcher)  # fmt: skip
@@ -149,6 +149,13 @@ def probe(
             _learn(learn, est, row)
     _pick(out)
     return out
+
+
+def probe_line(n: int, top: int, label: str) -> str:
+    """The progress line of the n-th probe of ``top``; one past them replaces a failed probe."""
+    if n <= top:
+        return f"probe {n}/{top}: {label}"
+    return f"probe {n} (in place of a failed one): {label}"
 
 
 def _learn(learn: tuple[str, Any, Any], est: Estimate, row: ProbeRow, method: str = "full") -> None:
@@ -223,7 +230,7 @@ def probe_methods(
             out.rows.append(row)
             continue
         launched += 1
-        say(f"probe {launched}/{top}: {row.label}")
+        say(probe_line(launched, top, row.label))
         _measure(out, row.preset, f"{preset.name}-probe{launched}", row,
                  steps=steps, warmup=warmup, timeout_s=timeout_s, cancel=cancel,
                  compile_budget_s=compile_budget_s, launcher=launcher)  # fmt: skip

@@ -123,3 +123,64 @@ def test_the_attention_refuses_a_batch_without_bounds() -> None:
     q = torch.zeros(1, 2, 4, 8)
     with pytest.raises(RuntimeError, match="cu_seq_lens_q"):
         varlen.attention(None, q, q, q, None)
+
+
+def _liger_stand_in(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A stand-in for liger_kernel's loss module (its kernels need Triton and a GPU), named so:
+    the same call chain as liger-kernel 0.6.4, where the model's forward hands every keyword
+    argument to ``LigerForCausalLMLoss``, which calls ``fixed_fused_linear_cross_entropy`` by its
+    module's global name, which passes them on to a kernel that takes none of the bounds."""
+    import types
+
+    module = types.ModuleType("liger_kernel.transformers.model.loss_utils")
+    seen: dict[str, Any] = {}
+
+    def kernel(hidden: Any, weight: Any, target: Any, reduction: str = "mean") -> str:
+        seen["called"] = True
+        return "loss"
+
+    def fixed_fused_linear_cross_entropy(
+        hidden: Any, weight: Any, target: Any, **kwargs: Any
+    ) -> Any:
+        return kernel(hidden, weight, target, **kwargs)
+
+    def liger_for_causal_lm_loss(hidden: Any, weight: Any, labels: Any, **kwargs: Any) -> Any:
+        return module.fixed_fused_linear_cross_entropy(hidden, weight, labels, **kwargs)
+
+    module.fixed_fused_linear_cross_entropy = fixed_fused_linear_cross_entropy  # type: ignore[attr-defined]
+    module.LigerForCausalLMLoss = liger_for_causal_lm_loss  # type: ignore[attr-defined]
+    for name in ("liger_kernel", "liger_kernel.transformers", "liger_kernel.transformers.model"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    sys.modules["liger_kernel.transformers.model"].loss_utils = module  # type: ignore[attr-defined]
+    module.seen = seen  # type: ignore[attr-defined]
+    return module
+
+
+def test_the_bounds_stop_at_the_attention_and_never_reach_ligers_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Varlen with use_liger_kernel failed its first step on an H100 (TypeError: unexpected
+    keyword argument 'cu_seq_lens_q' from Liger's loss): registering the attention now keeps
+    the bounds out of Liger's loss, once however often it is registered."""
+    liger = _liger_stand_in(monkeypatch)
+    bounds = {
+        "cu_seq_lens_q": [0, 3],
+        "cu_seq_lens_k": [0, 3],
+        "max_length_q": 3,
+        "max_length_k": 3,
+    }
+    with pytest.raises(TypeError, match="cu_seq_lens_q"):
+        liger.LigerForCausalLMLoss("h", "w", "y", **bounds)
+    varlen.register(transformers)
+    varlen.register(transformers)
+    assert liger.LigerForCausalLMLoss("h", "w", "y", **bounds, reduction="sum") == "loss"
+    assert liger.seen == {"called": True}
+    assert liger.fixed_fused_linear_cross_entropy._trainwiz_no_bounds
+
+
+def test_without_liger_the_attention_registers_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "liger_kernel", None)  # an import of it fails
+    assert varlen.keep_bounds_out_of_liger_loss() is False
+    varlen.register(transformers)
+    assert varlen.NAME in transformers.AttentionInterface._global_mapping

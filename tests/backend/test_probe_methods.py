@@ -112,3 +112,21 @@ def test_method_rows_correct_their_own_method_and_no_other() -> None:
     result = tune(base_preset(), gpu_spec("h200"), shape, dist=DIST, host_ram=128 * GIB)
     assert result.after.base is None
     assert any(c.estimate.base is not None for c in result.methods if c.method.method == "lora")
+
+
+def test_a_probe_in_place_of_a_failed_one_says_so(tmp_path: Path) -> None:
+    """On an H100 a first LoRA probe failed and the next read 'probe 2/1': a count gone wrong
+    to the reader. The extra probe now says it replaces a failed one."""
+    from tests.backend.test_tune_probe import FakeLauncher
+
+    preset, ranked, _shape = _lora_7b_on_h200()
+    lora = [c for c in ranked if c.method.method == "lora"][:2]
+    fake = FakeLauncher(tmp_path, ["nolaunch", "ok 5000 40"])
+    said: list[str] = []
+    out = probe_methods(preset, lora, top=1, steps=4, warmup=1, launcher=fake.api,
+                        progress=said.append)  # fmt: skip
+    assert out.winner is not None and out.winner.measured_real_tokens_per_s == 5000
+    heads = [line for line in said if line.startswith("probe ")]
+    assert heads[0].startswith("probe 1/1: ")
+    assert heads[1].startswith("probe 2 (in place of a failed one): ")
+    assert not [line for line in said if "2/1" in line]
