@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -47,6 +47,14 @@ class LengthDist:
     lengths: tuple[int, ...]
     source: str
     records: int | None = None  # conversations in the data set (None: len(lengths))
+    # (sum, sum of squares, count) of the lengths truncated at each seq asked: tune asks the
+    # same few seqs thousands of times (a pass over the lengths each was 90 % of its search)
+    _sums: dict[int, tuple[int, int, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+    _fills: dict[tuple[int, int], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     @property
     def n(self) -> int:
@@ -55,9 +63,17 @@ class LengthDist:
     def truncated(self, seq: int) -> list[int]:
         return [min(x, seq) for x in self.lengths]
 
+    def sums(self, seq: int) -> tuple[int, int, int]:
+        got = self._sums.get(seq)
+        if got is None:
+            t = self.truncated(seq)
+            got = (sum(t), sum(x * x for x in t), len(t))
+            self._sums[seq] = got
+        return got
+
     def mean_tokens(self, seq: int) -> float:
-        t = self.truncated(seq)
-        return sum(t) / len(t) if t else 0.0
+        total, _squares, count = self.sums(seq)
+        return total / count if count else 0.0
 
     def padding_fraction(self, seq: int) -> float:
         """Share of a padded batch's tokens that are padding (FastChat pads to ``seq``)."""
@@ -65,12 +81,14 @@ class LengthDist:
 
     def attended(self, seq: int) -> float:
         """Mean length a token attends over (E[l^2]/E[l]): attention FLOPs per packed token."""
-        t = self.truncated(seq)
-        total = sum(t)
-        return sum(x * x for x in t) / total if total else 0.0
+        total, squares, _count = self.sums(seq)
+        return squares / total if total else 0.0
 
     def packed_fill(self, seq: int, budget: int) -> float:
-        return _fill(self.lengths[:MAX_SIMULATED], seq, budget)
+        got = self._fills.get((seq, budget))
+        if got is None:
+            got = self._fills[(seq, budget)] = _fill(self.lengths[:MAX_SIMULATED], seq, budget)
+        return got
 
     def epoch_tokens(self, seq: int) -> float:
         """Real tokens in one pass over the data (the mean scaled to the record count)."""
