@@ -1,9 +1,13 @@
-"""Facts about one process from ``/proc``: alive (not a zombie), and whether a recorded pid is
-still the same process (its start time), for modules below ``backend.runs`` (port claims).
+"""Facts about processes from ``/proc``: alive (not a zombie), whether a recorded pid is still
+the same process (its start time), and the one scan that finds processes by what their
+environment or command line holds (a run's, a queue item's, a server's), for every module that
+looks for processes, ``backend.runs`` and below (port claims).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,3 +54,41 @@ def same_process(pid: int | None, start: int | None) -> bool:
     """``pid`` is alive and is still the process recorded with ``start`` (not a reused pid)."""
     info = proc_info(pid)
     return info is not None and start is not None and info.start == start
+
+
+def env_entry(key: str, value: str | Path) -> bytes:
+    """``KEY=VALUE`` as it stands in ``/proc/PID/environ``, its terminating NUL included."""
+    return f"{key}={value}".encode() + b"\0"
+
+
+def holds_entry(environ: bytes, entry: bytes) -> bool:
+    """The environment block has this whole ``KEY=VALUE\\0`` entry (not a longer value)."""
+    return environ.startswith(entry) or b"\0" + entry in environ
+
+
+def find_processes(
+    *, env: bytes | None = None, cmdline: bytes | None = None, skip: Iterable[int] = ()
+) -> list[Proc]:
+    """Live processes (zombies excluded) whose environment holds the entry ``env``
+    (``env_entry``) or whose command line contains ``cmdline``; this process and ``skip``
+    never count. The cheap test runs first: /proc/PID/stat is read only for a match."""
+    skipped = {os.getpid(), *skip}
+    found: list[Proc] = []
+    try:
+        entries = list(PROC.iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) in skipped:
+            continue
+        try:
+            if env is not None and not holds_entry((entry / "environ").read_bytes(), env):
+                continue
+            if cmdline is not None and cmdline not in (entry / "cmdline").read_bytes():
+                continue
+        except OSError:
+            continue
+        info = proc_info(int(entry.name))
+        if info is not None:
+            found.append(info)
+    return found

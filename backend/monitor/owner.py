@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from backend.procinfo import stat_fields
+
 try:  # the wizard always has psutil; a bare GPU box running the probe script may not
     import psutil
 except ImportError:  # pragma: no cover - exercised only where psutil is absent
@@ -53,12 +55,10 @@ def _descendants(root: int) -> set[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text(encoding="utf-8")
-        except OSError:
+        fields = stat_fields(int(entry.name))
+        if fields is None or len(fields) < 2:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # comm may hold spaces and ")"
-        children.setdefault(ppid, []).append(int(entry.name))
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
     found: set[int] = set()
     todo = [root]
     while todo:

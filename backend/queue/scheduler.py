@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import nvml, paths, subproc
-from backend.procinfo import PROC
+from backend.procinfo import env_entry, find_processes
 from backend.queue import db
 from backend.queue.admit import Decision, decide_cpu, decide_gpus, decide_slurm
 from backend.queue.launcher import MARKER, result_path
@@ -53,27 +53,7 @@ def say(line: str) -> None:
 def marked_processes(token: str) -> list[int]:
     """Live processes whose environment carries this item's token (its launcher, and after it
     the run's watcher and training)."""
-    marker = f"{MARKER}={token}".encode() + b"\0"
-    found: list[int] = []
-    try:
-        entries = list(PROC.iterdir())
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if environ.startswith(marker) or b"\0" + marker in environ:
-            try:  # a zombie (exited, not yet reaped) has run its course
-                if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-            except (OSError, IndexError):
-                continue
-            found.append(int(entry.name))
-    return found
+    return [p.pid for p in find_processes(env=env_entry(MARKER, token))]
 
 
 def run_of(token: str) -> str | None:

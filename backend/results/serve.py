@@ -36,6 +36,7 @@ from typing import IO, Any
 from backend import ports, subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
+from backend.procinfo import env_entry, find_processes
 from backend.results import serve_checks
 from backend.results.serve_template import (
     TEMPLATE_ENV,
@@ -205,20 +206,8 @@ class Serving:
 
 def serve_processes(run_dir: Path, exclude: tuple[int, ...] = ()) -> list[int]:
     """Live processes with this run's serve marker in their environment."""
-    marker = f"{MARK_ENV}={run_dir.resolve()}".encode() + b"\0"
-    skip = {os.getpid(), *exclude}
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        if int(entry.name) in skip:
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and (environ.startswith(marker) or b"\0" + marker in environ):
-            found.append(int(entry.name))
-    return sorted(found)
+    marker = env_entry(MARK_ENV, run_dir.resolve())
+    return sorted(p.pid for p in find_processes(env=marker, skip=exclude))
 
 
 def end_leftovers(run_dir: Path, exclude: tuple[int, ...] = ()) -> None:

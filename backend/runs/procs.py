@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from backend import subproc
-from backend.procinfo import PROC, Proc, proc_info, same_process, start_time
+from backend.procinfo import (
+    PROC,
+    Proc,
+    env_entry,
+    find_processes,
+    proc_info,
+    same_process,
+    start_time,
+)
 
 # proc_info, same_process and start_time live in backend.procinfo (port claims need them too,
 # below this layer); re-exported here for the run code that has always imported them from here.
@@ -27,32 +35,9 @@ __all__ = ["PROC", "Proc", "proc_info", "same_process", "start_time"]
 RUN_ENV = "TRAINWIZ_RUN_DIR"
 
 
-def _marker(run_dir: Path) -> bytes:
-    return f"{RUN_ENV}={Path(run_dir).resolve()}".encode() + b"\0"
-
-
 def run_processes(run_dir: Path, exclude: tuple[int, ...] = ()) -> list[Proc]:
     """Live processes whose environment names ``run_dir`` (this process never counts)."""
-    marker = _marker(run_dir)
-    skip = {os.getpid(), *exclude}
-    out: list[Proc] = []
-    try:
-        entries = list(PROC.iterdir())
-    except OSError:
-        return out
-    for entry in entries:
-        if not entry.name.isdigit() or int(entry.name) in skip:
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if not (environ.startswith(marker) or b"\0" + marker in environ):
-            continue
-        info = proc_info(int(entry.name))
-        if info is not None:
-            out.append(info)
-    return out
+    return find_processes(env=env_entry(RUN_ENV, Path(run_dir).resolve()), skip=exclude)
 
 
 def _send(procs: list[Proc], sig: signal.Signals) -> None:

@@ -29,6 +29,7 @@ from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
 from backend.preset.runpreset import run_preset
 from backend.preset.schema import map_container_path
+from backend.procinfo import find_processes
 from backend.rundir import (
     FINAL_STATES,
     LAUNCH,
@@ -267,16 +268,7 @@ def trainer_pids(run_dir: Path) -> list[int]:
     environment): a trainer from before that marker existed, or one that lost it, must still
     keep a resume from putting a second trainer on the same output_dir."""
     entry = str(run_dir / "entry" / "train_entry.py").encode()
-    pids = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if entry in cmdline and state != "Z":
-            pids.append(int(proc.name))
-    return sorted(pids)
+    return sorted(p.pid for p in find_processes(cmdline=entry, skip=()))
 
 
 def state_refusal(run_id: str, state: str) -> str | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import subproc
+from backend.procinfo import find_processes
 
 
 def lister(run_dir: Path | str) -> str:
@@ -51,18 +52,7 @@ def local(run_dir: Path | str) -> set[tuple[str, int]]:
     """This machine's processes of the run (no shell: /proc directly)."""
     needle = (str(run_dir) + "/entry/").encode()
     host = os.uname().nodename
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if needle in cmdline and state != "Z":
-            found.add((host, int(entry.name)))
-    return found
+    return {(host, p.pid) for p in find_processes(cmdline=needle)}
 
 
 def over_ssh(run_dir: Path | str, nodes: list[dict[str, Any]]) -> set[tuple[str, int]]:
