@@ -21,6 +21,7 @@ from backend.preset.loader import parse_preset_text
 from backend.runs import stop_run, wait_for
 from backend.runs.docker_runner import LABEL_PRESET, LABEL_RUN, client, labelled_containers
 from backend.runs.launch import launch
+from tests.one_thread import one_thread
 
 pytestmark = pytest.mark.docker
 
@@ -41,6 +42,7 @@ def docker_preset(home: Path, *, command_preset: bool, **training: object):
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
     data["name"] = "tiny-docker"
     data["launch"]["runner"] = "docker"
+    one_thread(data["launch"])  # a container's environment is the preset's
     data["environment"] = {
         "mode": "in_container" if command_preset else "image",
         "image": BASE,

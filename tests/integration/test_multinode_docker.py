@@ -45,6 +45,7 @@ from tests.integration.test_multinode_ssh import (  # noqa: F401 (fixtures)
     sshd_port,
     wait_no_leftovers,
 )
+from tests.one_thread import one_thread
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.training, pytest.mark.slow]
@@ -80,6 +81,7 @@ def docker_ssh_data(home: Path, keys: dict[str, str], nodes: list[str], **launch
     data["launch"].update(
         runner="docker", scheduler="ssh", nnodes=len(nodes), nodes=nodes, ssh=ssh, **launch
     )
+    one_thread(data["launch"])  # a container's environment is the preset's
     return data
 
 

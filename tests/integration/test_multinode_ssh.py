@@ -30,6 +30,7 @@ from tests.integration.test_launch_host import (  # noqa: F401 (fixtures)
     wait_state,
     wait_steps,
 )
+from tests.one_thread import one_thread
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.training, pytest.mark.slow, pytest.mark.usefixtures("home")]
@@ -134,6 +135,7 @@ def ssh_preset(tmp_path: Path, keys: dict[str, str], nodes: list[str], **launch:
     # run's store fails both).
     launch.setdefault("master_port", free_port())
     data["launch"].update(scheduler="ssh", nnodes=len(nodes), nodes=nodes, ssh=ssh, **launch)
+    one_thread(data["launch"])  # an SSH node's environment is its sshd's
     path = tmp_path / "tiny-ssh.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
