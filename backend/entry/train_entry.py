@@ -369,7 +369,7 @@ def train_ranks(model_args, data_args, training_args, requested, pack, lora_args
             if ok:
                 varlen.register(transformers)
                 attn, pack.attention_bounds = varlen.NAME, True
-            else:
+            elif why != "no CUDA" or varlen.asked():
                 log(f"torch varlen attention not used ({why}): flex_attention")
     log(f"transformers {transformers.__version__}, torch {torch.__version__}, attention {attn}")
 

@@ -29,9 +29,10 @@ ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 ROWS: dict[str, dict[str, Any]] = {
     "p8192": {},
     "p8192-eager": {"compile_layers": False},
-    # torch's own FlashAttention-2 varlen instead of flex_attention's document mask (the entry's
-    # opt-in of 2026-12-08, backend/entry/varlen.py); not measured yet
+    # torch's own FlashAttention-2 varlen (backend/entry/varlen.py): the entry's default for
+    # packed rows since 2026-12-09 (p8192 runs it where usable); -flex keeps flex_attention
     "p8192-varlen": {"env": {"TRAINWIZ_PACKED_ATTENTION": "varlen"}},
+    "p8192-flex": {"env": {"TRAINWIZ_PACKED_ATTENTION": "flex"}},
     # regional compile with Liger's fused linear cross-entropy only (its RMSNorm, SwiGLU and
     # RoPE off, for inductor to fuse): ligerhook/sitecustomize.py reads the variable
     "p8192-flce": {"env": {"TRAINWIZ_BENCH_LIGER": "loss"}},

@@ -47,11 +47,12 @@ def test_the_collator_adds_bounds_only_when_asked(tmp_path: Any) -> None:
 
 def test_wanted_and_both_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(varlen.ENV, raising=False)
-    assert not varlen.wanted()  # opt-in until measured on a GPU
+    assert varlen.wanted() and not varlen.asked()  # the default since measured on an H100
     monkeypatch.setenv(varlen.ENV, "varlen")
-    assert varlen.wanted()
-    monkeypatch.setenv(varlen.ENV, "flex_attention")
-    assert not varlen.wanted()
+    assert varlen.wanted() and varlen.asked()
+    for word in ("flex_attention", "flex", "FLEX", "off"):
+        monkeypatch.setenv(varlen.ENV, word)
+        assert not varlen.wanted() and not varlen.asked()
 
     def old(q, k, v, cu_q, cu_k, max_q, max_k, is_causal=False, return_aux=None): ...
     def new(q, k, v, cu_q, cu_k, max_q, max_k, *, scale=None, window_size=(-1, -1)): ...
@@ -61,12 +62,18 @@ def test_wanted_and_both_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_not_usable_without_cuda_or_an_attention_interface() -> None:
-    assert varlen.usable(torch, (4, 40, 0)) == (
+    """No CUDA is said first (the entry stays quiet about it on a CPU run); with CUDA, a
+    transformers without the attention interface (a stand-in torch that has CUDA, named so)."""
+    import types
+
+    if not torch.cuda.is_available():
+        assert varlen.usable(torch, (4, 57, 6)) == (False, "no CUDA")
+        assert varlen.usable(torch, (4, 40, 0)) == (False, "no CUDA")
+    with_cuda = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: True))
+    assert varlen.usable(with_cuda, (4, 40, 0)) == (
         False,
         "transformers < 4.48 has no attention interface",
     )
-    if not torch.cuda.is_available():
-        assert varlen.usable(torch, (4, 57, 6)) == (False, "no CUDA")
 
 
 def _reference(q: Any, k: Any, v: Any, cu: Any, max_len: int, scale: float | None) -> Any:
