@@ -14,6 +14,7 @@ import pytest
 from backend.errors import BadInput
 from backend.runs.resume import latest_checkpoint, prepare_resume, read_attempts
 from tests.run_records import make_ended_run
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 OOM = (
@@ -59,6 +60,14 @@ def test_prepare_resume_refuses_while_a_trainer_outlives_its_run(tmp_path: Path)
     entry = orphan_run / "entry" / "train_entry.py"
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(entry)])
     try:
+        # Popen returns once the child has begun its exec: for a moment after, the kernel shows
+        # an empty command line (as it shows an empty environment: tests/faults/
+        # test_garbled_status.py), so wait until the worker runs the entry, as a trainer would.
+        wait_until(
+            lambda: str(entry).encode() in Path(f"/proc/{worker.pid}/cmdline").read_bytes(),
+            what=f"pid {worker.pid} running {entry}",
+            timeout=20,
+        )
         with pytest.raises(BadInput, match=f"{worker.pid} are still running"):
             prepare_resume(orphan_run)
     finally:
