@@ -22,6 +22,7 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
+from tests.integration.test_resume_host import free_port
 from tests.run_records import make_ended_run
 from tests.trainwiz_cli import cli
 from tests.waiting import WaitTimeout
@@ -137,11 +138,19 @@ async def test_without_allow_launch_the_write_tools_are_absent(tmp_path: Path) -
     assert not (Path(os.environ["TRAINWIZ_HOME"]) / "runs").exists()
 
 
-async def test_results_are_the_cli_json() -> None:
+async def test_results_are_the_cli_json(tmp_path: Path) -> None:
+    # tiny-cpu with a master_port of its own: the plan moves off a port that is in use here, and
+    # tiny-cpu's 29511 is every parallel test's run's (a shuffled run saw it taken for one plan
+    # and free for the other)
+    data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
+    data["launch"]["master_port"] = free_port()
+    preset = tmp_path / "tiny-cpu.yaml"
+    preset.write_text(yaml.safe_dump(data))
     async with server() as client:
         assert payload(await call(client, "presets")) == json.loads(cli("presets", "--json").stdout)
-        planned = payload(await call(client, "plan", preset="tiny-cpu"))
-        assert planned == json.loads(cli("plan", "tiny-cpu", "--json").stdout)
+        planned = payload(await call(client, "plan", preset=str(preset)))
+        assert planned == json.loads(cli("plan", str(preset), "--json").stdout)
+        assert not planned["notes"], planned["notes"]
         assert planned["steps"][-1]["id"] == "train"
         assert payload(await call(client, "runs")) == []
 
