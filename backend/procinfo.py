@@ -70,8 +70,9 @@ def find_processes(
     *, env: bytes | None = None, cmdline: bytes | None = None, skip: Iterable[int] = ()
 ) -> list[Proc]:
     """Live processes (zombies excluded) whose environment holds the entry ``env``
-    (``env_entry``) or whose command line contains ``cmdline``; this process and ``skip``
-    never count. The cheap test runs first: /proc/PID/stat is read only for a match."""
+    (``env_entry``) and whose command line contains ``cmdline``, each test only where given;
+    this process and ``skip`` never count. The cheap tests run first: /proc/PID/stat is read
+    only for a match."""
     skipped = {os.getpid(), *skip}
     found: list[Proc] = []
     try:
