@@ -32,10 +32,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # siblings, as under torchrun
 import ending
 import guards
+import importgc  # before torch: the cyclic GC is paused while the training stack imports
 import ranks
 import torch
 import transformers
+import transformers.trainer  # FastChat's script imports the Trainer: here, with the GC paused
 from stepmetrics import MetricsCallback, TokenCounter, count_flops_per_token, peak_flops_for
+
+importgc.imported()
 
 
 def log(*args):

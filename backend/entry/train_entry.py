@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 
+import importgc  # before torch: the cyclic GC is paused while the training stack imports
 import kernels
 import lora
 import packing
@@ -56,6 +57,8 @@ import stepprofile  # TRAINWIZ_PROFILE_STEPS: where a step's time goes (benchmar
 import tbreport
 import template_choice
 import varlen  # torch's own FlashAttention-2 varlen for packed rows (no flash-attn package)
+
+importgc.imported()
 
 ATTN_CHOICES = ("auto", "flash_attention_2", "sdpa", "eager")
 

@@ -65,6 +65,17 @@ def pick_device(requested: str) -> str:
     return requested
 
 
+def import_stack() -> None:
+    """torch and transformers imported up front with the cyclic GC paused, as the training entry
+    does (backend/entry/importgc.py: a few hundred thousand import-time objects the collector
+    would scan again and again for nothing); what the chat or export makes is collected as usual."""
+    importgc = entry_module("importgc")  # importing it pauses the collector
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    importgc.imported()
+
+
 def entry_module(name: str) -> Any:
     """One of the training entry's modules (``chat_masks``, ``template_choice``): the chat
     renders, tokenizes and stops as training masked."""
@@ -307,6 +318,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--work", help="where the consolidation's temporary folder goes")
     args = parser.parse_args(argv)
     sys.stdout = sys.stderr  # library chatter goes to stderr: stdout (OUT) is the JSON channel
+    import_stack()
     try:
         (chat if args.command == "chat" else export)(args)
     except Exception as exc:  # a model that does not load: say so on the channel, then go
