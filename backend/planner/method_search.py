@@ -15,7 +15,6 @@ measured it on this GPU kind (as for a full fine-tune); until then the probe mea
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +29,7 @@ from backend.planner.methods import (
     estimate_preset,
     method_from_preset,
 )
+from backend.planner.packedattn import packed_kernel
 from backend.planner.realdata import LengthDist, default_dist
 from backend.planner.rowsearch import batch_line, packed_candidates
 from backend.planner.settings import TrainSettings, settings_from_preset
@@ -109,7 +109,7 @@ def _variants(
     base: TrainSettings,
     max_micro_batch: int,
     packed: LengthDist | None,
-    flash_varlen: bool,
+    packed_attn: str,
     layers: int,
 ) -> list[TrainSettings]:
     """Micro-batch x recompute at the same global batch on padded rows, no FSDP (DeepSpeed or
@@ -128,7 +128,7 @@ def _variants(
         for gc in (False, True)
     ]  # fmt: skip
     if packed is not None:
-        out += packed_candidates(plain, packed, flash_varlen=flash_varlen, layers=layers,
+        out += packed_candidates(plain, packed, packed_attn=packed_attn, layers=layers,
                                  compile_layers=base.world == 1)  # fmt: skip
     return out
 
@@ -143,26 +143,27 @@ def search_methods(
     max_micro_batch: int = MAX_MICRO_BATCH,
     calibration: list[dict[str, Any]] | None = None,
     packing: bool | None = None,
-    flash_varlen: bool | None = None,
+    packed_attn: str | None = None,
     compile_budget_s: float = COMPILE_BUDGET_S,
 ) -> tuple[list[MethodCandidate], list[str]]:
     """Each method's fastest configuration that fits GPU and host, best real tokens/s first,
     and notes on what was left out and why. ``calibration``: this GPU kind's probe rows (each
     method is corrected by its own). ``packing`` None: LoRA/QLoRA try packed rows where the
-    entry packs (``packs_here``); ``flash_varlen`` None: flash_attn looked up, not imported."""
-    base = settings_from_preset(preset)
+    entry packs (``packs_here``); ``packed_attn`` None: the entry's kernel for packed rows as the planner
+    reads it (backend/planner/packedattn.py)."""
+    base = settings_from_preset(preset, gpu)
     dist = dist or default_dist()
     if packing is None:
         packing = packs_here(preset, gpu)
-    if flash_varlen is None:  # looked up, never imported: the wizard has no training stack
-        flash_varlen = importlib.util.find_spec("flash_attn") is not None
+    if packed_attn is None:  # looked up, never imported: the wizard has no training stack
+        packed_attn = packed_kernel(preset, gpu)
     notes: list[str] = []
     out: list[MethodCandidate] = []
     over_budget: dict[str, list[tuple[Estimate, str]]] = {}  # method label -> dropped
     unmeasured: dict[str, list[Estimate]] = {}  # method label -> compiled, not measured here
     for m in _trials(preset, base.world, host_ram):
         packed = dist if packing and m.adapters and not m.zero_stage else None
-        pool = _variants(base, max_micro_batch, packed, flash_varlen, shape.layers)
+        pool = _variants(base, max_micro_batch, packed, packed_attn, shape.layers)
         if "lm_head" in m.target_modules:  # Liger's fused loss would bypass its adapter (entry)
             pool = [s for s in pool if not s.liger]
         estimates = [estimate_method(shape, s, m, gpu, dist, host_ram, calibration) for s in pool]
@@ -306,7 +307,7 @@ def add_methods(
 ) -> Any:
     """tune()'s hook: list the methods beside its answer, or switch to the fastest one when no
     full fine-tune fits the GPU and the host. ``options``: search_methods' (packing,
-    flash_varlen, compile_budget_s), as tune decided them for its own search."""
+    packed_attn, compile_budget_s), as tune decided them for its own search."""
     candidates, notes = search_methods(preset, gpu, shape, dist=dist, host_ram=host_ram,
                                        calibration=calibration, **options)  # fmt: skip
     if is_full_fsdp(preset):  # a ZeRO full fine-tune is among the candidates already

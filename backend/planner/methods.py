@@ -306,7 +306,7 @@ def predict_method_throughput(
     """The FSDP prediction without sharding, scaled for frozen weights / 4-bit / CPU-Adam; the
     data's lengths (``dist``, else the stated default) give its real (non-pad) tokens/s, the
     figure tune ranks every method by."""
-    base = predict_throughput(shape, s.with_(fsdp=""), gpu, dist)
+    base = predict_throughput(shape, s.with_(fsdp=""), gpu, dist, adapters=m.adapters)
     P = shape.n_params
     N = max(1, s.world) if m.zero_stage else 1
     out = ThroughputPlan(flops_per_token=base.flops_per_token, comm_s=base.comm_s)
@@ -390,7 +390,7 @@ def estimate_preset(
 ) -> Any:
     """The preset's estimate through the model for its method (FSDP's, with the data's length
     distribution and the host's RAM, or the one here), corrected by ``calibration``'s rows."""
-    settings, method = settings_from_preset(preset), method_from_preset(preset)
+    settings, method = settings_from_preset(preset, gpu), method_from_preset(preset)
     if method.adapters or method.zero_stage:
         return estimate_method(shape, settings, method, gpu, dist, host_ram, calibration)
     return estimate(shape, settings, gpu, dist, host_ram, calibration)

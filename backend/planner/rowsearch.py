@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend.planner.packedattn import FLEX
 from backend.planner.realdata import LengthDist
 from backend.planner.settings import TrainSettings
 
@@ -45,7 +46,7 @@ def packed_candidates(
     dist: LengthDist,
     *,
     free_batch: bool = False,
-    flash_varlen: bool = False,
+    packed_attn: str = FLEX,
     layers: int = 0,
     compile_layers: bool = False,
 ) -> list[TrainSettings]:
@@ -54,12 +55,13 @@ def packed_candidates(
     compile (``compile_layers``: one GPU without FSDP only), fused AdamW, no CPU offload
     (packing exists for speed). Grad accumulation keeps the preset's real tokens per optimizer
     step (whole rows, within TOKENS_PER_STEP_TOLERANCE) unless ``free_batch``. Attention:
-    flash-attn varlen where it imports, else flex_attention (SDPA would take the dense masked
-    path over the row)."""
+    ``packed_attn``, what the entry runs for packed rows (backend/planner/packedattn.py:
+    flash-attn's or torch's varlen kernels, else flex_attention; SDPA would take the dense
+    masked path over the row)."""
     target = max(real_tokens_per_step(base, dist), 1.0)
     tokens = [t for t in base.fsdp_tokens if t != "offload"]
     fsdp = " ".join(tokens) if base.world > 1 else ""
-    attn = "flash_attention_2" if flash_varlen else "flex_attention"
+    attn = packed_attn
     sharded = base.world > 1 and base.uses_fsdp
     # Selective recompute is the entry's own checkpoint wrapper; under FSDP recompute stays
     # FSDP's (every layer), and regional compile is measured without FSDP only.

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from backend.planner.gpu import GpuSpec
+from backend.planner.packedattn import FLEX, packed_kernel
+
 FSDP_SHARDING = ("full_shard", "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard")
 
 
@@ -125,14 +128,16 @@ class TrainSettings:
         return " ".join(parts)
 
 
-def settings_from_preset(preset: Any) -> TrainSettings:
-    """The planner's view of a preset's training and launch sections."""
+def settings_from_preset(preset: Any, gpu: GpuSpec | None = None) -> TrainSettings:
+    """The planner's view of a preset's training and launch sections; with ``gpu``, packed rows
+    get the attention the entry would run there (backend/planner/packedattn.py)."""
     tr = preset.training
     attn = tr.attn_implementation
     if tr.packing:
-        # Packed rows run flash-attn varlen or flex_attention (the entry never picks the dense
-        # masked path on a GPU); both keep no s x s tensor. Plan for flex, the slower of the two.
-        attn = "flex_attention"
+        # Packed rows run flash-attn's or torch's varlen kernels or flex_attention (the entry
+        # never picks the dense masked path on a GPU); none keeps an s x s tensor. Without the
+        # GPU, plan for flex, the slowest to start.
+        attn = packed_kernel(preset, gpu) if gpu is not None else FLEX
     elif attn == "auto":
         # The trainwiz entry picks flash-attn when importable, else SDPA; plan for SDPA, the
         # conservative case: it falls back to the s x s math kernel when head_dim % 8 != 0.

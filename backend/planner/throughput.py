@@ -63,6 +63,14 @@ MATH_SCORE_TRAFFIC_BYTES = 38.0
 # amortise; without it the planner ranked 2,048-token rows above 8,192 (measured 0.6x).
 PACKED_EFFICIENCY = 0.54
 PACKED_MICRO_OVERHEAD_PER_LAYER_S = 0.003
+# On the varlen kernels (flash-attn's or torch's: no block mask to build per micro-step) most of
+# that cost grows with the row instead: MEASURED on one H100 at 6.74B LoRA (docs/performance.md,
+# eleventh session), varlen trained at flex's rate at 8,192-token micro-steps, and one micro-step
+# of 16,384 tokens gained only a few per cent over two of 8,192 where the fixed cost predicted
+# +14 %. The per-layer cost is this fixed part plus the rest scaled by the micro-step's tokens
+# over PACKED_OVERHEAD_TOKENS (where both kernels cost the same).
+VARLEN_MICRO_FIXED_PER_LAYER_S = 0.0005
+PACKED_OVERHEAD_TOKENS = 8192
 LIGER_SPEEDUP = 1.20
 # Without FSDP (one GPU, plain Trainer) there are no per-unit hooks: a micro-step costs about
 # one launch-bound millisecond per layer; padded SDPA (FastChat's padding mask) then reaches
@@ -97,6 +105,10 @@ LIGER_LOSS_SPEEDUP = 1.01
 # predicted 90 s (docs/performance.md, 2026-12-07).
 COMPILE_LAYERS_S = 30.0
 COMPILE_LAYERS_FLEX_EXTRA_S = 0.0
+# Regional compile over packed rows on torch's varlen kernel: no flex kernel inside the layer
+# graph. MEASURED cold on fresh H100s at 6.74B LoRA, 8,192-token micro-steps: 14.4 s and 24.4 s
+# (each the first run on its machine; 12-15 s for the next configurations on the same machine).
+COMPILE_LAYERS_VARLEN_S = 20.0
 FLEX_COMPILE_BASE_S = 20.0
 FLEX_COMPILE_S_8K = 40.0
 FLEX_COMPILE_EXP = 3.0
@@ -133,9 +145,17 @@ def _link_bytes_per_s(gpu: GpuSpec, s: TrainSettings) -> float:
 
 
 def predict_throughput(
-    shape: ModelShape, s: TrainSettings, gpu: GpuSpec, dist: LengthDist | None = None
+    shape: ModelShape,
+    s: TrainSettings,
+    gpu: GpuSpec,
+    dist: LengthDist | None = None,
+    *,
+    adapters: bool = False,
 ) -> ThroughputPlan:
-    """Step time and tokens/s; with the data's lengths (or the stated default), real tokens/s."""
+    """Step time and tokens/s; with the data's lengths (or the stated default), real tokens/s.
+    ``adapters``: a LoRA/QLoRA micro-step, whose packed per-micro-step cost on the varlen
+    kernels is split as measured (VARLEN_MICRO_FIXED_PER_LAYER_S); a full fine-tune keeps the
+    constant fitted on flex until it is measured on varlen."""
     out = ThroughputPlan()
     dist = dist or default_dist()
     P = shape.n_params
@@ -191,6 +211,11 @@ def predict_throughput(
     per_layer = MICRO_STEP_OVERHEAD_PER_LAYER_S if s.uses_fsdp else NO_FSDP_OVERHEAD_PER_LAYER_S
     if s.packing and not s.uses_fsdp:
         per_layer = PACKED_MICRO_OVERHEAD_PER_LAYER_S
+        if adapters and s.attn != "flex_attention":
+            rest = PACKED_MICRO_OVERHEAD_PER_LAYER_S - VARLEN_MICRO_FIXED_PER_LAYER_S
+            per_layer = (
+                VARLEN_MICRO_FIXED_PER_LAYER_S + rest * tokens_micro / PACKED_OVERHEAD_TOKENS
+            )
     overhead = per_layer * shape.layers
     overhead *= 1 + (RECOMPUTE_OVERHEAD_FACTOR - 1) * share
     micro = max(compute, comm) + overhead
@@ -232,5 +257,10 @@ def predict_throughput(
     if s.compile:
         out.startup_s += TORCH_COMPILE_S
     elif s.compile_layers:
-        out.startup_s += COMPILE_LAYERS_FLEX_EXTRA_S if flex else COMPILE_LAYERS_S
+        if flex:
+            out.startup_s += COMPILE_LAYERS_FLEX_EXTRA_S
+        elif s.packing and s.attn == "varlen":
+            out.startup_s += COMPILE_LAYERS_VARLEN_S
+        else:
+            out.startup_s += COMPILE_LAYERS_S
     return out

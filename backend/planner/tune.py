@@ -8,7 +8,6 @@ user chose; ``free_batch`` lifts that for throughput studies.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from typing import Any
 
@@ -30,6 +29,7 @@ from backend.planner.method_search import (
     packs_here,
     tune_method_preset,
 )
+from backend.planner.packedattn import packed_kernel
 from backend.planner.realdata import LengthDist, default_dist
 from backend.planner.rowsearch import batch_line, packed_candidates
 from backend.planner.settings import TrainSettings, settings_from_preset
@@ -109,7 +109,7 @@ def tune(
     packing: bool | None = None,
     calibration: list[dict[str, Any]] | None = None,
     compile_budget_s: float = COMPILE_BUDGET_S,
-    flash_varlen: bool | None = None,
+    packed_attn: str | None = None,
     compile_layers: bool = True,
 ) -> TuneResult:
     """The configuration with the most REAL tokens/s predicted to fit ``gpu`` AND the host's
@@ -127,18 +127,17 @@ def tune(
         )
 
         calibration = load_rows(gpu.name)
-    if flash_varlen is None:
-        # looked up, never imported: the wizard has no training stack
-        flash_varlen = importlib.util.find_spec("flash_attn") is not None
+    if packed_attn is None:  # looked up, never imported: the wizard has no training stack
+        packed_attn = packed_kernel(preset, gpu)
 
     if packing is None:
         packing = packs_here(preset, gpu)
-    methods = {"packing": packing, "flash_varlen": flash_varlen,
+    methods = {"packing": packing, "packed_attn": packed_attn,
                "compile_budget_s": compile_budget_s}  # fmt: skip
     if not is_full_fsdp(preset):  # LoRA/QLoRA/ZeRO: the FSDP search would plan a full run
         return tune_method_preset(preset, gpu, shape, dist=dist, host_ram=host_ram,
                                   calibration=calibration, **methods)  # fmt: skip
-    base = settings_from_preset(preset)
+    base = settings_from_preset(preset, gpu)
     fsdp_ac_ok = (
         base.uses_fsdp and _version(preset.environment.transformers) >= FSDP_AC_MIN_TRANSFORMERS
     )
@@ -148,7 +147,7 @@ def tune(
     )
     if packing:
         pool += packed_candidates(
-            base, dist, free_batch=free_batch, flash_varlen=flash_varlen, layers=shape.layers,
+            base, dist, free_batch=free_batch, packed_attn=packed_attn, layers=shape.layers,
             compile_layers=compile_layers,
         )  # fmt: skip
     estimates = [estimate(shape, s, gpu, dist, host_ram, calibration) for s in pool]

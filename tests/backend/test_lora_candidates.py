@@ -54,7 +54,7 @@ def lora_of(candidates: list[Any]) -> Any:
 
 def test_lora_candidates_carry_packing_liger_fused_adamw_and_compile() -> None:
     candidates, notes = search_methods(lora_preset_one_gpu(), H100, SHAPE_7B, host_ram=HOST,
-                                       calibration=[], flash_varlen=False)  # fmt: skip
+                                       calibration=[], packed_attn="flex_attention")  # fmt: skip
     pool = [e.settings for e in lora_of(candidates).pool]
     assert any(s.packing and s.liger and s.optim == "adamw_torch_fused" for s in pool)
     assert any(s.packing and not s.liger for s in pool)  # Liger on and off, as for full
@@ -98,7 +98,7 @@ def test_the_7b_lora_pick_on_an_h100_is_packed_and_predicted_near_the_measured_r
     measured micro-step of 8,192 tokens), predicted within 10 % of the hand-set run's 17,138
     real tokens/s (both figures: this module's docstring)."""
     result = tune(lora_preset_one_gpu(), H100, SHAPE_7B, host_ram=HOST, calibration=[],
-                  flash_varlen=False)  # fmt: skip
+                  packed_attn="flex_attention")  # fmt: skip
     after = result.after.settings
     assert result.preset.training.method == "lora" and after.packing and after.liger
     assert after.tokens_micro == 2 * 4096 and after.optim == "adamw_torch_fused"
@@ -216,7 +216,7 @@ def test_a_qlora_preset_probes_qlora_first() -> None:
     qlora.training.method = "qlora"
     for preset, first in ((qlora, "qlora"), (lora_preset_one_gpu(), "lora")):
         candidates, _notes = search_methods(preset, H100, SHAPE_7B, host_ram=HOST,
-                                            calibration=[], flash_varlen=False)  # fmt: skip
+                                            calibration=[], packed_attn="flex_attention")  # fmt: skip
         order = probe_order(preset, candidates)
         assert order[0].method.method == first
         rates = [c.estimate.throughput.real_tokens_per_s for c in order]

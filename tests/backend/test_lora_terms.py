@@ -74,7 +74,7 @@ def test_dropout_costs_hbm_time_and_nothing_at_zero() -> None:
 def test_tune_keeps_the_presets_dropout_and_says_what_it_costs() -> None:
     preset = load_preset("vicuna-7b-lora-1x24g")
     candidates, notes = search_methods(preset, H100, SHAPE_7B, host_ram=64 * GIB, calibration=[],
-                                       flash_varlen=False, dist=dist_from_report(LENGTHS))  # fmt: skip
+                                       packed_attn="flex_attention", dist=dist_from_report(LENGTHS))  # fmt: skip
     lora = next(c for c in candidates if c.method.method == "lora")
     assert lora.method.lora_dropout == 0.05
     assert not any(c.path == "training.lora.lora_dropout" for c in lora.changes)

@@ -159,7 +159,7 @@ def test_unmeasured_compile_is_left_to_the_probe_and_said() -> None:
     from backend.runs.probe import probe_choice
 
     result = tune(_preset(), H200, row_shape({"model": "3.37b"}), dist=DIST, host_ram=128 * GIB,
-                  calibration=[], flash_varlen=False)  # fmt: skip
+                  calibration=[], packed_attn="flex_attention")  # fmt: skip
     assert not result.after.settings.compile_layers  # a prediction alone does not pick it
     assert not any(e.settings.compile_layers for e in result.ranked)  # nor an OOM fallback
     note = next(n for n in result.notes if "compile_layers" in n)
@@ -170,7 +170,7 @@ def test_unmeasured_compile_is_left_to_the_probe_and_said() -> None:
 
 def test_tune_proposes_regional_compile_once_measured_and_says_why() -> None:
     result = tune(_preset(), H200, row_shape({"model": "3.37b"}), dist=DIST, host_ram=128 * GIB,
-                  calibration=[_compiled_row()], flash_varlen=False)  # fmt: skip
+                  calibration=[_compiled_row()], packed_attn="flex_attention")  # fmt: skip
     assert result.after.settings.compile_layers
     change = next(c for c in result.changes if c.path == "training.compile_layers")
     assert change.new is True and "regional torch.compile" in change.reason
@@ -182,7 +182,7 @@ def test_tune_proposes_regional_compile_once_measured_and_says_why() -> None:
 
 def test_compile_over_the_budget_is_dropped_with_the_reason() -> None:
     result = tune(_preset(), H200, row_shape({"model": "3.37b"}), dist=DIST, host_ram=128 * GIB,
-                  calibration=[_compiled_row()], flash_varlen=False, compile_budget_s=20)  # fmt: skip
+                  calibration=[_compiled_row()], packed_attn="flex_attention", compile_budget_s=20)  # fmt: skip
     assert not result.after.settings.compile_layers  # padded regional compile: 30 s
     assert any(e.settings.compile_layers for e, _why in result.dropped)
     assert all("> budget 20 s" in why for _e, why in result.dropped)
@@ -193,7 +193,7 @@ def test_compile_over_the_budget_is_dropped_with_the_reason() -> None:
 def test_selective_recompute_only_where_no_recompute_does_not_fit() -> None:
     for model in ("3.37b", "6.74b"):
         result = tune(_preset(), H200, row_shape({"model": model}), dist=DIST,
-                      host_ram=128 * GIB, calibration=[], flash_varlen=False)  # fmt: skip
+                      host_ram=128 * GIB, calibration=[], packed_attn="flex_attention")  # fmt: skip
         plain = {e.settings: e for e in result.ranked if not e.settings.checkpointing}
         for est in result.ranked:
             if est.settings.recompute_layers:
