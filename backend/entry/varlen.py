@@ -137,9 +137,35 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
         k = k.repeat_interleave(heads // kv_heads, dim=1)
         v = v.repeat_interleave(heads // kv_heads, dim=1)
     cu = cu.to(device=q.device, dtype=torch.int32)
+    half = half_dtype(torch, query, module)
+    if half is not None:  # FlashAttention takes fp16/bf16 only; the layer gets its dtype back
+        q, k, v = q.to(half), k.to(half), v.to(half)
     out = kernel(torch)(q.contiguous(), k.contiguous(), v.contiguous(), cu,
                         int(kwargs.get("max_length_q") or q.shape[0]), scaling)  # fmt: skip
-    return out.unsqueeze(0), None
+    return out.to(query.dtype).unsqueeze(0), None
+
+
+def half_dtype(torch: Any, query: Any, module: Any) -> Any:
+    """The 16-bit dtype to run the kernel in when ``query`` is not 16-bit, else None.
+
+    QLoRA's k-bit preparation keeps the norms (and PEFT the adapters) in float32, so the
+    projections hand float32 queries to the attention even under bf16 autocast, which does not
+    reach a custom op: FlashAttention refused them ("only support fp16 and bf16", measured on an
+    H100 at 6.74B QLoRA, eleventh session). As transformers' own flash-attention path does: the
+    autocast dtype, else the projection's 16-bit weight dtype, else bfloat16 (varlen runs on
+    sm80+ only, where the entry trains bf16)."""
+    if query.dtype in (torch.float16, torch.bfloat16):
+        return None
+    device = query.device.type
+    try:
+        if torch.is_autocast_enabled(device):
+            return torch.get_autocast_dtype(device)
+    except (TypeError, AttributeError):  # a torch without the per-device forms
+        pass
+    weight = getattr(getattr(module, "q_proj", None), "weight", None)
+    if getattr(weight, "dtype", None) in (torch.float16, torch.bfloat16):
+        return weight.dtype
+    return torch.bfloat16
 
 
 # The bounds ride in the model's keyword arguments to every attention call; transformers' own

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import types
 from typing import Any
 
 import pytest
@@ -92,6 +93,9 @@ def test_packed_rows_through_a_llama_match_each_document_alone(
     monkeypatch: pytest.MonkeyPatch, kv_heads: int
 ) -> None:
     monkeypatch.setitem(varlen._STATE, "fn", _reference)
+    # float32 end to end, to compare exactly: the 16-bit cast the CUDA kernel needs is
+    # tested apart (test_float32_queries_run_in_16_bit_and_come_back_in_float32)
+    monkeypatch.setattr(varlen, "half_dtype", lambda *_args: None)
     varlen.register(transformers)
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
@@ -124,6 +128,34 @@ def test_packed_rows_through_a_llama_match_each_document_alone(
                       for a, b in itertools.pairwise(cu)])[None]  # fmt: skip
     assert torch.allclose(logits, want, atol=1e-5)
     assert torch.allclose(grad_of(packed, logits), grad_of(alone, want), atol=1e-5)
+
+
+def _half_only_reference(q: Any, k: Any, v: Any, cu: Any, max_len: int, scale: float | None) -> Any:
+    """A stand-in for FlashAttention's varlen kernel (CUDA only), named so: like it, it refuses
+    anything but fp16/bf16 with FlashAttention's own words, and answers in the input's dtype."""
+    if q.dtype not in (torch.float16, torch.bfloat16) or not q.dtype == k.dtype == v.dtype:
+        raise RuntimeError("FlashAttention only support fp16 and bf16 data type")
+    return _reference(q.float(), k.float(), v.float(), cu, max_len, scale).to(q.dtype)
+
+
+def test_float32_queries_run_in_16_bit_and_come_back_in_float32(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """QLoRA keeps norms and adapters in float32: its queries reach the attention in float32."""
+    monkeypatch.setitem(varlen._STATE, "fn", _half_only_reference)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 12, 8) for _ in range(3))
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32)
+    out, _ = varlen.attention(None, q, k, v, None, cu_seq_lens_q=cu, max_length_q=12)
+    assert out.dtype == torch.float32 and out.shape == (1, 12, 4, 8)
+    bf16 = [t[0].transpose(0, 1).to(torch.bfloat16) for t in (q, k, v)]
+    want = _half_only_reference(*bf16, cu, 12, None).float()
+    assert torch.equal(out[0], want)
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert varlen.half_dtype(torch, q, None) == torch.float16
+    projection = types.SimpleNamespace(q_proj=types.SimpleNamespace(weight=q.half()))
+    assert varlen.half_dtype(torch, q, projection) == torch.float16
+    assert varlen.half_dtype(torch, q.bfloat16(), projection) is None
 
 
 def test_the_attention_refuses_a_batch_without_bounds() -> None:
