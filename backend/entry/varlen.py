@@ -163,8 +163,9 @@ def half_dtype(torch: Any, query: Any, module: Any) -> Any:
     except (TypeError, AttributeError):  # a torch without the per-device forms
         pass
     weight = getattr(getattr(module, "q_proj", None), "weight", None)
-    if getattr(weight, "dtype", None) in (torch.float16, torch.bfloat16):
-        return weight.dtype
+    dtype = getattr(weight, "dtype", None)
+    if dtype in (torch.float16, torch.bfloat16):
+        return dtype
     return torch.bfloat16
 
 
