@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
+from backend.images.cuda_tables import pinned_version
 from backend.images.docker_client import docker_client
 
 CATALOG_PATH = Path(__file__).resolve().parents[2] / "presets" / "images.yaml"
@@ -118,10 +119,9 @@ def _from_labels(info: ImageInfo, labels: dict[str, str]) -> ImageInfo:
         value = labels.get(label)
         if value and getattr(info, field) is None:
             updates[field] = value
-    spec = labels.get("org.trainwiz.torch_spec", "")
-    pinned = re.search(r"==\s*([0-9][^,;\s]*)", spec)
+    pinned = pinned_version(labels.get("org.trainwiz.torch_spec"))
     if pinned and info.torch is None and "torch" not in updates:
-        updates["torch"] = pinned.group(1)
+        updates["torch"] = pinned
     if labels.get("org.trainwiz.flash_attn") == "true":
         updates["flash_attn"] = True
     return info.model_copy(update=updates) if updates else info

@@ -9,7 +9,6 @@ its ``dependency_versions_table.py``. Each image gets ``compatible``, ``warning`
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,6 +23,7 @@ from backend.images.cuda_tables import (
     arch_for_sm,
     driver_for_cuda,
     max_cuda_for_driver,
+    pinned_version,
     version_text,
     version_tuple,
 )
@@ -69,8 +69,7 @@ def wants_flash_attn(image: ImageInfo, host: HostGpus, preset: Preset) -> bool:
 def _torch_version(image: ImageInfo, preset: Preset) -> tuple[str | None, str]:
     spec = preset.environment.torch_spec
     if spec:
-        pinned = re.search(r"==\s*([0-9][^,;\s]*)", spec)
-        return (pinned.group(1) if pinned else None), f"torch_spec {spec}"
+        return pinned_version(spec), f"torch_spec {spec}"
     return image.torch, "the image"
 
 

@@ -80,6 +80,13 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
     return tuple(int(p) for p in match.group(0).split(".")) if match else ()
 
 
+def pinned_version(spec: str | None) -> str | None:
+    """The version a pip requirement pins: 'torch==2.11.0 --index-url ...' -> '2.11.0'; None
+    when it pins none (a range, a bare name)."""
+    pinned = re.search(r"==\s*([0-9][^,;\s]*)", spec or "")
+    return pinned.group(1) if pinned else None
+
+
 def version_text(ver: tuple[int, ...]) -> str:
     """(12, 2) -> '12.2'."""
     return ".".join(str(p) for p in ver)

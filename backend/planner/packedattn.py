@@ -21,6 +21,7 @@ from typing import Any
 
 from backend.entry.varlen import ENV as PACKED_ATTENTION_ENV
 from backend.entry.varlen import FLEX_WORDS
+from backend.images.cuda_tables import pinned_version, version_tuple
 from backend.planner.gpu import GpuSpec
 
 FLEX = "flex_attention"
@@ -31,10 +32,10 @@ VARLEN_MIN_TRANSFORMERS = (4, 48)
 VARLEN_MIN_CC = (8, 0)
 
 
-def version_tuple(text: str | None) -> tuple[int, ...] | None:
+def major_minor(text: str | None) -> tuple[int, ...] | None:
     """(major, minor) of a version text ('2.11.0+cu130' -> (2, 11)); None when there is none."""
-    found = re.match(r"\s*(\d+)\.(\d+)", text or "")
-    return (int(found.group(1)), int(found.group(2))) if found else None
+    parts = version_tuple(text)
+    return parts[:2] if len(parts) >= 2 else None
 
 
 def _installed(package: str) -> str | None:
@@ -48,14 +49,13 @@ def training_torch(preset: Any) -> tuple[int, ...] | None:
     """The torch the run will train with, as far as the planner can tell without importing it:
     a container's pinned ``torch_spec`` or its image's tag; on the host the installed one."""
     if preset.launch.runner == "docker":
-        spec = preset.environment.torch_spec or ""
-        pinned = re.search(r"==\s*([0-9][^,;\s]*)", spec)
+        pinned = pinned_version(preset.environment.torch_spec)
         if pinned:
-            return version_tuple(pinned.group(1))
+            return major_minor(pinned)
         # pytorch/pytorch:2.11.0-... names torch; NGC's nvidia/pytorch:25.01 names a release
         tag = re.search(r"(?:^|/)pytorch/pytorch:(\d+\.\d+)", preset.environment.image or "")
-        return version_tuple(tag.group(1)) if tag else None
-    return version_tuple(_installed("torch"))
+        return major_minor(tag.group(1)) if tag else None
+    return major_minor(_installed("torch"))
 
 
 def packed_kernel(
@@ -75,8 +75,8 @@ def packed_kernel(
     if str(env).strip().lower() in FLEX_WORDS:
         return FLEX
     torch = torch_version or training_torch(preset)
-    pin = version_tuple(str(preset.environment.transformers or ""))
-    transformers = pin or version_tuple(_installed("transformers"))
+    pin = major_minor(str(preset.environment.transformers or ""))
+    transformers = pin or major_minor(_installed("transformers"))
     ok = (
         torch is not None
         and torch >= VARLEN_MIN_TORCH

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from backend.planner.gpu import GpuSpec
 from backend.planner.memory import attention_kernel
+from backend.planner.packedattn import FLEX, VARLEN
 from backend.planner.realdata import LengthDist, default_dist
 from backend.planner.settings import TrainSettings
 from backend.planner.shape import ModelShape
@@ -211,7 +212,7 @@ def predict_throughput(
     per_layer = MICRO_STEP_OVERHEAD_PER_LAYER_S if s.uses_fsdp else NO_FSDP_OVERHEAD_PER_LAYER_S
     if s.packing and not s.uses_fsdp:
         per_layer = PACKED_MICRO_OVERHEAD_PER_LAYER_S
-        if adapters and s.attn != "flex_attention":
+        if adapters and s.attn != FLEX:
             rest = PACKED_MICRO_OVERHEAD_PER_LAYER_S - VARLEN_MICRO_FIXED_PER_LAYER_S
             per_layer = (
                 VARLEN_MICRO_FIXED_PER_LAYER_S + rest * tokens_micro / PACKED_OVERHEAD_TOKENS
@@ -249,7 +250,7 @@ def predict_throughput(
     if out.real_tokens_per_s:
         out.epoch_time_s = dist.epoch_tokens(s.seq) / out.real_tokens_per_s
     out.length_source = dist.source
-    flex = s.packing and s.attn == "flex_attention"
+    flex = s.packing and s.attn == FLEX
     if flex:
         out.startup_s += (
             FLEX_COMPILE_BASE_S + FLEX_COMPILE_S_8K * (tokens_micro / 8192) ** FLEX_COMPILE_EXP
@@ -259,7 +260,7 @@ def predict_throughput(
     elif s.compile_layers:
         if flex:
             out.startup_s += COMPILE_LAYERS_FLEX_EXTRA_S
-        elif s.packing and s.attn == "varlen":
+        elif s.packing and s.attn == VARLEN:
             out.startup_s += COMPILE_LAYERS_VARLEN_S
         else:
             out.startup_s += COMPILE_LAYERS_S
