@@ -7,6 +7,11 @@
 set -euo pipefail
 port=${1:-2222}
 dir=/var/lib/trainwiz-sshd
+# One caller at a time: pytest's workers each run this from their session fixture, and two of
+# them on a fresh machine would race apt-get (dpkg's lock) and sshd's start.
+mkdir -p "$dir"
+exec 9>"$dir/.ci-sshd.lock"
+flock 9
 if [ ! -x /usr/sbin/sshd ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

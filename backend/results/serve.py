@@ -52,6 +52,7 @@ SERVE_DIR = "serve"
 RECORD = "serve.json"
 MARK_ENV = "TRAINWIZ_SERVE_DIR"
 KEY_ENV = "TRAINWIZ_SERVE_API_KEY"
+PORT_TRIES = 3  # starts on fresh loopback ports when one was taken between its pick and bind
 API_SCRIPT = Path(__file__).resolve().with_name("serve_api.py")
 CONSOLIDATE = WORKER.parents[1] / "entry" / "consolidate.py"
 
@@ -257,13 +258,52 @@ def _listed(plan: ServePlan) -> bool:
     request = urllib.request.Request(f"{plan.base_url}/models")
     if plan.api_key:
         request.add_header("Authorization", f"Bearer {plan.api_key}")
+    data = _ask_json(request)
+    return any(m.get("id") == plan.model_name for m in data.get("data") or [])
+
+
+def _routed_to(controller: int, worker: int, model: str) -> bool:
+    """Our controller sends the model's requests to our worker, and what answers on our
+    worker's port serves the model. The API listing the model is not enough: a controller or
+    worker that lost its port to another process between the pick and the bind leaves the API
+    talking to whatever holds that port (another serve of a run of the same name lists it too),
+    and FastChat's worker registers its address before it binds it."""
+    address = f"http://127.0.0.1:{worker}"
+    routed = _ask_json(_post(f"http://127.0.0.1:{controller}/get_worker_address", {"model": model}))
+    if routed.get("address") != address:
+        return False
+    return model in (_ask_json(_post(f"{address}/worker_get_status", {})).get("model_names") or [])
+
+
+def _post(url: str, body: dict[str, Any]) -> urllib.request.Request:
+    headers = {"Content-Type": "application/json"}
+    return urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+
+
+def _ask_json(request: urllib.request.Request) -> dict[str, Any]:
+    """A JSON object from a server on this machine, or {} while it does not answer one."""
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with direct.open(request, timeout=5) as answer:
             data = json.loads(answer.read())
     except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class _PortTaken(Exception):
+    """An internal server (controller or worker) could not bind the port picked for it."""
+
+
+def _lost_its_port(log: Path, offset: int) -> bool:
+    """What the process wrote to its log since ``offset`` says its bind failed (uvicorn's
+    ``[Errno 98] ... address already in use``)."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(offset)
+            return b"address already in use" in handle.read().lower()
+    except OSError:
         return False
-    return any(m.get("id") == plan.model_name for m in data.get("data") or [])
 
 
 def start(
@@ -273,8 +313,11 @@ def start(
     cancel: threading.Event | None = None,
     progress: Any = None,
 ) -> Serving:
-    """Start controller, worker and API server; return once the API lists the model. On any
-    failure (or ``cancel``) everything started is ended and the error names the log to read."""
+    """Start controller, worker and API server; return once the API lists the model and our
+    controller routes it to our worker. On any failure (or ``cancel``) everything started is
+    ended and the error names the log to read. The controller's and worker's loopback ports are
+    picked free and bound a moment later by another process, so one can be taken in between
+    (by anything on the machine): that start is ended and retried on new ports."""
     run_dir = plan.run_dir
     logs = run_dir / SERVE_DIR
     logs.mkdir(parents=True, exist_ok=True)
@@ -283,26 +326,54 @@ def start(
         model_path = _lora_folder(run_dir, plan.source)
     elif plan.source is not None and plan.source.sharded:
         model_path = _consolidated(run_dir, plan.source, plan.python)
+    began = time.monotonic()
+    for attempt in range(1, PORT_TRIES + 1):
+        try:
+            return _start_stack(plan, model_path, (began, ready_timeout), cancel, progress)
+        except _PortTaken as taken:
+            if attempt == PORT_TRIES:
+                raise TrainwizError(
+                    _("the {name} process found its port taken {n} times: see {log}").format(
+                        name=taken.args[0], n=PORT_TRIES, log=logs / f"{taken.args[0]}.log"
+                    )
+                ) from None
+    raise AssertionError("unreachable")
+
+
+def _start_stack(
+    plan: ServePlan,
+    model_path: Path,
+    clock: tuple[float, float],  # (when the serve began, seconds it may take to be ready)
+    cancel: threading.Event | None,
+    progress: Any,
+) -> Serving:
+    run_dir, logs = plan.run_dir, plan.run_dir / SERVE_DIR
     unset = ("TRAINWIZ_RUN_DIR", KEY_ENV, TOKENIZER_ENV, TEMPLATE_ENV)
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update({MARK_ENV: str(run_dir.resolve()), "LOGDIR": str(logs), "PYTHONUNBUFFERED": "1"})
-    argvs = _argvs(plan, model_path, ports.any_free_port(), ports.any_free_port())
+    controller, worker = ports.any_free_port(), ports.any_free_port()
+    argvs = _argvs(plan, model_path, controller, worker)
     api = {**env, **api_env(plan.template, tokenizer_dir(plan.source, model_path))}
     if plan.api_key:
         api[KEY_ENV] = plan.api_key
     procs: dict[str, subprocess.Popen[bytes]] = {}
+    offsets: dict[str, int] = {}
     serving = Serving(plan, procs, logs)
     try:
         for name in ("controller", "worker", "api"):
             child_env = api if name == "api" else env
             log: IO[bytes]
             with open(logs / f"{name}.log", "ab") as log:
+                offsets[name] = log.tell()
                 procs[name] = subproc.spawn(
                     argvs[name], env=child_env, stdout=log, cwd=logs, text=False,
                     die_with_parent=True,  # kill -9 of this process leaves no server answering
                 )  # fmt: skip
-        began = time.monotonic()
-        while not _listed(plan):
+        while True:
+            # A server that lost its port may live on (FastChat's heartbeat thread): its log says.
+            for name in ("controller", "worker"):
+                if _lost_its_port(logs / f"{name}.log", offsets[name]):
+                    raise _PortTaken(name)
             dead = serving.dead()
             if dead is not None:
                 raise TrainwizError(
@@ -310,11 +381,14 @@ def start(
                         name=dead, code=procs[dead].returncode, log=logs / f"{dead}.log"
                     )
                 )
-            waited = time.monotonic() - began
-            if waited > ready_timeout:
+            ready = _listed(plan) and _routed_to(controller, worker, plan.model_name)
+            if ready and serving.alive():
+                return serving
+            waited = time.monotonic() - clock[0]
+            if waited > clock[1]:
                 raise TrainwizError(
                     _("the model was not served within {s:.0f} s: see {log}").format(
-                        s=ready_timeout, log=logs / "worker.log"
+                        s=clock[1], log=logs / "worker.log"
                     )
                 )
             if cancel is not None and cancel.is_set():
@@ -325,4 +399,3 @@ def start(
     except BaseException:
         serving.stop(grace=5)
         raise
-    return serving

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import socket
 import stat
 import subprocess
@@ -128,7 +129,10 @@ def ssh_keys(tmp_path: Path, sshd_port: int) -> Iterator[dict[str, str]]:
 
 def ssh_preset(tmp_path: Path, keys: dict[str, str], nodes: list[str], **launch: object) -> Path:
     data = yaml.safe_load((ROOT / "presets" / "tiny-cpu.yaml").read_text())
-    data["name"] = "tiny-ssh"
+    # A name of its own: run ids are <second>-<name>, and the tests here find a run's processes
+    # by its id, so two runs of one name started in the same second by two workers (each in its
+    # own TRAINWIZ_HOME) would count each other's processes as their own.
+    data["name"] = f"tiny-ssh-{secrets.token_hex(3)}"
     data["training"]["max_steps"] = launch.pop("max_steps", 4)
     ssh = {**keys, **launch.pop("ssh", {})}  # type: ignore[dict-item]
     # A port of its own: tiny-cpu's 29511 is every other test's too (a rendezvous on another
