@@ -112,6 +112,9 @@ cat "$warm_log"
 rm -f "$warm_log"
 
 # ---- pytest ---------------------------------------------------------------------------------
+# The machine's speed today (CPU-seconds of two fixed workloads): the pytest phase's wall time
+# follows it, so two CI logs compare only beside it (scripts/machine_speed.py, ~5 s).
+[ "$quick" = 1 ] || env -u PYTHONDONTWRITEBYTECODE python scripts/machine_speed.py
 phase "pytest"
 # CPU-seconds of the whole machine over the pytest phase (/proc/stat, in clock ticks): how busy
 # the workers kept the cores, printed beside the phase's wall time.
