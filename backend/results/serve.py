@@ -28,7 +28,6 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -37,7 +36,7 @@ from backend import ports, subproc
 from backend.errors import BadInput, TrainwizError
 from backend.i18n import _
 from backend.procinfo import env_entry, find_processes
-from backend.results import serve_checks
+from backend.results import serve_checks, serve_ready
 from backend.results.serve_template import (
     TEMPLATE_ENV,
     TOKENIZER_ENV,
@@ -252,58 +251,8 @@ def _has_cuda(python: str) -> bool:
     return out.error is None and out.stdout.strip() == "True"
 
 
-def _listed(plan: ServePlan) -> bool:
-    """The API lists the model, asked where it listens (``base_url``: 127.0.0.2 as given, :: as
-    ::1) and never through a proxy from the environment (the server is on this machine)."""
-    request = urllib.request.Request(f"{plan.base_url}/models")
-    if plan.api_key:
-        request.add_header("Authorization", f"Bearer {plan.api_key}")
-    data = _ask_json(request)
-    return any(m.get("id") == plan.model_name for m in data.get("data") or [])
-
-
-def _routed_to(controller: int, worker: int, model: str) -> bool:
-    """Our controller sends the model's requests to our worker, and what answers on our
-    worker's port serves the model. The API listing the model is not enough: a controller or
-    worker that lost its port to another process between the pick and the bind leaves the API
-    talking to whatever holds that port (another serve of a run of the same name lists it too),
-    and FastChat's worker registers its address before it binds it."""
-    address = f"http://127.0.0.1:{worker}"
-    routed = _ask_json(_post(f"http://127.0.0.1:{controller}/get_worker_address", {"model": model}))
-    if routed.get("address") != address:
-        return False
-    return model in (_ask_json(_post(f"{address}/worker_get_status", {})).get("model_names") or [])
-
-
-def _post(url: str, body: dict[str, Any]) -> urllib.request.Request:
-    headers = {"Content-Type": "application/json"}
-    return urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
-
-
-def _ask_json(request: urllib.request.Request) -> dict[str, Any]:
-    """A JSON object from a server on this machine, or {} while it does not answer one."""
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with direct.open(request, timeout=5) as answer:
-            data = json.loads(answer.read())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 class _PortTaken(Exception):
     """An internal server (controller or worker) could not bind the port picked for it."""
-
-
-def _lost_its_port(log: Path, offset: int) -> bool:
-    """What the process wrote to its log since ``offset`` says its bind failed (uvicorn's
-    ``[Errno 98] ... address already in use``)."""
-    try:
-        with log.open("rb") as handle:
-            handle.seek(offset)
-            return b"address already in use" in handle.read().lower()
-    except OSError:
-        return False
 
 
 def start(
@@ -372,7 +321,7 @@ def _start_stack(
         while True:
             # A server that lost its port may live on (FastChat's heartbeat thread): its log says.
             for name in ("controller", "worker"):
-                if _lost_its_port(logs / f"{name}.log", offsets[name]):
+                if serve_ready.lost_its_port(logs / f"{name}.log", offsets[name]):
                     raise _PortTaken(name)
             dead = serving.dead()
             if dead is not None:
@@ -381,7 +330,9 @@ def _start_stack(
                         name=dead, code=procs[dead].returncode, log=logs / f"{dead}.log"
                     )
                 )
-            ready = _listed(plan) and _routed_to(controller, worker, plan.model_name)
+            ready = serve_ready.api_lists(
+                plan.base_url, plan.api_key, plan.model_name
+            ) and serve_ready.routed_to(controller, worker, plan.model_name)
             if ready and serving.alive():
                 return serving
             waited = time.monotonic() - clock[0]

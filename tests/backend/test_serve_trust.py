@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from backend.procinfo import proc_info
-from backend.results import serve
+from backend.results import serve, serve_ready
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,8 @@ def test_readiness_is_asked_where_the_api_listens(
         plan = _plan(tmp_path, given, port)
         assert plan.base_url == f"http://{url_host}:{port}/v1"
         assert plan.curl().startswith(f"curl http://{url_host}:{port}/v1/chat/completions ")
-        assert serve._listed(plan), f"{given} listening on {bound}: not seen as ready"
+        ready = serve_ready.api_lists(plan.base_url, plan.api_key, plan.model_name)
+        assert ready, f"{given} listening on {bound}: not seen as ready"
 
 
 # Spawns a sleeper that must die with this process, prints its pid, then waits to be killed.
