@@ -113,7 +113,7 @@ rm -f "$warm_log"
 
 # ---- pytest ---------------------------------------------------------------------------------
 # The machine's speed today (CPU-seconds of two fixed workloads): the pytest phase's wall time
-# follows it, so two CI logs compare only beside it (scripts/machine_speed.py, ~5 s).
+# follows it, so two CI logs compare only beside it (scripts/machine_speed.py: 5-15 s).
 [ "$quick" = 1 ] || env -u PYTHONDONTWRITEBYTECODE python scripts/machine_speed.py
 phase "pytest"
 # CPU-seconds of the whole machine over the pytest phase (/proc/stat, in clock ticks): how busy
