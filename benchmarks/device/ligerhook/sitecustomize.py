@@ -5,10 +5,6 @@ On ``PYTHONPATH`` of the device benchmarks; does nothing unless the training pro
 Liger (``use_liger_kernel``), only its fused linear cross-entropy is applied: RMSNorm, SwiGLU and
 RoPE stay the model's own, for regional compile to fuse. This measures that split before the
 entry offers it; nothing is imported until Liger's own module is.
-
-``TRAINWIZ_BENCH_RNG=functional`` turns on ``torch._functorch.config.functionalize_rng_ops`` in the
-training process: compiled graphs draw dropout masks from a Philox seed and offset that the
-backward can draw again, instead of keeping them (benchmarks/device/lora_dropout_rng.py).
 """
 
 from __future__ import annotations
@@ -60,12 +56,6 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 if os.environ.get("TRAINWIZ_BENCH_LIGER") == "loss":
     sys.meta_path.insert(0, _Finder())
-
-if os.environ.get("TRAINWIZ_BENCH_RNG") == "functional":
-    import torch._functorch.config as _functorch_config
-
-    _functorch_config.functionalize_rng_ops = True
-    print("[bench-rng] functionalize_rng_ops = True", flush=True)
 
 # Chain to the next sitecustomize on the path (the image's own, if it has one).
 _here = os.path.dirname(os.path.abspath(__file__))
