@@ -399,9 +399,11 @@ class HyperparamsScreen(StepScreen):
         row = self._row(path)
         # At once, not in a later callback (``Widget.focus``): the keys typed right after a
         # refusal or "Edit field" are handled next, and they must land in this field. The
-        # whole row is scrolled into view (its note says what is wrong), then centred.
+        # whole row is scrolled into view (its note says what is wrong) in one jump: an animated
+        # scroll repaints the form for every frame, which over SSH or on a loaded machine keeps
+        # the typed keys' echo waiting behind it.
         self.set_focus(row.editor)
-        row.scroll_visible()
+        row.scroll_visible(animate=False)
 
     def leave_problems(self) -> list[str]:
         """Values typed but rejected (they never reached the preset): leaving would drop them."""

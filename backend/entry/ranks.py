@@ -124,15 +124,21 @@ def meet_before_refusing(torch, seconds=120):
     refuse and exit closes its gloo connections while a slower rank may still be inside
     ``init_process_group``: that rank dies with "Connection closed by peer" (exit 1) and
     torchrun names *it* the root cause, hiding the refusal. Met here, every rank exits with
-    :data:`EXIT_CODE`. NCCL is left alone: its barrier needs a GPU per rank, which a mismatched
-    launch may not have, and it connects lazily, so it has no such race."""
+    :data:`EXIT_CODE`. The meeting is on the rendezvous store (each rank sets a key, then waits
+    for every rank's), not a gloo barrier: a barrier travels over the very connections the slow
+    rank is still making (seen on a loaded machine: rank 1 left its barrier at once, rank 0 died
+    in ``connectFullMesh``), while the store is torchrun's own and was there before the group.
+    NCCL is left alone: its group connects lazily, so it has no such race."""
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
         return False
     if dist.get_backend() != "gloo":
         return False
     try:
-        dist.monitored_barrier(timeout=datetime.timedelta(seconds=seconds))
+        store = dist.distributed_c10d._get_default_store()
+        store.set(f"trainwiz/refused/{dist.get_rank()}", "1")
+        every = [f"trainwiz/refused/{r}" for r in range(dist.get_world_size())]
+        store.wait(every, datetime.timedelta(seconds=seconds))
     except Exception:  # a rank that died some other way: refuse anyway, do not hang
         return False
     return True

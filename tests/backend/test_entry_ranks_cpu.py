@@ -3,10 +3,19 @@ its FSDP plugin only for an accelerator device; the plan says the run trains as 
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from backend.entry import ranks
 from tests.training_side import on_first_use
 
 torch = on_first_use("torch")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fsdp_flags_are_removed_on_the_cpu_in_both_spellings() -> None:
@@ -27,12 +36,11 @@ def test_nothing_is_removed_without_fsdp_flags() -> None:
 
 
 class FakeDistributed:
-    """A stand-in for ``torch.distributed``: the race it guards (one rank still inside
-    ``init_process_group`` while another exits) cannot be staged on cue with real processes."""
+    """A stand-in for ``torch.distributed`` for the cases that never meet: alone, without a
+    group, on NCCL (this machine has no GPU for NCCL)."""
 
     def __init__(self, backend: str, world: int, initialized: bool = True) -> None:
         self.backend, self.world, self.initialized = backend, world, initialized
-        self.barriers: list[float] = []
 
     def is_available(self) -> bool:
         return True
@@ -46,23 +54,46 @@ class FakeDistributed:
     def get_backend(self) -> str:
         return self.backend
 
-    def monitored_barrier(self, timeout: object) -> None:
-        self.barriers.append(timeout.total_seconds())  # type: ignore[attr-defined]
-
 
 class FakeTorch:
     def __init__(self, dist: FakeDistributed) -> None:
         self.distributed = dist
 
 
-def test_a_refusing_rank_waits_for_the_others_on_gloo() -> None:
-    dist = FakeDistributed("gloo", 2)
-    assert ranks.meet_before_refusing(FakeTorch(dist), seconds=7) is True
-    assert dist.barriers == [7.0]
-
-
-def test_no_barrier_alone_uninitialized_or_on_nccl() -> None:
+def test_no_meeting_alone_uninitialized_or_on_nccl() -> None:
     for dist in (FakeDistributed("gloo", 1), FakeDistributed("gloo", 2, initialized=False),
                  FakeDistributed("nccl", 2)):  # fmt: skip
+        # the stand-in has no store: a meeting would fail, not return False before trying
         assert ranks.meet_before_refusing(FakeTorch(dist)) is False
-        assert dist.barriers == []
+
+
+MEET = """
+import json, sys, time
+import torch, torch.distributed as dist
+from backend.entry import ranks
+rank, port, late = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+if rank == 0:
+    time.sleep(late)
+arrived = time.time()
+met = ranks.meet_before_refusing(torch, seconds=60)
+print(json.dumps({"rank": rank, "met": met, "arrived": arrived, "left": time.time()}))
+"""
+
+
+@pytest.mark.slow
+def test_a_refusing_rank_waits_for_a_late_rank_on_the_groups_store() -> None:
+    """Two real gloo ranks: rank 1 refuses first and leaves only once rank 0 has arrived."""
+    with socket.socket() as sock:  # the OS's free port, for rank 0's store
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", MEET, str(r), str(port), "1.5"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in (0, 1)
+    ]  # fmt: skip
+    out = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in out]
+    first, second = (json.loads(o[0].strip().splitlines()[-1]) for o in out)
+    assert first["met"] and second["met"]
+    assert second["left"] >= first["arrived"]  # rank 1 waited for rank 0

@@ -104,7 +104,7 @@ def test_bursts_into_several_fields_keep_every_key(start, tmp_path: Path, size) 
         value = values[(round_number // len(fields)) % len(values)]
         focus_field(pane, path)
         burst(pane, value)
-        pane.wait_for(shows_value(path, value), timeout=10)
+        pane.wait_for(shows_value(path, value))
         last[path] = value
     saved = save_to_default(pane, tmp_path)
     assert saved["learning_rate"] == float(last["learning_rate"])
