@@ -18,7 +18,10 @@ from pathlib import Path
 from backend.procinfo import start_time
 from backend.results.serve import MARK_ENV, RECORD, SERVE_DIR
 
-SLEEP = [sys.executable, "-c", "import time; time.sleep(300)"]
+# Says "up" once running: a process Popen has just returned is past exec but may not yet show
+# its environment in /proc/PID/environ (seen once on a loaded machine: `trainwiz stop` found
+# three of the four and counted three), so fake_serve returns only when each has said it.
+SLEEP = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(300)"]
 
 
 @dataclass
@@ -36,6 +39,8 @@ class FakeServe:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(timeout=30)
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 def fake_serve(run_dir: Path, port: int = 8000, workers: int = 3) -> FakeServe:
@@ -43,9 +48,13 @@ def fake_serve(run_dir: Path, port: int = 8000, workers: int = 3) -> FakeServe:
     marked = {**os.environ, MARK_ENV: str(run_dir.resolve())}
     marked.pop("TRAINWIZ_RUN_DIR", None)
     served = FakeServe(run_dir, f"http://127.0.0.1:{port}/v1")
-    served.procs.append(subprocess.Popen(SLEEP, start_new_session=True))
+    served.procs.append(subprocess.Popen(SLEEP, stdout=subprocess.PIPE, start_new_session=True))
     for _ in range(workers):
-        served.procs.append(subprocess.Popen(SLEEP, env=marked, start_new_session=True))
+        served.procs.append(
+            subprocess.Popen(SLEEP, env=marked, stdout=subprocess.PIPE, start_new_session=True)
+        )
+    for proc in served.procs:
+        assert proc.stdout is not None and proc.stdout.readline() == b"up\n"
     supervisor = served.procs[0].pid
     record = {"pid": supervisor, "pid_start": start_time(supervisor), "model": run_dir.name,
               "base_url": served.base_url, "host": "127.0.0.1", "port": port,
