@@ -4,7 +4,6 @@ its FSDP plugin only for an accelerator device; the plan says the run trains as 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from backend.entry import ranks
+from backend.ports import any_free_port
 from tests.training_side import on_first_use
 
 torch = on_first_use("torch")
@@ -71,6 +71,7 @@ MEET = """
 import json, sys, time
 import torch, torch.distributed as dist
 from backend.entry import ranks
+from backend.ports import any_free_port
 rank, port, late = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 if rank == 0:
@@ -84,9 +85,7 @@ print(json.dumps({"rank": rank, "met": met, "arrived": arrived, "left": time.tim
 @pytest.mark.slow
 def test_a_refusing_rank_waits_for_a_late_rank_on_the_groups_store() -> None:
     """Two real gloo ranks: rank 1 refuses first and leaves only once rank 0 has arrived."""
-    with socket.socket() as sock:  # the OS's free port, for rank 0's store
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = any_free_port()  # for rank 0's store
     procs = [
         subprocess.Popen([sys.executable, "-c", MEET, str(r), str(port), "1.5"], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
