@@ -118,22 +118,24 @@ def trainer_world(training_args, torch):
 
 
 def meet_before_refusing(torch, seconds=120):
-    """Before a rank exits with the refusal: wait until every rank has reached it (gloo only).
+    """Before a rank exits with the refusal: wait until every rank has reached it.
 
     HF initializes the process group even when it then trains NOT_PARALLEL. The first rank to
-    refuse and exit closes its gloo connections while a slower rank may still be inside
+    refuse and exit closes its connections while a slower rank may still be inside
     ``init_process_group``: that rank dies with "Connection closed by peer" (exit 1) and
     torchrun names *it* the root cause, hiding the refusal. Met here, every rank exits with
     :data:`EXIT_CODE`. The meeting is on the rendezvous store (each rank sets a key, then waits
-    for every rank's), not a gloo barrier: a barrier travels over the very connections the slow
-    rank is still making (seen on a loaded machine: rank 1 left its barrier at once, rank 0 died
-    in ``connectFullMesh``), while the store is torchrun's own and was there before the group.
-    NCCL is left alone: its group connects lazily, so it has no such race."""
+    for every rank's), not a barrier of the group: a barrier travels over the very connections
+    the slow rank is still making, while the store is torchrun's own and was there before the
+    group. Whatever the group's backend: the refusal's own group is accelerate's with none named
+    (``get_backend()`` says "undefined", gloo underneath on the CPU), so a meeting kept to
+    "gloo" never happened where it was needed (seen on a loaded machine)."""
     dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+    initialized = dist.is_available() and dist.is_initialized()
+    if not initialized or dist.get_world_size() < 2:
         return False
-    if dist.get_backend() != "gloo":
-        return False
+    print(f"[trainwiz-entry] rank {rank()}: waiting for every rank before refusing "
+          f"(process group backend {dist.get_backend()})", flush=True)  # fmt: skip
     try:
         store = dist.distributed_c10d._get_default_store()
         store.set(f"trainwiz/refused/{dist.get_rank()}", "1")

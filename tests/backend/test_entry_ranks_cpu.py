@@ -37,7 +37,7 @@ def test_nothing_is_removed_without_fsdp_flags() -> None:
 
 class FakeDistributed:
     """A stand-in for ``torch.distributed`` for the cases that never meet: alone, without a
-    group, on NCCL (this machine has no GPU for NCCL)."""
+    group."""
 
     def __init__(self, backend: str, world: int, initialized: bool = True) -> None:
         self.backend, self.world, self.initialized = backend, world, initialized
@@ -60,9 +60,8 @@ class FakeTorch:
         self.distributed = dist
 
 
-def test_no_meeting_alone_uninitialized_or_on_nccl() -> None:
-    for dist in (FakeDistributed("gloo", 1), FakeDistributed("gloo", 2, initialized=False),
-                 FakeDistributed("nccl", 2)):  # fmt: skip
+def test_no_meeting_alone_or_uninitialized() -> None:
+    for dist in (FakeDistributed("gloo", 1), FakeDistributed("gloo", 2, initialized=False)):
         # the stand-in has no store: a meeting would fail, not return False before trying
         assert ranks.meet_before_refusing(FakeTorch(dist)) is False
 
@@ -73,18 +72,22 @@ import torch, torch.distributed as dist
 from backend.entry import ranks
 from backend.ports import any_free_port
 rank, port, late = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+# no backend named, as accelerate makes the group of a trainer told it is not on the CPU
+dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 if rank == 0:
     time.sleep(late)
 arrived = time.time()
 met = ranks.meet_before_refusing(torch, seconds=60)
-print(json.dumps({"rank": rank, "met": met, "arrived": arrived, "left": time.time()}))
+print(json.dumps({"rank": rank, "met": met, "arrived": arrived, "left": time.time(),
+                  "backend": dist.get_backend()}))
 """
 
 
 @pytest.mark.slow
 def test_a_refusing_rank_waits_for_a_late_rank_on_the_groups_store() -> None:
-    """Two real gloo ranks: rank 1 refuses first and leaves only once rank 0 has arrived."""
+    """Two real ranks in a group without a named backend (what the refusing trainer has: an
+    earlier version met on "gloo" groups only, so these left at once): rank 1 refuses first and
+    leaves only once rank 0 has arrived."""
     port = any_free_port()  # for rank 0's store
     procs = [
         subprocess.Popen([sys.executable, "-c", MEET, str(r), str(port), "1.5"], cwd=ROOT,
@@ -94,5 +97,6 @@ def test_a_refusing_rank_waits_for_a_late_rank_on_the_groups_store() -> None:
     out = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in out]
     first, second = (json.loads(o[0].strip().splitlines()[-1]) for o in out)
+    assert first["backend"] == "undefined"  # the group the refusal really has
     assert first["met"] and second["met"]
     assert second["left"] >= first["arrived"]  # rank 1 waited for rank 0
