@@ -18,12 +18,10 @@ which fuses those (and PEFT's dropout) into the layer's own kernels. Measured on
 LoRA, packed rows of 8192): 17,631 real tokens/s with the loss alone against 16,555 with every
 Liger kernel (docs/performance.md "LoRA: Liger under regional compile").
 
-Under regional compile a LoRA run's dropout (PEFT draws a mask before every adapter) keeps what
-its masks made for the backward: 8 GiB more at dropout 0.05 than at 0 (6.74B, rows of 8192, one
-H100). ``TRAINWIZ_DROPOUT_MASKS=redraw`` in a run's ``launch.env`` turns on torch's functionalized
-RNG (``torch._functorch.config.functionalize_rng_ops``): each mask comes from a Philox seed and
-offset the backward draws again, so the compiled layer keeps the adapters' input once, as at
-dropout 0 (benchmarks/device/lora_dropout_rng.py measures both).
+Under regional compile a LoRA run's dropout keeps what its masks made for the backward (8 GiB
+more at dropout 0.05 than at 0: 6.74B, rows of 8192, one H100); with
+``TRAINWIZ_DROPOUT_MASKS=packed`` in ``launch.env``, ``lora_dropout.install`` makes each adapter's
+dropout and ``A`` one function that keeps the mask as bits instead.
 
 Each is gated on what the installed stack can do and turned off with a log line otherwise,
 like kernels.py's switches; what stays on joins the metrics' start line.
@@ -134,8 +132,9 @@ def apply(
             dynamo = torch._dynamo.config
             name = "recompile_limit" if hasattr(dynamo, "recompile_limit") else "cache_size_limit"
             setattr(dynamo, name, max(getattr(dynamo, name, 8), 64))
-            if redraw_dropout_masks(torch):
-                active["dropout_masks_redrawn"] = True
+            masked = masked_dropout(model)
+            if masked:
+                active["dropout_masks_packed"] = masked
             for layer in layers:
                 layer.compile()
             active["compile_layers"] = len(layers)
@@ -145,29 +144,14 @@ def apply(
     return active
 
 
-DROPOUT_MASKS_ENV = "TRAINWIZ_DROPOUT_MASKS"
+def masked_dropout(model: Any) -> int:
+    """How many LoRA adapters now keep their dropout mask as bits (lora_dropout.py), said once."""
+    import lora_dropout
 
-
-def redraw_dropout_masks(torch: Any) -> bool:
-    """Compiled graphs draw random masks from a Philox seed and offset that the backward draws
-    again, where ``TRAINWIZ_DROPOUT_MASKS=redraw`` asks for it and torch can (CUDA: torch
-    functionalizes only CUDA's generator; a CPU run keeps its masks, said in the log)."""
-    wanted = os.environ.get(DROPOUT_MASKS_ENV, "keep").strip().lower()
-    if wanted != "redraw":
-        return False
-    if not torch.cuda.is_available():
-        log(f"{DROPOUT_MASKS_ENV}=redraw: torch redraws masks on CUDA only: masks kept")
-        return False
-    try:
-        import torch._functorch.config as functorch_config
-    except ImportError:
-        functorch_config = None
-    if not hasattr(functorch_config, "functionalize_rng_ops"):
-        log(f"{DROPOUT_MASKS_ENV}=redraw: this torch has no functionalized RNG: masks kept")
-        return False
-    functorch_config.functionalize_rng_ops = True
-    log("compile: dropout masks drawn again in the backward (functionalized RNG), not kept")
-    return True
+    masked = lora_dropout.install(model)
+    if masked:
+        log(f"compile: {masked} adapters keep their dropout masks as bits, not dropped copies")
+    return masked
 
 
 # Liger's kernels left to inductor under regional compile (its loss stays: no full logits).

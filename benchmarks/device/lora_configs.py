@@ -56,10 +56,10 @@ ROWS: dict[str, dict[str, Any]] = {
                          "env": {"TRAINWIZ_PACKED_ATTENTION": "varlen"}},
     "p8192x2-d0": {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
                    "lora": {"lora_dropout": 0.0}},
-    # dropout masks drawn again in the backward, not kept (backend/entry/regional.py)
-    "p8192-frng": {"env": {"TRAINWIZ_DROPOUT_MASKS": "redraw"}},
-    "p16384-frng": {"pack_tokens": 16384, "gradient_accumulation_steps": 1,
-                    "env": {"TRAINWIZ_DROPOUT_MASKS": "redraw"}},
+    # the entry's packed dropout masks (backend/entry/lora_dropout.py) instead of PEFT's copies
+    "p8192-packed": {"env": {"TRAINWIZ_DROPOUT_MASKS": "packed"}},
+    "p16384-packed": {"pack_tokens": 16384, "gradient_accumulation_steps": 1,
+                      "env": {"TRAINWIZ_DROPOUT_MASKS": "packed"}},
     "p8192-qv": {"lora": {"lora_target_modules": ["q_proj", "v_proj"]}},
     "p8192-all": {"lora": {"lora_target_modules": ALL_LINEAR}},
     "qlora-p8192": {"method": "qlora"},

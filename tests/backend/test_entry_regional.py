@@ -90,24 +90,3 @@ def test_regional_compile_marks_every_layer_and_keeps_state_dict_names() -> None
     assert active == {"compile_layers": 2}
     assert all(m._compiled_call_impl is not None for m in regional.decoder_layers(model, torch))
     assert set(model.state_dict()) == names  # no _orig_mod. prefix: save/resume unchanged
-
-
-def test_dropout_masks_are_redrawn_only_where_asked_and_on_cuda(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import types
-
-    import torch._functorch.config as functorch_config
-
-    monkeypatch.setattr(functorch_config, "functionalize_rng_ops", False)
-    monkeypatch.delenv(regional.DROPOUT_MASKS_ENV, raising=False)
-    assert regional.redraw_dropout_masks(torch) is False  # the default keeps the masks
-    monkeypatch.setenv(regional.DROPOUT_MASKS_ENV, "redraw")
-    assert regional.redraw_dropout_masks(torch) is False  # this machine: CPU only
-    assert "CUDA only: masks kept" in capsys.readouterr().out
-    assert functorch_config.functionalize_rng_ops is False
-    # Stand-in for a CUDA machine (none here): only torch.cuda.is_available is replaced.
-    on_cuda = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: True))
-    assert regional.redraw_dropout_masks(on_cuda) is True
-    assert functorch_config.functionalize_rng_ops is True
-    assert "drawn again in the backward" in capsys.readouterr().out
