@@ -104,7 +104,16 @@ def _parent_death_signal() -> Callable[[], None] | None:
 
 
 def signal_group(proc: subprocess.Popen[Any], sig: int) -> None:
-    """``sig`` to the child's whole process group (nothing when the group is gone)."""
+    """``sig`` to the child's whole process group (nothing when the group is gone).
+
+    The group's id is the leader's pid. Once the leader is reaped (``returncode`` set) and its
+    group is empty, the kernel may give that pid to any new process, and a new session leader's
+    group then has that id: signalling it would end a stranger (seen in the suite: a serve's
+    stop, sent to a server reaped long before, ended another test's process). While any member
+    of the old group lives, the pid stays reserved and no process has it, so a live process
+    with that pid means the group is gone: nothing is sent then."""
+    if proc.returncode is not None and os.path.exists(f"/proc/{proc.pid}"):
+        return
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
