@@ -59,13 +59,13 @@ def test_eager_output_and_gradients_equal_dropout_then_linear_with_the_same_mask
 class _FourAdapters(torch.nn.Module):
     """q, k, v read one normed input, o another: an attention block's adapters as PEFT runs
     them in a bf16 model (float32 adapters, the input cast to float32, autocast's bf16 matmul),
-    with PEFT's dropout (``peft``), none (``none``) or the packed function (``packed``)."""
+    with PEFT's dropout (``peft``) or the packed function (``packed``)."""
 
     def __init__(self, mode: str) -> None:
         super().__init__()
         self.norm = torch.nn.LayerNorm(64).bfloat16()
         self.a = torch.nn.ModuleList(torch.nn.Linear(64, 8, bias=False) for _ in range(4))
-        self.drop = torch.nn.Dropout(P if mode == "peft" else 0.0)
+        self.drop = torch.nn.Dropout(P)
         self.mode = mode
 
     def adapter(self, i: int, x: object) -> object:
@@ -102,16 +102,15 @@ def test_compiled_layer_keeps_the_bits_not_a_copy_per_adapter_and_gradients_matc
     torch.manual_seed(0)
     x = torch.randn(1, 256, 64).bfloat16().requires_grad_()
     kept = {}
-    for mode in ("none", "peft", "packed"):
+    for mode in ("peft", "packed"):
         torch.manual_seed(1)
         compiled = torch.compile(_FourAdapters(mode))
         compiled(x).float().sum().backward()  # compile once
         kept[mode] = _kept_bytes(compiled, x)
     bf16_copy = 2 * x.numel()
-    # PEFT's dropout keeps about a copy per adapter more than no dropout; the packed masks keep
-    # no more than no dropout plus the four masks' bits (an eighth of a byte per element)
-    assert kept["peft"] - kept["none"] >= 3 * bf16_copy, kept
-    assert kept["packed"] <= kept["none"] + 4 * x.numel() // 8 + 1024, kept
+    # PEFT's dropout keeps a copy per adapter (of q/k/v's shared input and of o's) that the
+    # packed masks do not: at least three copies less, the four masks' bits included
+    assert kept["peft"] - kept["packed"] >= 3 * bf16_copy + 4 * x.numel() // 8, kept
 
     # Compiled, the function is still dropout-then-linear with one mask: read the mask back
     # from x's gradient (zero exactly where an element was dropped) and check both outputs.
