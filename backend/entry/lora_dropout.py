@@ -101,7 +101,8 @@ class MaskedDropoutLinear(torch.nn.Linear):
 def install(model: Any) -> int:
     """Move each LoRA adapter's dropout into its ``A`` (PEFT's dropout becomes an identity).
     Returns how many adapters changed; 0 unless asked (``TRAINWIZ_DROPOUT_MASKS=packed``), or
-    where none has dropout, a bias on ``A`` or an input width that does not pack into bytes."""
+    where none has dropout, a bias on ``A``, an input width that does not pack into bytes, or a
+    variant (DoRA) that reads the dropped input itself."""
     if os.environ.get(DROPOUT_MASKS_ENV, "kept").strip().lower() != "packed":
         return 0
     changed = 0
@@ -118,6 +119,8 @@ def install(model: Any) -> int:
                 continue
             if type(linear) is not torch.nn.Linear or linear.bias is not None:
                 continue
+            if name in (getattr(module, "lora_variant", None) or {}):
+                continue  # DoRA and the like use the dropped input beyond A: PEFT's own then
             if linear.in_features % 8:
                 continue
             linear.__class__ = MaskedDropoutLinear

@@ -128,7 +128,7 @@ def test_compiled_layer_keeps_the_bits_not_a_copy_per_adapter_and_gradients_matc
     torch.testing.assert_close(w.grad, ref_gw, rtol=1e-4, atol=1e-4)
 
 
-def _peft_model(dropout: float) -> object:
+def _peft_model(dropout: float, **lora_options: object) -> object:
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(0)
@@ -137,7 +137,8 @@ def _peft_model(dropout: float) -> object:
         vocab_size=128, max_position_embeddings=64, attn_implementation="sdpa",
     )  # fmt: skip
     lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, task_type="CAUSAL_LM",
-                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])  # fmt: skip
+                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                      **lora_options)  # fmt: skip
     return get_peft_model(transformers.LlamaForCausalLM(config), lora)
 
 
@@ -165,3 +166,4 @@ def test_installed_on_peft_where_asked_keeps_names_eval_and_gradients(
     model(input_ids=ids, labels=ids).loss.backward()
     assert a.lora_A["default"].weight.grad is not None
     assert lora_dropout.install(_peft_model(0.0)) == 0  # no dropout: nothing to pack
+    assert lora_dropout.install(_peft_model(P, use_dora=True)) == 0  # DoRA reads the dropped x
