@@ -5,8 +5,8 @@ draw their own mask over the same ``x``. The weight gradient of ``A`` needs the 
 autograd keeps it: one more copy of the layer input per adapter. Under regional compile inductor
 keeps a bf16-sized tensor per adapter (6.74B LoRA, rows of 8192 on one H100: 8 GiB more at
 dropout 0.05 than at 0), and torch's functionalized RNG, which could draw the masks again in the
-backward, changed nothing measurable (benchmarks/device/lora_dropout_masks.py, its first version: 1.81 GiB kept
-either way over four layers).
+backward, changed nothing measurable (benchmarks/device/lora_dropout_masks.py, its first
+version: 1.81 GiB kept either way over four layers).
 
 Here dropout and ``A`` are one autograd function: the forward draws the mask, packs it eight
 elements to a byte and keeps only the packed mask beside ``x`` (which the adapters share and the

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from backend import subproc
+from backend.procinfo import proc_info
 from tests.waiting import wait_until
 
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
@@ -70,12 +71,5 @@ def test_a_reaped_leaders_surviving_group_is_still_ended() -> None:
     leader.wait()
     leader.stdout.close()
     subproc.signal_group(leader, signal.SIGKILL)
-    wait_until(lambda: _state(child) in ("gone", "Z"), what=f"the group's survivor {child} to end",
-               seen=lambda: _state(child))  # fmt: skip
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "gone"
+    wait_until(lambda: proc_info(child) is None, what=f"the group's survivor {child} to end",
+               seen=lambda: proc_info(child))  # fmt: skip
